@@ -1,0 +1,84 @@
+"""stalwart: durable execution for long-running AI agents.
+
+Declare workflows and steps on a :class:`Stalwart` app; every step's outcome is journaled in
+the store, and a run interrupted by a crash replays its journal and resumes at the step where it
+stopped. See the README and ``docs/`` for the tutorial and the replay rules.
+"""
+
+from ._app import Handle, Stalwart
+from ._context import (
+    attempt,
+    heartbeat,
+    idempotency_key,
+    now,
+    random,
+    request_approval,
+    request_approval_async,
+    sleep,
+    sleep_async,
+    uuid4,
+    wait_for_event,
+    wait_for_event_async,
+    workflow_id,
+)
+from ._errors import (
+    CorruptRecord,
+    NeedsAttention,
+    NonDeterminismError,
+    NonRetryableError,
+    NotDurableWarning,
+    OutputInvalid,
+    RegistrationError,
+    SerializationError,
+    StalwartError,
+    StepFailed,
+    StepTimeout,
+    StoreError,
+    UnsafeFork,
+    WorkflowCancelled,
+    WorkflowFailed,
+    WorkflowNotFound,
+)
+from ._model import Approval, ApprovalRequest, JournalEntry, WorkflowInfo
+from ._retry import Retry
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Approval",
+    "ApprovalRequest",
+    "CorruptRecord",
+    "Handle",
+    "JournalEntry",
+    "NeedsAttention",
+    "NonDeterminismError",
+    "NonRetryableError",
+    "NotDurableWarning",
+    "OutputInvalid",
+    "RegistrationError",
+    "Retry",
+    "SerializationError",
+    "Stalwart",
+    "StalwartError",
+    "StepFailed",
+    "StepTimeout",
+    "StoreError",
+    "UnsafeFork",
+    "WorkflowCancelled",
+    "WorkflowFailed",
+    "WorkflowInfo",
+    "WorkflowNotFound",
+    "attempt",
+    "heartbeat",
+    "idempotency_key",
+    "now",
+    "random",
+    "request_approval",
+    "request_approval_async",
+    "sleep",
+    "sleep_async",
+    "uuid4",
+    "wait_for_event",
+    "wait_for_event_async",
+    "workflow_id",
+]

@@ -1,0 +1,1 @@
+"""The engine: runs one invocation of a workflow from the top, replaying its journal."""

@@ -1,0 +1,156 @@
+"""Execute one invocation of a run until it completes, fails or needs an operator."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import CorruptRecord, SerializationError
+from .._model import COMPLETED, FAILED, NEEDS_ATTENTION
+from .._serde import UnsupportedValue, decode
+from .._signals import Abort, LeaseLost
+from .._store import Entry
+from .invocation import CURRENT_RUN, Invocation
+
+if TYPE_CHECKING:
+    from .._app import Core
+    from .._registry import WorkflowDef
+
+__all__ = ["Outcome", "execute"]
+
+log = logging.getLogger("stalwart")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How an invocation ended. ``error`` is set for ``abort`` (corrupt record)."""
+
+    status: str  # completed | failed | needs_attention | lease_lost | abort
+    error: Exception | None = None
+
+
+def _decode_input(
+    core: Core, workflow_id: str, stored: bytes | None
+) -> tuple[list[Any], dict[str, Any]]:
+    try:
+        value = decode(core.store.load_payload(stored)) if stored is not None else None
+    except (ValueError, CorruptRecord) as exc:
+        raise CorruptRecord(
+            f"run {workflow_id!r}: its recorded input cannot be decoded ({exc})",
+            workflow_id=workflow_id,
+        ) from exc
+    if not isinstance(value, dict):
+        raise CorruptRecord(
+            f"run {workflow_id!r}: its recorded input is not an argument record",
+            workflow_id=workflow_id,
+        )
+    return list(value.get("args", [])), dict(value.get("kwargs", {}))
+
+
+def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    loop = asyncio.new_event_loop()
+    loop.set_task_factory(inv.task_factory)
+
+    async def main() -> Any:
+        CURRENT_RUN.set(inv)
+        task = asyncio.current_task()
+        assert task is not None
+        inv.task_paths[task] = ""
+        return await wf.fn(*args, **kwargs)
+
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.close()
+
+
+def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    def main() -> Any:
+        CURRENT_RUN.set(inv)
+        return wf.fn(*args, **kwargs)
+
+    return contextvars.copy_context().run(main)
+
+
+def _error_json(error: BaseException, **extra: Any) -> str:
+    return json.dumps({"type": type(error).__name__, "message": str(error), **extra})
+
+
+def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
+    """Run the workflow from the top; record how it ended unless the lease was lost."""
+    wf, wid = inv.wf, inv.workflow_id
+    try:
+        args, kwargs = _decode_input(core, wid, stored_input)
+        try:
+            runner = _run_async if wf.is_async else _run_sync
+            value = runner(inv, wf, args, kwargs)
+        except Exception as exc:
+            inv.check_alive()  # a swallowed signal still wins over the code's own ending
+            inv.check_fully_replayed()
+            return _finish(core, inv, FAILED, output=None, error=_error_json(exc), exc=exc)
+        inv.check_alive()
+        inv.check_fully_replayed()
+        try:
+            payload = core.codec.encode(value)
+        except UnsupportedValue as exc:
+            error = SerializationError(
+                f"workflow {wf.name!r} (run {wid!r}) returned a value of type {exc.type_name} "
+                f"at {exc.path.replace('value', 'result', 1)}, which cannot be stored; return "
+                "JSON-compatible values (or opt in with serializer='pickle')"
+            )
+            return _finish(core, inv, FAILED, output=None, error=_error_json(error), exc=error)
+        return _finish(core, inv, COMPLETED, output=payload, error=None, exc=None)
+    except Abort as signal:
+        if signal.attention:
+            reason = str(signal.error)
+            detail = _error_json(signal.error, reason=reason)
+            return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=signal.error)
+        return Outcome("abort", signal.error)
+    except CorruptRecord as exc:
+        return Outcome("abort", exc)
+    except LeaseLost:
+        log.warning("run %s: lease lost to another worker; stopped without writing", wid)
+        return Outcome("lease_lost")
+
+
+def _finish(
+    core: Core,
+    inv: Invocation,
+    status: str,
+    *,
+    output: bytes | None,
+    error: str | None,
+    exc: BaseException | None,
+) -> Outcome:
+    now = core.clock.time()
+    entry = Entry(
+        kind="run",
+        name="finished" if status != NEEDS_ATTENTION else NEEDS_ATTENTION,
+        status=COMPLETED if status == COMPLETED else FAILED,
+        started_at=now,
+        finished_at=now,
+        output=output,
+        error=error,
+    )
+    ok = core.store.finish_run(
+        inv.workflow_id,
+        owner=inv.owner,
+        status=status,
+        output=output,
+        error=error,
+        now=now,
+        entry=entry,
+    )
+    if not ok:
+        return Outcome("lease_lost")
+    log.info("run %s: %s", inv.workflow_id, status)
+    return Outcome(status, exc if isinstance(exc, Exception) else None)

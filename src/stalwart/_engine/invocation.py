@@ -1,0 +1,256 @@
+"""One invocation of a run: the replay cursor, journal positions and recorded values.
+
+A position names a call by where it happens, not when it finished: the n-th journaled call of
+a task is ``"<task path>n"``, the main task's path is empty and the k-th task created by a task
+with path ``p`` has path ``p + "t<k>."``. Replay therefore finds the same record for the same
+call however the first run's concurrent steps interleaved.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import CorruptRecord, NonDeterminismError
+from .._serde import decode
+from .._signals import Abort, LeaseLost
+from .._store import Entry, IndexRow
+
+if TYPE_CHECKING:
+    from .._app import Core
+    from .._registry import WorkflowDef
+
+__all__ = ["CURRENT_RUN", "CURRENT_STEP", "Invocation", "Recorded", "StepScope"]
+
+COMPLETED, FAILED = "completed", "failed"
+
+
+@dataclass(slots=True)
+class Recorded:
+    """The latest journal state of one position."""
+
+    seq: int
+    position: str
+    kind: str
+    name: str
+    status: str
+    attempt: int
+    output: bytes | None
+    error: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class StepScope:
+    """What a running step attempt can ask about itself."""
+
+    invocation: Invocation
+    name: str
+    seq: int
+    position: str
+    attempt: int
+    last_beat: float = 0.0
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across attempts and recoveries: the run id and the call's position."""
+        return f"{self.invocation.workflow_id}/{self.position}"
+
+
+CURRENT_RUN: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(
+    "stalwart_run", default=None
+)
+CURRENT_STEP: contextvars.ContextVar[StepScope | None] = contextvars.ContextVar(
+    "stalwart_step", default=None
+)
+
+
+def parse_error(text: str | None) -> dict[str, Any] | None:
+    """The stored JSON error of a journal row."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {"type": "Unknown", "message": text}
+    return value if isinstance(value, dict) else {"type": "Unknown", "message": str(value)}
+
+
+class Invocation:
+    """State of one execution of a run, from the top of the workflow function."""
+
+    def __init__(
+        self,
+        core: Core,
+        wf: WorkflowDef,
+        workflow_id: str,
+        owner: str,
+        *,
+        recovering: bool,
+        index: list[IndexRow],
+    ) -> None:
+        self.core = core
+        self.wf = wf
+        self.workflow_id = workflow_id
+        self.owner = owner
+        self.recovering = recovering
+        self.is_async = wf.is_async
+        self.recorded: dict[str, Recorded] = {}
+        for row in index:
+            self.recorded[row.position] = Recorded(
+                row.seq,
+                row.position,
+                row.kind,
+                row.name,
+                row.status,
+                row.attempt or 0,
+                row.output,
+                parse_error(row.error),
+            )
+        self.unvisited = set(self.recorded)
+        self.next_seq = max((r.seq for r in self.recorded.values()), default=0) + 1
+        self.counters: dict[str, int] = {}
+        self.task_paths: dict[asyncio.Task[Any], str] = {}
+        self.children: dict[str, int] = {}
+        self.fatal: Abort | None = None
+        self.lease_lost = threading.Event()
+        self._lock = threading.Lock()
+
+    # -- positions ------------------------------------------------------------------------
+
+    def _task_path(self) -> str:
+        if not self.is_async:
+            return ""
+        try:
+            task = asyncio.current_task()
+        except RuntimeError:
+            return ""
+        return self.task_paths.get(task, "") if task is not None else ""
+
+    def next_position(self) -> str:
+        """The position of the next journaled call in the current task."""
+        path = self._task_path()
+        with self._lock:
+            n = self.counters.get(path, 0)
+            self.counters[path] = n + 1
+        return f"{path}{n}"
+
+    def task_factory(
+        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
+    ) -> asyncio.Task[Any]:
+        """Create a task and give it a path if workflow code (not a step) created it."""
+        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
+        if CURRENT_RUN.get() is self and CURRENT_STEP.get() is None:
+            parent = asyncio.current_task(loop)
+            if parent is not None and parent in self.task_paths:
+                path = self.task_paths[parent]
+                k = self.children.get(path, 0)
+                self.children[path] = k + 1
+                self.task_paths[task] = f"{path}t{k}."
+        return task
+
+    def alloc_seq(self) -> int:
+        """A fresh journal sequence number for a call replay has not seen."""
+        with self._lock:
+            seq = self.next_seq
+            self.next_seq += 1
+        return seq
+
+    # -- replay ---------------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        """Re-raise a sticky failure; stop if another process took the lease."""
+        if self.fatal is not None:
+            raise self.fatal
+        if self.lease_lost.is_set():
+            raise LeaseLost()
+
+    def abort(self, error: Exception, *, attention: bool) -> Abort:
+        """Make ``error`` sticky: every later call in this invocation raises it again."""
+        self.fatal = Abort(error, attention=attention)
+        return self.fatal
+
+    def lookup(self, position: str, kind: str, name: str) -> Recorded | None:
+        """The record at ``position``, after checking it is the call the code makes now."""
+        rec = self.recorded.get(position)
+        if rec is None:
+            return None
+        self.unvisited.discard(position)
+        if rec.kind != kind or rec.name != name:
+            error = NonDeterminismError(
+                f"run {self.workflow_id!r} diverged from its journal at seq {rec.seq}: the "
+                f"journal recorded {rec.kind} {rec.name!r} there, the code now asks for {kind} "
+                f"{name!r}. Deploy code that makes the same calls in the same order (or fork "
+                "the run from before this point), then retry the run",
+                seq=rec.seq,
+                recorded=rec.name,
+                requested=name,
+            )
+            raise self.abort(error, attention=True)
+        return rec
+
+    def check_fully_replayed(self) -> None:
+        """After the workflow ended: every recorded call must have been made again."""
+        if not self.unvisited:
+            return
+        rec = min((self.recorded[p] for p in self.unvisited), key=lambda r: r.seq)
+        error = NonDeterminismError(
+            f"run {self.workflow_id!r} diverged from its journal at seq {rec.seq}: the journal "
+            f"recorded {rec.kind} {rec.name!r} there, but the code ended without calling it. "
+            "Deploy code that makes the same calls in the same order, then retry the run",
+            seq=rec.seq,
+            recorded=rec.name,
+            requested=None,
+        )
+        raise self.abort(error, attention=True)
+
+    def load_value(self, rec: Recorded) -> Any:
+        """The recorded output of ``rec``, decoded; a bad row aborts with ``CorruptRecord``."""
+        if rec.output is None:
+            return None
+        try:
+            return decode(self.core.store.load_payload(rec.output))
+        except (ValueError, CorruptRecord) as exc:
+            error = CorruptRecord(
+                f"run {self.workflow_id!r}, seq {rec.seq} ({rec.kind} {rec.name!r}): the "
+                f"recorded output cannot be decoded ({exc}); restore the row from a backup or "
+                "fork the run from before this seq",
+                workflow_id=self.workflow_id,
+                seq=rec.seq,
+            )
+            raise self.abort(error, attention=False) from exc
+
+    def append(self, entry: Entry) -> None:
+        """Journal ``entry`` while this invocation still holds the run's lease."""
+        if not self.core.store.append(self.workflow_id, entry, owner=self.owner):
+            self.lease_lost.set()
+            raise LeaseLost()
+
+    def record_value(self, kind: str, produce: Any) -> Any:
+        """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
+        self.check_alive()
+        position = self.next_position()
+        rec = self.lookup(position, kind, kind)
+        if rec is not None:
+            return self.load_value(rec)
+        self.recovering = False
+        value = produce()
+        payload = self.core.codec.encode(value)
+        now = self.core.clock.time()
+        self.append(
+            Entry(
+                kind=kind,
+                name=kind,
+                status=COMPLETED,
+                seq=self.alloc_seq(),
+                position=position,
+                attempt=1,
+                started_at=now,
+                finished_at=now,
+                output=payload,
+            )
+        )
+        return decode(payload)

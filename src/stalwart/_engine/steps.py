@@ -1,0 +1,294 @@
+"""Journaled step calls: replay a recorded outcome, or run attempts until one is recorded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import threading
+from collections.abc import Awaitable
+from typing import Any
+
+from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
+from .._registry import StepDef
+from .._serde import UnsupportedValue, decode
+from .._signals import EngineSignal
+from .._store import Entry
+from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
+
+__all__ = ["call_step", "call_step_async"]
+
+_DONE = object()
+
+
+class AttemptInterrupted(Exception):
+    """An attempt whose process stopped before its outcome was recorded."""
+
+
+class StepCall:
+    """The decisions of one journaled step call, shared by the sync and async drivers."""
+
+    def __init__(
+        self, inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ):
+        inv.check_alive()
+        self.inv = inv
+        self.step = step
+        self.args = args
+        self.kwargs = kwargs
+        self.position = inv.next_position()
+        self.rec: Recorded | None = inv.lookup(self.position, "step", step.name)
+        self.value: Any = None
+        self.started_at = 0.0
+
+    def replay(self) -> bool:
+        """Settle the call from the journal if it can be; True when ``self.value`` is final."""
+        rec = self.rec
+        if rec is None:
+            self.seq = self.inv.alloc_seq()
+            self.attempt = 1
+            self.retry_at = 0.0
+        elif rec.status == COMPLETED:
+            value = self.inv.load_value(rec)
+            self.value = self.step.restore(value) if self.step.restore else value
+            return True
+        else:
+            error = rec.error or {}
+            if error.get("final"):
+                raise StepFailed(
+                    self.step.name,
+                    rec.attempt,
+                    error.get("type", "Unknown"),
+                    error.get("message", ""),
+                )
+            self.seq = rec.seq
+            self.attempt = rec.attempt + 1
+            self.retry_at = float(error.get("retry_at") or 0.0)
+        self.input = self._encode_input()
+        if self.inv.recovering:
+            self.inv.recovering = False
+            self._charge_interruption()
+        return False
+
+    def _encode_input(self) -> bytes:
+        try:
+            return self.inv.core.codec.encode({"args": list(self.args), "kwargs": self.kwargs})
+        except UnsupportedValue as exc:
+            raise SerializationError(
+                f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
+                f"{self.step.name!r}: cannot serialize an argument of type {exc.type_name} "
+                f"at {exc.path.replace('value', 'arguments', 1)}; pass JSON-compatible values "
+                "(or opt in with serializer='pickle')"
+            ) from None
+
+    def _charge_interruption(self) -> None:
+        """Count the attempt a crash interrupted, found when recovery reaches this step."""
+        exc = AttemptInterrupted(
+            f"attempt {self.attempt} was interrupted: its process stopped before the outcome "
+            "was recorded"
+        )
+        now = self.inv.core.clock.time()
+        final = not self.step.retry.should_retry(exc, self.attempt)
+        self._record_failure(exc, now, now, delay=0.0, final=final)
+        if final:
+            raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
+        self.attempt += 1
+
+    def scope(self) -> StepScope:
+        """Begin an attempt."""
+        self.started_at = self.inv.core.clock.time()
+        return StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
+
+    def wait_before_attempt(self) -> float:
+        """Seconds of backoff still owed before the next attempt."""
+        return max(0.0, self.retry_at - self.inv.core.clock.time())
+
+    def settle(self, outcome: Any, error: BaseException | None) -> float | object:
+        """Record an attempt's outcome; ``_DONE`` (value in ``self.value``) or a retry delay."""
+        now = self.inv.core.clock.time()
+        if error is None:
+            try:
+                payload = self._validate_and_encode(outcome)
+            except (OutputInvalid, SerializationError) as exc:
+                error = exc
+        if error is not None:
+            retry = self.step.retry
+            final = not retry.should_retry(error, self.attempt)
+            delay = 0.0 if final else retry.delay(self.attempt, self.inv.core.rng)
+            self._record_failure(error, self.started_at, now, delay=delay, final=final)
+            if final:
+                raise StepFailed(
+                    self.step.name, self.attempt, type(error).__name__, str(error)
+                ) from error
+            self.attempt += 1
+            self.retry_at = now + delay
+            return delay
+        self.inv.append(
+            Entry(
+                kind="step",
+                name=self.step.name,
+                status=COMPLETED,
+                seq=self.seq,
+                position=self.position,
+                attempt=self.attempt,
+                started_at=self.started_at,
+                finished_at=now,
+                input=self.input,
+                output=payload,
+            )
+        )
+        value = decode(payload)
+        self.value = self.step.restore(value) if self.step.restore else value
+        return _DONE
+
+    def _validate_and_encode(self, raw: Any) -> bytes:
+        check = self.step.output
+        if check is not None:
+            validate = getattr(check, "model_validate", None)
+            try:
+                raw = validate(raw) if callable(validate) else check(raw)
+            except Exception as exc:
+                raise OutputInvalid(
+                    f"step {self.step.name!r} returned a value its output= check rejected: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+        try:
+            return self.inv.core.codec.encode(raw)
+        except UnsupportedValue as exc:
+            raise SerializationError(
+                f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
+                f"{self.step.name!r}: cannot serialize its result, a value of type "
+                f"{exc.type_name} at {exc.path.replace('value', 'result', 1)}; return "
+                "JSON-compatible values (or opt in with serializer='pickle')"
+            ) from None
+
+    def _record_failure(
+        self,
+        error: BaseException,
+        started: float,
+        now: float,
+        *,
+        delay: float,
+        final: bool = False,
+    ) -> None:
+        detail = {
+            "type": type(error).__name__,
+            "message": str(error),
+            "final": final,
+            "retry_at": None if final else now + delay,
+        }
+        self.inv.append(
+            Entry(
+                kind="step",
+                name=self.step.name,
+                status=FAILED,
+                seq=self.seq,
+                position=self.position,
+                attempt=self.attempt,
+                started_at=started,
+                finished_at=now,
+                input=self.input,
+                error=json.dumps(detail),
+            )
+        )
+
+
+def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
+    token = CURRENT_STEP.set(scope)
+    try:
+        if step.timeout is None:
+            return step.fn(*args, **kwargs)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["value"] = step.fn(*args, **kwargs)
+            except BaseException as exc:
+                box["error"] = exc
+
+        thread = threading.Thread(
+            target=contextvars.copy_context().run,
+            args=(target,),
+            daemon=True,
+            name=f"stalwart-step-{step.name}",
+        )
+        thread.start()
+        thread.join(step.timeout)
+        if thread.is_alive():
+            raise StepTimeout(
+                f"step {step.name!r} attempt {scope.attempt} ran longer than its timeout of "
+                f"{step.timeout}s; it was abandoned and its late result will be discarded"
+            )
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
+    finally:
+        CURRENT_STEP.reset(token)
+
+
+def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run or replay a sync step inside a workflow."""
+    call = StepCall(inv, step, args, kwargs)
+    if call.replay():
+        return call.value
+    inv.core.clock.sleep(call.wait_before_attempt())
+    while True:
+        inv.check_alive()
+        scope = call.scope()
+        try:
+            outcome, error = _run_sync_attempt(step, scope, args, kwargs), None
+        except EngineSignal:
+            raise
+        except Exception as exc:
+            outcome, error = None, exc
+        verdict = call.settle(outcome, error)
+        if verdict is _DONE:
+            return call.value
+        assert isinstance(verdict, float)
+        inv.core.clock.sleep(verdict)
+
+
+async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
+    token = CURRENT_STEP.set(scope)
+    try:
+        coro: Awaitable[Any] = step.fn(*args, **kwargs)
+        if step.timeout is None:
+            return await coro
+        try:
+            return await asyncio.wait_for(coro, step.timeout)
+        except TimeoutError:
+            raise StepTimeout(
+                f"step {step.name!r} attempt {scope.attempt} ran longer than its timeout of "
+                f"{step.timeout}s and was cancelled"
+            ) from None
+    finally:
+        CURRENT_STEP.reset(token)
+
+
+async def _backoff(inv: Invocation, seconds: float) -> None:
+    if seconds > 0:
+        await asyncio.to_thread(inv.core.clock.sleep, seconds)
+
+
+async def call_step_async(
+    inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run or replay an async step inside an async workflow."""
+    call = StepCall(inv, step, args, kwargs)
+    if call.replay():
+        return call.value
+    await _backoff(inv, call.wait_before_attempt())
+    while True:
+        inv.check_alive()
+        scope = call.scope()
+        try:
+            outcome, error = await _run_async_attempt(step, scope, args, kwargs), None
+        except EngineSignal:
+            raise
+        except Exception as exc:
+            outcome, error = None, exc
+        verdict = call.settle(outcome, error)
+        if verdict is _DONE:
+            return call.value
+        assert isinstance(verdict, float)
+        await _backoff(inv, verdict)

@@ -1,0 +1,165 @@
+"""The error tree of stalwart.
+
+::
+
+    StalwartError
+    ├── StoreError
+    │   └── CorruptRecord
+    ├── RegistrationError
+    ├── NeedsAttention
+    ├── SerializationError
+    ├── NonRetryableError          (raise it in a step to stop retrying)
+    ├── StepFailed                 (raised into workflow code)
+    ├── StepTimeout
+    ├── OutputInvalid
+    ├── NonDeterminismError
+    ├── WorkflowNotFound
+    ├── WorkflowFailed
+    ├── WorkflowCancelled
+    └── UnsafeFork
+
+    NotDurableWarning (a UserWarning)
+
+Internal control-flow signals derive from ``BaseException`` (see ``_signals``) so that an
+``except Exception:`` in user code cannot swallow them.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "CorruptRecord",
+    "NeedsAttention",
+    "NonDeterminismError",
+    "NonRetryableError",
+    "NotDurableWarning",
+    "OutputInvalid",
+    "RegistrationError",
+    "SerializationError",
+    "StalwartError",
+    "StepFailed",
+    "StepTimeout",
+    "StoreError",
+    "UnsafeFork",
+    "WorkflowCancelled",
+    "WorkflowFailed",
+    "WorkflowNotFound",
+]
+
+
+class StalwartError(Exception):
+    """Base class of every error stalwart raises."""
+
+
+class StoreError(StalwartError):
+    """The store cannot be used: bad URL, unreachable database, incompatible schema."""
+
+
+class CorruptRecord(StoreError):
+    """A stored record cannot be decoded; names the run and the journal position."""
+
+    def __init__(self, message: str, *, workflow_id: str | None = None, seq: int | None = None):
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.seq = seq
+
+
+class RegistrationError(StalwartError):
+    """A workflow or step was declared wrongly (for example twice under one name)."""
+
+
+class NeedsAttention(StalwartError):
+    """The run stopped in status ``needs_attention`` and waits for an operator."""
+
+    def __init__(self, message: str, *, workflow_id: str, reason: str):
+        super().__init__(message)
+        self.workflow_id = workflow_id
+        self.reason = reason
+
+
+class SerializationError(StalwartError):
+    """A value cannot be stored by the app's serializer."""
+
+
+class NonRetryableError(StalwartError):
+    """Raise inside a step to fail it at once, without further attempts."""
+
+
+class StepFailed(StalwartError):
+    """A step failed for good: its retries are exhausted or its error is not retryable."""
+
+    def __init__(self, step: str, attempts: int, cause_type: str, cause_message: str):
+        super().__init__(
+            f"step {step!r} failed after {attempts} attempt(s): {cause_type}: {cause_message}"
+        )
+        self.step = step
+        self.attempts = attempts
+        self.cause_type = cause_type
+        self.cause_message = cause_message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.step, self.attempts, self.cause_type, self.cause_message))
+
+
+class StepTimeout(StalwartError):
+    """A step attempt ran longer than its ``timeout``; retryable like any other error."""
+
+
+class OutputInvalid(StalwartError):
+    """A step's result failed its ``output=`` validation; retryable."""
+
+
+class NonDeterminismError(StalwartError):
+    """Replay asked for a different step than the journal recorded at that position."""
+
+    def __init__(self, message: str, *, seq: int, recorded: str, requested: str | None):
+        super().__init__(message)
+        self.seq = seq
+        self.recorded = recorded
+        self.requested = requested
+
+
+class WorkflowNotFound(StalwartError):
+    """No run with that workflow id exists in the store."""
+
+
+class WorkflowFailed(StalwartError):
+    """The run ended in status ``failed``."""
+
+    def __init__(self, workflow_id: str, cause_type: str, cause_message: str):
+        super().__init__(f"workflow {workflow_id!r} failed: {cause_type}: {cause_message}")
+        self.workflow_id = workflow_id
+        self.cause_type = cause_type
+        self.cause_message = cause_message
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.workflow_id, self.cause_type, self.cause_message))
+
+
+class WorkflowCancelled(StalwartError):
+    """The run was cancelled (or, inside a step, its lease was lost)."""
+
+
+class UnsafeFork(StalwartError):
+    """A fork would re-execute a completed irreversible step."""
+
+
+class NotDurableWarning(UserWarning):
+    """The store keeps nothing across processes (``memory://``)."""
+
+
+_PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``."""
+    return _PASSWORD.sub(r"\1***\3", url)
+
+
+def not_built(feature: str, arrives_with: str) -> NotImplementedError:
+    """The error for a contract feature that this release does not implement yet."""
+    return NotImplementedError(
+        f"{feature} is not built yet in this release of stalwart (it arrives with "
+        f"{arrives_with}); remove it for now rather than rely on it being ignored"
+    )

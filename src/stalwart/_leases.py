@@ -1,0 +1,53 @@
+"""Lease holders: who holds a run, and whether that process still exists."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+__all__ = ["holder_is_gone", "new_owner"]
+
+_HOST = socket.gethostname()
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time of process ``pid`` (Linux), which tells a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else "?"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def new_owner() -> str:
+    """A lease owner id: ``host/pid/start/token``; the token tells apps in one process apart."""
+    pid = os.getpid()
+    return f"{_HOST}/{pid}/{_start_ticks(pid) or '?'}/{uuid.uuid4().hex[:12]}"
+
+
+def holder_is_gone(owner: str) -> bool:
+    """True only when ``owner`` is a process on this host that no longer exists."""
+    try:
+        host, pid_text, start, _token = owner.rsplit("/", 3)
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if host != _HOST:
+        return False
+    if not _alive(pid):
+        return True
+    current = _start_ticks(pid)
+    return start != "?" and current is not None and current != start

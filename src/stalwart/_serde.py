@@ -1,0 +1,206 @@
+"""Serialization of step and workflow values.
+
+The JSON codec writes plain JSON for JSON types and small tagged objects for the rest
+(``{"$dt": ...}``), so datetimes, decimals, UUIDs, bytes, enums, tuples and sets round-trip
+exactly. Dataclasses and pydantic models are written as dicts and restored as the class a
+declaration names (:func:`restore`). Every encoded payload starts with one byte naming its codec,
+so a store can hold payloads of both codecs and a reader never guesses.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import enum
+import functools
+import importlib
+import json
+import pickle
+import typing
+import uuid
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from ._errors import SerializationError
+
+__all__ = ["Codec", "decode", "make_codec", "restore", "restorer_for"]
+
+JSON_TAG = b"J"
+PICKLE_TAG = b"P"
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
+
+
+class UnsupportedValue(SerializationError):
+    """A value the codec cannot write; ``type_name`` and ``path`` say which and where."""
+
+    def __init__(self, type_name: str, path: str):
+        super().__init__(f"cannot serialize a value of type {type_name} at {path}")
+        self.type_name = type_name
+        self.path = path
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _to_tree(value: Any, path: str) -> Any:
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, enum.Enum):
+        return {"$enum": _qualified(type(value)), "v": _to_tree(value.value, path)}
+    if isinstance(value, int | float):
+        return value
+    if isinstance(value, list):
+        return [_to_tree(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        escape = False
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise UnsupportedValue(f"dict key {type(k).__name__} (keys must be str)", path)
+            escape = escape or k.startswith("$")
+            out[k] = _to_tree(v, f"{path}[{k!r}]")
+        return {"$esc": out} if escape else out
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return {"$tuple": [_to_tree(v, f"{path}[{i}]") for i, v in enumerate(value)]}
+    if isinstance(value, set | frozenset):
+        tag = "$set" if isinstance(value, set) else "$frozenset"
+        return {tag: [_to_tree(v, f"{path}{{}}") for v in value]}
+    if isinstance(value, _dt.datetime):
+        return {"$dt": value.isoformat()}
+    if isinstance(value, _dt.date):
+        return {"$date": value.isoformat()}
+    if isinstance(value, Decimal):
+        return {"$dec": str(value)}
+    if isinstance(value, uuid.UUID):
+        return {"$uuid": str(value)}
+    if isinstance(value, bytes | bytearray):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _to_tree({f.name: getattr(value, f.name) for f in dataclasses.fields(value)}, path)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump) and hasattr(type(value), "model_fields"):
+        return _to_tree(dump(mode="python"), path)
+    raise UnsupportedValue(type(value).__qualname__, path)
+
+
+def _import(qualified: str) -> Any:
+    module, _, qualname = qualified.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tagged(tag: str, body: Any, node: dict[str, Any]) -> Any:
+    if tag == "$esc":
+        return {k: _from_tree(v) for k, v in body.items()}
+    if tag == "$tuple":
+        return tuple(_from_tree(v) for v in body)
+    if tag == "$set":
+        return {_from_tree(v) for v in body}
+    if tag == "$frozenset":
+        return frozenset(_from_tree(v) for v in body)
+    if tag == "$dt":
+        return _dt.datetime.fromisoformat(body)
+    if tag == "$date":
+        return _dt.date.fromisoformat(body)
+    if tag == "$dec":
+        return Decimal(body)
+    if tag == "$uuid":
+        return uuid.UUID(body)
+    if tag == "$bytes":
+        return base64.b64decode(body)
+    if tag == "$enum":
+        return _import(body)(_from_tree(node["v"]))
+    raise ValueError(f"unknown tag {tag}")
+
+
+def _from_tree(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_from_tree(v) for v in node]
+    if isinstance(node, dict):
+        if node and len(node) <= 2:
+            tag = next(iter(node))
+            if tag.startswith("$"):
+                return _tagged(tag, node[tag], node)
+        return {k: _from_tree(v) for k, v in node.items()}
+    return node
+
+
+class Codec:
+    """Encodes values to payload bytes; JSON unless the app opted in to pickle."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def encode(self, value: Any) -> bytes:
+        """Payload bytes for ``value``; raises :class:`UnsupportedValue` naming type and path."""
+        if self.name == "pickle":
+            try:
+                return PICKLE_TAG + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                raise UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value") from exc
+        if value is None:
+            return b"Jnull"
+        return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
+
+
+def make_codec(name: str) -> Codec:
+    """The codec for the ``serializer=`` setting (``"json"`` or ``"pickle"``)."""
+    if name not in ("json", "pickle"):
+        raise ValueError(
+            f"serializer={name!r} is not supported: use 'json' (the default) or 'pickle'"
+        )
+    return Codec(name)
+
+
+def decode(payload: bytes) -> Any:
+    """The value of encoded ``payload``; raises ``ValueError`` if it is not a valid payload."""
+    tag, body = payload[:1], payload[1:]
+    if tag == JSON_TAG:
+        try:
+            return _from_tree(json.loads(body))
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ValueError(f"invalid JSON payload: {exc}") from exc
+    if tag == PICKLE_TAG:
+        try:
+            return pickle.loads(body)
+        except Exception as exc:
+            raise ValueError(f"invalid pickle payload: {exc}") from exc
+    raise ValueError(f"unknown payload codec {tag!r}")
+
+
+def _wants_restoring(annotation: Any) -> bool:
+    if isinstance(annotation, type):
+        return dataclasses.is_dataclass(annotation) or hasattr(annotation, "model_fields")
+    return any(_wants_restoring(arg) for arg in typing.get_args(annotation))
+
+
+@functools.lru_cache(maxsize=512)
+def _adapter(annotation: Any) -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(annotation)
+
+
+def restorer_for(annotation: Any) -> Callable[[Any], Any] | None:
+    """A function rebuilding dataclasses and pydantic models named by ``annotation``, if any."""
+    if annotation is None or not _wants_restoring(annotation):
+        return None
+    try:
+        adapter = _adapter(annotation)
+    except Exception:
+        return None
+    return functools.partial(restore, adapter)
+
+
+def restore(adapter: Any, value: Any) -> Any:
+    """Rebuild ``value`` as the declared type; leaves it as it is if it does not fit."""
+    try:
+        return adapter.validate_python(value)
+    except Exception:
+        return value

@@ -1,0 +1,53 @@
+"""Stores: ``open_store(url)`` picks the backend; only backends contain SQL."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from urllib.parse import urlsplit
+
+from .._errors import NotDurableWarning, StoreError, mask_url
+from .base import Entry, IndexRow, JournalRow, RunRow, Store
+
+__all__ = ["DEFAULT_URL", "Entry", "IndexRow", "JournalRow", "RunRow", "Store", "open_store"]
+
+DEFAULT_URL = "sqlite:///.stalwart/stalwart.db"
+
+
+def resolve_url(url: str | None) -> str:
+    """``url``, else ``$STALWART_URL``, else the embedded default."""
+    return url or os.environ.get("STALWART_URL") or DEFAULT_URL
+
+
+def open_store(url: str, *, durability: str = "process") -> Store:
+    """Open (and migrate) the store named by ``url``."""
+    if durability not in ("process", "power"):
+        raise ValueError(f"durability={durability!r}: use 'process' (default) or 'power'")
+    scheme = urlsplit(url).scheme
+    if scheme == "memory":
+        from .sqlite import SQLiteStore
+
+        warnings.warn(
+            "memory:// keeps nothing after this process ends; use it for tests only",
+            NotDurableWarning,
+            stacklevel=3,
+        )
+        return SQLiteStore(url, None, durability=durability)
+    if scheme == "sqlite":
+        from .sqlite import SQLiteStore
+
+        if not url.startswith("sqlite:///") or len(url) <= len("sqlite:///"):
+            raise StoreError(
+                f"bad SQLite URL {mask_url(url)!r}: write sqlite:///relative/path.db or "
+                "sqlite:////absolute/path.db"
+            )
+        return SQLiteStore(url, url[len("sqlite:///") :], durability=durability)
+    if scheme in ("postgresql", "postgres"):
+        raise StoreError(
+            f"{mask_url(url)}: the PostgreSQL store is not built yet in this release; use "
+            "sqlite:///path.db for now"
+        )
+    raise StoreError(
+        f"unknown store URL {mask_url(url)!r}: use sqlite:///path.db (embedded), "
+        "postgresql://user@host/db, or memory:// (tests only)"
+    )

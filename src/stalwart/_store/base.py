@@ -1,0 +1,173 @@
+"""The store contract: atomic verbs over runs, their journal and payloads.
+
+Every verb is one transaction. Verbs that change a run the caller executes carry the caller's
+lease ``owner`` and do nothing (returning ``False``) when the caller no longer holds the lease,
+so a worker that lost its lease can never overwrite the new holder's records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
+
+# Schema versions this code knows; a store may be at most one release ahead of it.
+SCHEMA_VERSION = 1
+OLDEST_COMPATIBLE = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A run as stored."""
+
+    workflow_id: str
+    name: str
+    status: str
+    queue: str
+    priority: int
+    input: bytes | None
+    output: bytes | None
+    error: str | None
+    created_at: float
+    updated_at: float
+    lease_owner: str | None
+    lease_expires_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One journal row as replay needs it: no inputs, outputs still as stored references."""
+
+    seq: int
+    position: str
+    kind: str
+    name: str
+    status: str
+    attempt: int | None
+    output: bytes | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One journal row for the audit trail, payloads resolved to their encoded bytes."""
+
+    id: int
+    seq: int | None
+    kind: str
+    name: str
+    status: str
+    attempt: int | None
+    started_at: float | None
+    finished_at: float | None
+    input: bytes | None
+    output: bytes | None
+    error: str | None
+    by: str | None
+
+
+@dataclass(slots=True)
+class Entry:
+    """A journal entry to append. ``input``/``output`` are encoded payloads."""
+
+    kind: str
+    name: str
+    status: str
+    seq: int | None = None
+    position: str | None = None
+    attempt: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    input: bytes | None = None
+    output: bytes | None = None
+    error: str | None = None
+    by: str | None = None
+
+
+class Store(Protocol):
+    """What the engine needs from a backend."""
+
+    url: str
+    durable: bool
+
+    def close(self) -> None:
+        """Release connections."""
+
+    def create_run(
+        self,
+        *,
+        workflow_id: str,
+        name: str,
+        status: str,
+        queue: str,
+        priority: int,
+        input: bytes,
+        now: float,
+        owner: str | None,
+        lease_until: float | None,
+        entry: Entry,
+    ) -> bool:
+        """Insert a run (and its first journal entry); ``False`` if the id exists."""
+
+    def get_run(self, workflow_id: str) -> RunRow | None:
+        """The run, or ``None``."""
+
+    def take_lease(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        expected_owner: str | None,
+        now: float,
+        lease_until: float,
+        entry: Entry | None = None,
+    ) -> bool:
+        """Take the lease of a pending or running run whose owner is still ``expected_owner``."""
+
+    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
+        """Extend a held lease; ``False`` if it was lost."""
+
+    def record_progress(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        progress: bytes | None,
+        now: float,
+        lease_until: float,
+    ) -> bool:
+        """Store a step's heartbeat details and extend the lease."""
+
+    def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give up a held lease, leaving the run's status as it is."""
+
+    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+        """Append a journal entry; with ``owner``, only while that owner holds the lease."""
+
+    def finish_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Set a terminal (or attention) status, release the lease and journal it."""
+
+    def replay_index(self, workflow_id: str) -> list[IndexRow]:
+        """The positioned journal rows of a run, in order, without inputs."""
+
+    def load_payload(self, stored: bytes) -> bytes:
+        """Resolve a stored payload column (inline or reference) to the encoded payload."""
+
+    def journal(self, workflow_id: str) -> list[JournalRow]:
+        """Every journal row of a run, in order, payloads resolved."""
+
+    def list_runs(
+        self, *, status: str | None, name: str | None, limit: int, before: float | None
+    ) -> list[RunRow]:
+        """Runs, newest first."""

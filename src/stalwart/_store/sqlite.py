@@ -1,0 +1,370 @@
+"""The SQLite backend (``sqlite:///path``) and the in-process ``memory://`` backend.
+
+One connection per store, guarded by a lock, in autocommit mode: single-statement verbs are
+their own transaction, multi-statement verbs run inside ``BEGIN IMMEDIATE`` so that a writer
+never has to upgrade a read lock (the case where SQLite's busy handler cannot help). Busy waits
+are absorbed by ``busy_timeout`` and, past it, by a retry loop; they never reach the caller.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from .._errors import CorruptRecord, StoreError, mask_url
+from .base import OLDEST_COMPATIBLE, SCHEMA_VERSION, Entry, IndexRow, JournalRow, RunRow
+from .queries import load_migrations, load_queries
+
+__all__ = ["SQLiteStore"]
+
+T = TypeVar("T")
+
+# Payloads up to this size live in the journal row; larger ones are stored once by digest.
+INLINE_LIMIT = 256
+REF_TAG = b"H"
+BUSY_TIMEOUT_MS = 5_000
+BUSY_GIVE_UP_S = 300.0
+
+_Q = load_queries("sqlite")
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+class SQLiteStore:
+    """A store in one SQLite database file, or in memory for ``memory://``."""
+
+    def __init__(self, url: str, path: str | None, *, durability: str) -> None:
+        self.url = url
+        self.durable = path is not None
+        self._lock = threading.RLock()
+        try:
+            if path is None:
+                conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            else:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                conn = sqlite3.connect(
+                    path,
+                    isolation_level=None,
+                    check_same_thread=False,
+                    timeout=BUSY_TIMEOUT_MS / 1000,
+                )
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                self._set_wal(conn)
+                conn.execute(
+                    "PRAGMA synchronous = " + ("FULL" if durability == "power" else "NORMAL")
+                )
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreError(
+                f"cannot open the SQLite store {mask_url(url)}: {exc}; check that the folder is "
+                "writable and the file is a SQLite database"
+            ) from exc
+        self._conn = conn
+        self._migrate()
+
+    def _set_wal(self, conn: sqlite3.Connection) -> None:
+        deadline = time.monotonic() + BUSY_GIVE_UP_S
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                break
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+        if str(mode).lower() != "wal":
+            raise StoreError(f"{mask_url(self.url)}: SQLite refused WAL mode (got {mode})")
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self._lock:
+            self._conn.close()
+
+    def _retrying(self, work: Callable[[], T]) -> T:
+        deadline = time.monotonic() + BUSY_GIVE_UP_S
+        delay = 0.001
+        while True:
+            try:
+                with self._lock:
+                    return work()
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+            time.sleep(random.uniform(0, delay))
+            delay = min(delay * 2, 0.1)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        def attempt() -> T:
+            with self._transaction() as conn:
+                return work(conn)
+
+        return self._retrying(attempt)
+
+    def _execute(self, name: str, params: dict[str, Any]) -> sqlite3.Cursor:
+        return self._retrying(lambda: self._conn.execute(_Q[name], params))
+
+    def _migrate(self) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(_Q["schema_table"])
+            row = conn.execute(_Q["schema_version"]).fetchone()
+            current, oldest = (row[0], row[1]) if row else (0, 0)
+            if oldest > SCHEMA_VERSION:
+                raise StoreError(
+                    f"the store {mask_url(self.url)} has schema version {current}, which needs "
+                    f"stalwart code of schema version {oldest} or newer (this code has "
+                    f"{SCHEMA_VERSION}); upgrade stalwart on this machine"
+                )
+            for version, _name, sql in load_migrations("sqlite"):
+                if version > current:
+                    for statement in sql.split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(
+                        _Q["set_schema_version"],
+                        {"version": version, "oldest_compatible": OLDEST_COMPATIBLE},
+                    )
+
+        try:
+            self._write(work)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot use the store {mask_url(self.url)}: {exc}") from exc
+
+    # -- payloads -------------------------------------------------------------------------
+
+    @staticmethod
+    def _stash(conn: sqlite3.Connection, payload: bytes | None) -> bytes | None:
+        if payload is None or len(payload) <= INLINE_LIMIT:
+            return payload
+        digest = hashlib.sha256(payload).digest()
+        conn.execute(_Q["put_payload"], {"digest": digest, "data": payload})
+        return REF_TAG + digest
+
+    def load_payload(self, stored: bytes) -> bytes:
+        """The encoded payload behind a stored column value."""
+        if stored[:1] != REF_TAG or len(stored) != 33:
+            return stored
+        row = self._execute("get_payload", {"digest": stored[1:]}).fetchone()
+        if row is None:
+            raise CorruptRecord(f"payload {stored[1:].hex()} is missing from the store")
+        return bytes(row[0])
+
+    def _entry_params(
+        self, conn: sqlite3.Connection, workflow_id: str, entry: Entry, owner: str | None
+    ) -> dict[str, Any]:
+        return {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "seq": entry.seq,
+            "position": entry.position,
+            "kind": entry.kind,
+            "name": entry.name,
+            "status": entry.status,
+            "attempt": entry.attempt,
+            "started_at": entry.started_at,
+            "finished_at": entry.finished_at,
+            "input": self._stash(conn, entry.input),
+            "output": self._stash(conn, entry.output),
+            "error": entry.error,
+            "by": entry.by,
+        }
+
+    # -- verbs ----------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        workflow_id: str,
+        name: str,
+        status: str,
+        queue: str,
+        priority: int,
+        input: bytes,
+        now: float,
+        owner: str | None,
+        lease_until: float | None,
+        entry: Entry,
+    ) -> bool:
+        """Insert a run and its first journal entry; ``False`` if the id exists."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                _Q["create_run"],
+                {
+                    "workflow_id": workflow_id,
+                    "name": name,
+                    "status": status,
+                    "queue": queue,
+                    "priority": priority,
+                    "input": self._stash(conn, input),
+                    "now": now,
+                    "owner": owner,
+                    "lease_until": lease_until,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return True
+
+        return self._write(work)
+
+    def get_run(self, workflow_id: str) -> RunRow | None:
+        """The run, or ``None``."""
+        row = self._execute("get_run", {"workflow_id": workflow_id}).fetchone()
+        return RunRow(*row) if row else None
+
+    def take_lease(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        expected_owner: str | None,
+        now: float,
+        lease_until: float,
+        entry: Entry | None = None,
+    ) -> bool:
+        """Compare-and-set the lease of a pending or running run."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                _Q["take_lease"],
+                {
+                    "workflow_id": workflow_id,
+                    "owner": owner,
+                    "expected_owner": expected_owner,
+                    "now": now,
+                    "lease_until": lease_until,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            if entry is not None:
+                conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return True
+
+        return self._write(work)
+
+    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
+        """Extend a held lease."""
+        params = {"workflow_id": workflow_id, "owner": owner, "lease_until": lease_until}
+        return self._execute("renew_lease", params).rowcount == 1
+
+    def record_progress(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        progress: bytes | None,
+        now: float,
+        lease_until: float,
+    ) -> bool:
+        """Store heartbeat details and extend the lease."""
+        params = {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "progress": progress,
+            "now": now,
+            "lease_until": lease_until,
+        }
+        return self._execute("record_progress", params).rowcount == 1
+
+    def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give up a held lease."""
+        params = {"workflow_id": workflow_id, "owner": owner, "now": now}
+        return self._execute("release_lease", params).rowcount == 1
+
+    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+        """Append a journal entry, fenced by the lease when ``owner`` is given."""
+        query = "append_entry" if owner is None else "append_entry_if_owner"
+        small = (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
+            entry.output is None or len(entry.output) <= INLINE_LIMIT
+        )
+        if small:  # one statement is one transaction: the hot path of an ordinary step
+            params = self._entry_params(self._conn, workflow_id, entry, owner)
+            return self._execute(query, params).rowcount == 1
+
+        def work(conn: sqlite3.Connection) -> bool:
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            return conn.execute(_Q[query], params).rowcount == 1
+
+        return self._write(work)
+
+    def finish_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Set the final status, release the lease and journal it, in one transaction."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                _Q["finish_run"],
+                {
+                    "workflow_id": workflow_id,
+                    "owner": owner,
+                    "status": status,
+                    "output": self._stash(conn, output),
+                    "error": error,
+                    "now": now,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return True
+
+        return self._write(work)
+
+    def replay_index(self, workflow_id: str) -> list[IndexRow]:
+        """Positioned journal rows, without inputs."""
+        rows = self._execute("replay_index", {"workflow_id": workflow_id}).fetchall()
+        return [IndexRow(*row) for row in rows]
+
+    def journal(self, workflow_id: str) -> list[JournalRow]:
+        """All journal rows with payloads resolved."""
+        rows = self._execute("journal", {"workflow_id": workflow_id}).fetchall()
+        out = []
+        for row in rows:
+            values = list(row)
+            for i in (8, 9):
+                if values[i] is not None:
+                    values[i] = self.load_payload(bytes(values[i]))
+            out.append(JournalRow(*values))
+        return out
+
+    def list_runs(
+        self, *, status: str | None, name: str | None, limit: int, before: float | None
+    ) -> list[RunRow]:
+        """Runs, newest first."""
+        params = {"status": status, "name": name, "limit": limit, "before": before}
+        return [RunRow(*row) for row in self._execute("list_runs", params).fetchall()]

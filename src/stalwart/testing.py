@@ -1,0 +1,36 @@
+"""Helpers for testing code built on stalwart."""
+
+from __future__ import annotations
+
+import threading
+
+__all__ = ["FakeClock"]
+
+
+class FakeClock:
+    """A clock that stands still until told to move; ``sleep`` jumps forward at once.
+
+    Pass it as ``Stalwart(..., clock=FakeClock())`` so retry backoffs and recorded times take no
+    wall-clock time in tests.
+    """
+
+    def __init__(self, start: float = 1_767_225_600.0) -> None:  # 2026-01-01T00:00:00Z
+        self._now = float(start)
+        self._lock = threading.Lock()
+        self.slept: list[float] = []
+
+    def time(self) -> float:
+        """The current fake time in epoch seconds."""
+        with self._lock:
+            return self._now
+
+    def sleep(self, seconds: float) -> None:
+        """Advance by ``seconds`` without waiting, and remember the request."""
+        with self._lock:
+            self.slept.append(seconds)
+            self._now += max(0.0, seconds)
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock forward by ``seconds``."""
+        with self._lock:
+            self._now += seconds
