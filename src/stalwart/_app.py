@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from ._clock import Clock, SystemClock
 from ._engine.executor import execute
@@ -263,6 +263,23 @@ class Stalwart:
 
     # -- declarations ---------------------------------------------------------------------
 
+    @overload
+    def step(self, fn: F, /) -> F: ...
+    @overload
+    def step(
+        self,
+        fn: None = None,
+        /,
+        *,
+        retry: Retry | None = None,
+        timeout: float | None = None,
+        irreversible: bool = False,
+        verify: Callable[..., Any] | None = None,
+        compensate: Callable[..., Any] | None = None,
+        output: Callable[[Any], Any] | None = None,
+        name: str | None = None,
+    ) -> Callable[[F], F]: ...
+
     def step(
         self,
         fn: Any = None,
@@ -305,6 +322,19 @@ class Stalwart:
             return StepFunction(self, step)
 
         return decorate(fn) if fn is not None else decorate
+
+    @overload
+    def workflow(self, fn: F, /) -> F: ...
+    @overload
+    def workflow(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
 
     def workflow(
         self,
