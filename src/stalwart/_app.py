@@ -45,7 +45,7 @@ from ._model import (
 )
 from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
-from ._serde import Codec, UnsupportedValue, decode, make_codec
+from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
 
 __all__ = ["Handle", "Stalwart"]
@@ -395,7 +395,7 @@ class Stalwart:
         except UnsupportedValue as exc:
             raise SerializationError(
                 f"workflow {wf.name!r}: cannot serialize an argument of type {exc.type_name} at "
-                f"{exc.path.replace('value', 'arguments', 1)}; pass JSON-compatible values "
+                f"{argument_path(exc.path)}; pass JSON-compatible values "
                 "(or opt in with serializer='pickle')"
             ) from None
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from ._errors import SerializationError
 
-__all__ = ["Codec", "decode", "make_codec", "restore", "restorer_for"]
+__all__ = ["Codec", "argument_path", "decode", "make_codec", "restore", "restorer_for"]
 
 JSON_TAG = b"J"
 PICKLE_TAG = b"P"
@@ -85,6 +85,14 @@ def _to_tree(value: Any, path: str) -> Any:
     if callable(dump) and hasattr(type(value), "model_fields"):
         return _to_tree(dump(mode="python"), path)
     raise UnsupportedValue(type(value).__qualname__, path)
+
+
+def argument_path(path: str) -> str:
+    """Turn a path inside ``{"args": [...], "kwargs": {...}}`` into ``arguments[...]``."""
+    for prefix in ("value['args']", "value['kwargs']"):
+        if path.startswith(prefix):
+            return "arguments" + path[len(prefix) :]
+    return path.replace("value", "arguments", 1)
 
 
 def _import(qualified: str) -> Any:

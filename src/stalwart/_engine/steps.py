@@ -11,7 +11,7 @@ from typing import Any
 
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
-from .._serde import UnsupportedValue, decode
+from .._serde import UnsupportedValue, argument_path, decode
 from .._signals import EngineSignal
 from .._store import Entry
 from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
@@ -77,7 +77,7 @@ class StepCall:
             raise SerializationError(
                 f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
                 f"{self.step.name!r}: cannot serialize an argument of type {exc.type_name} "
-                f"at {exc.path.replace('value', 'arguments', 1)}; pass JSON-compatible values "
+                f"at {argument_path(exc.path)}; pass JSON-compatible values "
                 "(or opt in with serializer='pickle')"
             ) from None
 
@@ -231,7 +231,9 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
     call = StepCall(inv, step, args, kwargs)
     if call.replay():
         return call.value
-    inv.core.clock.sleep(call.wait_before_attempt())
+    owed = call.wait_before_attempt()
+    if owed > 0:
+        inv.core.clock.sleep(owed)
     while True:
         inv.check_alive()
         scope = call.scope()

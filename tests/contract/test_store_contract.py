@@ -1,0 +1,126 @@
+"""The store contract: each verb is atomic and fenced by its precondition, on every backend."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+from stalwart import NotDurableWarning
+from stalwart._store import Entry, Store, open_store
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDurableWarning)
+        instance = open_store(store_url)
+    yield instance
+    instance.close()
+
+
+def _create(store: Store, wid: str = "r1", owner: str | None = "w1", now: float = 100.0) -> bool:
+    return store.create_run(
+        workflow_id=wid,
+        name="agent",
+        status="running" if owner else "pending",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=now,
+        owner=owner,
+        lease_until=now + 30,
+        entry=Entry(kind="run", name="started", status="completed"),
+    )
+
+
+def _step(seq: int, output: bytes = b"J1") -> Entry:
+    return Entry(
+        kind="step",
+        name="s",
+        status="completed",
+        seq=seq,
+        position=str(seq - 1),
+        attempt=1,
+        output=output,
+    )
+
+
+def test_create_run_is_idempotent_per_id(store: Store) -> None:
+    assert _create(store)
+    assert not _create(store, owner="w2")
+    row = store.get_run("r1")
+    assert row is not None and row.lease_owner == "w1" and row.status == "running"
+    assert [r.name for r in store.journal("r1")] == ["started"]
+    assert store.get_run("missing") is None
+
+
+def test_appends_are_fenced_by_the_lease(store: Store) -> None:
+    _create(store)
+    assert store.append("r1", _step(1), owner="w1")
+    assert not store.append("r1", _step(2), owner="intruder")
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+
+
+def test_take_lease_is_compare_and_set(store: Store) -> None:
+    _create(store)
+    assert not store.take_lease("r1", owner="w2", expected_owner=None, now=200, lease_until=230)
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230)
+    assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)
+    assert not store.append("r1", _step(1), owner="w1")  # the old holder's write fails
+    assert store.append("r1", _step(1), owner="w2")
+    assert store.renew_lease("r1", owner="w2", lease_until=300)
+    assert not store.renew_lease("r1", owner="w1", lease_until=300)
+    assert store.release_lease("r1", owner="w2", now=210)
+    row = store.get_run("r1")
+    assert row is not None and row.lease_owner is None and row.status == "running"
+    _create(store, "p1", owner=None)
+    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2)
+    row = store.get_run("p1")
+    assert row is not None and row.status == "running"
+
+
+def test_finish_run_is_fenced_and_final(store: Store) -> None:
+    _create(store)
+    done = Entry(kind="run", name="finished", status="completed")
+    assert not store.finish_run(
+        "r1", owner="w2", status="completed", output=b"J1", error=None, now=5, entry=done
+    )
+    assert store.finish_run(
+        "r1", owner="w1", status="completed", output=b"J1", error=None, now=5, entry=done
+    )
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.output, row.lease_owner) == (
+        "completed",
+        b"J1",
+        None,
+    )
+    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7)
+    assert [r.name for r in store.journal("r1")] == ["started", "finished"]
+
+
+def test_payloads_inline_or_by_digest(store: Store) -> None:
+    _create(store)
+    big = b"J" + b'"' + b"x" * 5000 + b'"'
+    store.append("r1", _step(1, big), owner="w1")
+    store.append("r1", _step(2, big), owner="w1")
+    store.append("r1", _step(3, b"J2"), owner="w1")
+    index = store.replay_index("r1")
+    assert [len(r.output or b"") for r in index] == [33, 33, 2]
+    assert store.load_payload(index[0].output or b"") == big
+    assert store.load_payload(b"J2") == b"J2"
+    assert [r.output for r in store.journal("r1")][1:] == [big, big, b"J2"]
+
+
+def test_list_runs_filters_and_pages(store: Store) -> None:
+    for i in range(4):
+        _create(store, f"r{i}", owner=None, now=float(i))
+    store.take_lease("r3", owner="w", expected_owner=None, now=9, lease_until=10)
+    newest = store.list_runs(status=None, name=None, limit=10, before=None)
+    assert [r.workflow_id for r in newest] == ["r3", "r2", "r1", "r0"]
+    assert [
+        r.workflow_id for r in store.list_runs(status="pending", name=None, limit=10, before=2.0)
+    ] == ["r1", "r0"]
+    assert store.list_runs(status=None, name="other", limit=10, before=None) == []
+    assert len(store.list_runs(status=None, name="agent", limit=1, before=None)) == 1

@@ -1,0 +1,80 @@
+"""The public namespace is exactly the contract's."""
+
+from __future__ import annotations
+
+import inspect
+
+import stalwart
+
+CONTRACT = {
+    "Stalwart",
+    "Retry",
+    "Handle",
+    "WorkflowInfo",
+    "JournalEntry",
+    "ApprovalRequest",
+    "Approval",
+    "workflow_id",
+    "sleep",
+    "wait_for_event",
+    "request_approval",
+    "now",
+    "uuid4",
+    "random",
+    "sleep_async",
+    "wait_for_event_async",
+    "request_approval_async",
+    "idempotency_key",
+    "attempt",
+    "heartbeat",
+    "StalwartError",
+    "StoreError",
+    "CorruptRecord",
+    "RegistrationError",
+    "NeedsAttention",
+    "SerializationError",
+    "NonRetryableError",
+    "StepFailed",
+    "StepTimeout",
+    "OutputInvalid",
+    "NonDeterminismError",
+    "WorkflowNotFound",
+    "WorkflowFailed",
+    "WorkflowCancelled",
+    "UnsafeFork",
+    "NotDurableWarning",
+}
+
+
+def test_all_is_the_contract() -> None:
+    assert set(stalwart.__all__) == CONTRACT
+    for name in stalwart.__all__:
+        assert getattr(stalwart, name).__doc__, f"{name} has no docstring"
+
+
+def test_errors_derive_from_one_base() -> None:
+    for name in CONTRACT:
+        obj = getattr(stalwart, name)
+        if (
+            inspect.isclass(obj)
+            and issubclass(obj, Exception)
+            and name not in ("StalwartError", "NotDurableWarning")
+        ):
+            assert issubclass(obj, stalwart.StalwartError), name
+    assert issubclass(stalwart.CorruptRecord, stalwart.StoreError)
+    assert issubclass(stalwart.NotDurableWarning, UserWarning)
+
+
+def test_constructor_signature_matches_contract() -> None:
+    params = inspect.signature(stalwart.Stalwart).parameters
+    assert list(params) == [
+        "url",
+        "durability",
+        "lease_seconds",
+        "max_recoveries",
+        "serializer",
+        "clock",
+    ]
+    assert params["durability"].default == "process"
+    assert params["lease_seconds"].default == 30.0
+    assert params["serializer"].default == "json"
