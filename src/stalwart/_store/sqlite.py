@@ -8,7 +8,6 @@ are absorbed by ``busy_timeout`` and, past it, by a retry loop; they never reach
 
 from __future__ import annotations
 
-import hashlib
 import random
 import sqlite3
 import threading
@@ -20,15 +19,13 @@ from typing import Any, TypeVar
 
 from .._errors import CorruptRecord, StoreError, mask_url
 from .base import OLDEST_COMPATIBLE, SCHEMA_VERSION, Entry, IndexRow, JournalRow, RunRow
+from .payloads import INLINE_LIMIT, pack, unpack
 from .queries import load_migrations, load_queries
 
 __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-# Payloads up to this size live in the journal row; larger ones are stored once by digest.
-INLINE_LIMIT = 256
-REF_TAG = b"H"
 BUSY_TIMEOUT_MS = 5_000
 BUSY_GIVE_UP_S = 300.0
 
@@ -157,20 +154,29 @@ class SQLiteStore:
 
     @staticmethod
     def _stash(conn: sqlite3.Connection, payload: bytes | None) -> bytes | None:
-        if payload is None or len(payload) <= INLINE_LIMIT:
-            return payload
-        digest = hashlib.sha256(payload).digest()
-        conn.execute(_Q["put_payload"], {"digest": digest, "data": payload})
-        return REF_TAG + digest
+        def put(digest: bytes, data: bytes) -> None:
+            conn.execute(_Q["put_payload"], {"digest": digest, "data": data})
+
+        return pack(payload, put)
+
+    def _fetch(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        def work() -> dict[bytes, bytes]:
+            found = {}
+            for digest in dict.fromkeys(digests):
+                row = self._conn.execute(_Q["get_payload"], {"digest": digest}).fetchone()
+                if row is None:
+                    raise KeyError(digest.hex())
+                found[digest] = bytes(row[0])
+            return found
+
+        return self._retrying(work)
 
     def load_payload(self, stored: bytes) -> bytes:
         """The encoded payload behind a stored column value."""
-        if stored[:1] != REF_TAG or len(stored) != 33:
-            return stored
-        row = self._execute("get_payload", {"digest": stored[1:]}).fetchone()
-        if row is None:
-            raise CorruptRecord(f"payload {stored[1:].hex()} is missing from the store")
-        return bytes(row[0])
+        try:
+            return unpack(bytes(stored), self._fetch)
+        except KeyError as exc:
+            raise CorruptRecord(f"payload piece {exc.args[0]} is missing from the store") from None
 
     def _entry_params(
         self, conn: sqlite3.Connection, workflow_id: str, entry: Entry, owner: str | None
