@@ -20,7 +20,7 @@ def _store() -> tuple[dict[bytes, bytes], object, object]:
 
 
 def test_small_payloads_stay_inline() -> None:
-    kept, put, get = _store()
+    kept, put, _get = _store()
     small = b"J" + b"x" * (INLINE_LIMIT - 1)
     assert pack(small, put) == small and kept == {}  # type: ignore[arg-type]
     assert pack(None, put) is None  # type: ignore[arg-type]
