@@ -132,7 +132,7 @@ class StepFunction:
         inv = CURRENT_RUN.get()
         if inv is None or CURRENT_STEP.get() is not None or inv.core is not self._app._core:
             return step.fn(*args, **kwargs)
-        step.signature.bind(*args, **kwargs)
+        step.check_arguments(args, kwargs)
         if step.is_async:
             if not inv.is_async:
                 raise TypeError(

@@ -22,6 +22,32 @@ def _return_annotation(fn: Callable[..., Any]) -> Any:
         return None
 
 
+class ArgumentCheck:
+    """Raises ``TypeError`` as a call would for arguments the signature rejects.
+
+    Calls with positional arguments only, within the function's positional range, are checked
+    by counting; anything else goes through ``inspect.Signature.bind``.
+    """
+
+    def __init__(self, signature: inspect.Signature) -> None:
+        self.signature = signature
+        params = list(signature.parameters.values())
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.most = None if any(p.kind is p.VAR_POSITIONAL for p in params) else len(positional)
+        self.least = sum(1 for p in positional if p.default is p.empty)
+        self.simple = not any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
+
+    def __call__(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if (
+            not kwargs
+            and self.simple
+            and self.least <= len(args)
+            and (self.most is None or len(args) <= self.most)
+        ):
+            return
+        self.signature.bind(*args, **kwargs)
+
+
 @dataclass
 class StepDef:
     """A declared step."""
@@ -33,10 +59,12 @@ class StepDef:
     output: Callable[[Any], Any] | None
     is_async: bool
     signature: inspect.Signature = field(init=False)
+    check_arguments: ArgumentCheck = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.fn)
+        self.check_arguments = ArgumentCheck(self.signature)
         target = self.output if isinstance(self.output, type) else _return_annotation(self.fn)
         self.restore = restorer_for(target)
 

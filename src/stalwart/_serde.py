@@ -31,6 +31,9 @@ JSON_TAG = b"J"
 PICKLE_TAG = b"P"
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True).encode
+_loads = json.JSONDecoder().decode
+_EMPTY_CALL: dict[str, Any] = {"args": [], "kwargs": {}}
+_NO_ARGUMENTS = b'J{"args":[],"kwargs":{}}'
 
 
 class UnsupportedValue(SerializationError):
@@ -46,8 +49,11 @@ def _qualified(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _to_tree(value: Any, path: str) -> Any:
-    if value is None or isinstance(value, bool | str):
+    if type(value) in _PLAIN or value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, enum.Enum):
         return {"$enum": _qualified(type(value)), "v": _to_tree(value.value, path)}
@@ -154,6 +160,8 @@ class Codec:
                 raise UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value") from exc
         if value is None:
             return b"Jnull"
+        if type(value) is dict and value == _EMPTY_CALL:
+            return _NO_ARGUMENTS
         return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
 
 
@@ -168,10 +176,12 @@ def make_codec(name: str) -> Codec:
 
 def decode(payload: bytes) -> Any:
     """The value of encoded ``payload``; raises ``ValueError`` if it is not a valid payload."""
+    if payload == b"Jnull":
+        return None
     tag, body = payload[:1], payload[1:]
     if tag == JSON_TAG:
         try:
-            return _from_tree(json.loads(body))
+            return _from_tree(_loads(body.decode("utf-8")))
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ValueError(f"invalid JSON payload: {exc}") from exc
     if tag == PICKLE_TAG:
