@@ -205,6 +205,20 @@ class Handle:
         self._app.cancel(self.workflow_id)
 
 
+def _lifecycle(
+    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
+) -> Entry:
+    return Entry(
+        kind="run",
+        name=name,
+        status=COMPLETED,
+        started_at=now,
+        finished_at=now,
+        input=input,
+        output=output,
+    )
+
+
 def _error_text(error: str | None) -> str | None:
     if error is None:
         return None
@@ -427,14 +441,7 @@ class Stalwart:
             now=now,
             owner=None,
             lease_until=None,
-            entry=Entry(
-                kind="run",
-                name="started",
-                status=COMPLETED,
-                started_at=now,
-                finished_at=now,
-                input=payload,
-            ),
+            entry=_lifecycle("started", now, input=payload),
         )
         return Handle(self, wid)
 
@@ -474,15 +481,20 @@ class Stalwart:
     def _acquire(
         self, wf: WorkflowDef, wid: str, payload: bytes
     ) -> tuple[Invocation | None, RunRow]:
-        """Create the run holding its lease, or take over an existing run's lease."""
+        """Create the run holding its lease, or take over an existing run's lease.
+
+        Returns no invocation when the run is already terminal; waits while a live process
+        holds the lease; raises ``NeedsAttention`` for a run waiting on an operator.
+        """
         core = self._core
-        owner = core.owner
         delay = 0.01
         while True:
             now = core.clock.time()
             until = now + core.lease_seconds
-            created = (
-                core.store.create_run(
+            row = core.store.get_run(wid)
+            if row is None:
+                entry = _lifecycle("started", now, input=payload)
+                if core.store.create_run(
                     workflow_id=wid,
                     name=wf.name,
                     status=RUNNING,
@@ -490,23 +502,13 @@ class Stalwart:
                     priority=0,
                     input=payload,
                     now=now,
-                    owner=owner,
+                    owner=core.owner,
                     lease_until=until,
-                    entry=Entry(
-                        kind="run",
-                        name="started",
-                        status=COMPLETED,
-                        started_at=now,
-                        finished_at=now,
-                        input=payload,
-                    ),
-                )
-                if core.store.get_run(wid) is None
-                else False
-            )
-            row = self._row(wid)
-            if created:
-                return Invocation(core, wf, wid, owner, recovering=False, index=[]), row
+                    entry=entry,
+                ):
+                    invocation = Invocation(core, wf, wid, core.owner, recovering=False, index=[])
+                    return invocation, self._row(wid)
+                continue
             if row.name != wf.name:
                 raise ValueError(
                     f"run {wid!r} belongs to workflow {row.name!r}, not {wf.name!r}; use another "
@@ -515,34 +517,28 @@ class Stalwart:
             if row.status in TERMINAL:
                 return None, row
             if row.status == NEEDS_ATTENTION:
-                self._outcome(row)
+                self._outcome(row)  # raises NeedsAttention
             holder = row.lease_owner
-            free = (
-                holder is None
-                or (row.lease_expires_at is not None and row.lease_expires_at <= now)
-                or holder_is_gone(holder)
-            )
-            if free and row.status in (PENDING, RUNNING):
+            expired = row.lease_expires_at is not None and row.lease_expires_at <= now
+            if holder is None or expired or holder_is_gone(holder):
+                # A run left 'running' without a holder was interrupted mid-flight: a recovery.
                 recovering = row.status == RUNNING
-                entry = Entry(
-                    kind="run",
-                    name="resumed",
-                    status=COMPLETED,
-                    started_at=now,
-                    finished_at=now,
-                    error=json.dumps(
-                        {"type": "Recovered", "message": f"previous holder {holder} stopped"}
-                    )
-                    if recovering
-                    else None,
-                )
+                detail = core.codec.encode({"recovered_from": holder}) if recovering else None
                 if core.store.take_lease(
-                    wid, owner=owner, expected_owner=holder, now=now, lease_until=until, entry=entry
+                    wid,
+                    owner=core.owner,
+                    expected_owner=holder,
+                    now=now,
+                    lease_until=until,
+                    entry=_lifecycle("resumed", now, output=detail),
                 ):
-                    index = core.store.replay_index(wid)
                     if recovering:
                         log.info("run %s: recovering after its holder %s stopped", wid, holder)
-                    return Invocation(core, wf, wid, owner, recovering=recovering, index=index), row
+                    index = core.store.replay_index(wid)
+                    invocation = Invocation(
+                        core, wf, wid, core.owner, recovering=recovering, index=index
+                    )
+                    return invocation, row
                 continue
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
