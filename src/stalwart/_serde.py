@@ -52,6 +52,20 @@ def _qualified(cls: type) -> str:
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
+def _is_plain(value: Any) -> bool:
+    """JSON as it stands: exact JSON types, and dict keys that are str and not tag-like."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    if kind is list:
+        return all(_is_plain(v) for v in value)
+    if kind is dict:
+        return all(
+            type(k) is str and not k.startswith("$") and _is_plain(v) for k, v in value.items()
+        )
+    return False
+
+
 def _to_tree(value: Any, path: str) -> Any:
     if type(value) in _PLAIN or value is None or isinstance(value, bool | str):
         return value
@@ -162,6 +176,8 @@ class Codec:
             return b"Jnull"
         if type(value) is dict and value == _EMPTY_CALL:
             return _NO_ARGUMENTS
+        if _is_plain(value):
+            return JSON_TAG + _dumps(value).encode("utf-8")
         return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
 
 
@@ -181,7 +197,8 @@ def decode(payload: bytes) -> Any:
     tag, body = payload[:1], payload[1:]
     if tag == JSON_TAG:
         try:
-            return _from_tree(_loads(body.decode("utf-8")))
+            tree = _loads(body.decode("utf-8"))
+            return _from_tree(tree) if b'"$' in body else tree
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
             raise ValueError(f"invalid JSON payload: {exc}") from exc
     if tag == PICKLE_TAG:

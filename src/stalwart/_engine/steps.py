@@ -231,9 +231,8 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
     call = StepCall(inv, step, args, kwargs)
     if call.replay():
         return call.value
-    owed = call.wait_before_attempt()
-    if owed > 0:
-        inv.core.clock.sleep(owed)
+    if call.retry_at:
+        inv.core.clock.sleep(call.wait_before_attempt())
     while True:
         inv.check_alive()
         scope = call.scope()
@@ -279,7 +278,8 @@ async def call_step_async(
     call = StepCall(inv, step, args, kwargs)
     if call.replay():
         return call.value
-    await _backoff(inv, call.wait_before_attempt())
+    if call.retry_at:
+        await _backoff(inv, call.wait_before_attempt())
     while True:
         inv.check_alive()
         scope = call.scope()

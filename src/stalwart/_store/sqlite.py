@@ -154,6 +154,9 @@ class SQLiteStore:
 
     @staticmethod
     def _stash(conn: sqlite3.Connection, payload: bytes | None) -> bytes | None:
+        if payload is None or len(payload) <= INLINE_LIMIT:
+            return payload
+
         def put(digest: bytes, data: bytes) -> None:
             conn.execute(_Q["put_payload"], {"digest": digest, "data": data})
 
@@ -305,17 +308,36 @@ class SQLiteStore:
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given."""
-        query = "append_entry" if owner is None else "append_entry_if_owner"
-        small = (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
+        query = _Q["append_entry" if owner is None else "append_entry_if_owner"]
+        if (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
             entry.output is None or len(entry.output) <= INLINE_LIMIT
-        )
-        if small:  # one statement is one transaction: the hot path of an ordinary step
-            params = self._entry_params(self._conn, workflow_id, entry, owner)
-            return self._execute(query, params).rowcount == 1
+        ):
+            # The hot path of an ordinary step: one statement is one transaction.
+            params = {
+                "workflow_id": workflow_id,
+                "owner": owner,
+                "seq": entry.seq,
+                "position": entry.position,
+                "kind": entry.kind,
+                "name": entry.name,
+                "status": entry.status,
+                "attempt": entry.attempt,
+                "started_at": entry.started_at,
+                "finished_at": entry.finished_at,
+                "input": entry.input,
+                "output": entry.output,
+                "error": entry.error,
+                "by": entry.by,
+            }
+            try:
+                with self._lock:
+                    return self._conn.execute(query, params).rowcount == 1
+            except sqlite3.OperationalError:
+                return self._retrying(lambda: self._conn.execute(query, params).rowcount == 1)
 
         def work(conn: sqlite3.Connection) -> bool:
             params = self._entry_params(conn, workflow_id, entry, owner)
-            return conn.execute(_Q[query], params).rowcount == 1
+            return conn.execute(query, params).rowcount == 1
 
         return self._write(work)
 

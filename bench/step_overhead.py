@@ -1,0 +1,229 @@
+"""Per-step overhead of stalwart on SQLite, against the floor of a plain ``sqlite3`` loop.
+
+One workflow of ``--steps`` no-op steps runs on a fresh SQLite store per run; the time of
+``app.run`` (creating the run, every step, finishing the run) is divided by the step count.
+The floor is the least a journal can cost: one autocommitted INSERT per step (its own
+transaction, as stalwart's hot path is) into a table created by stalwart's own migrations,
+so it has the same columns and indexes as ``journal``, with the same journal mode
+(WAL) and ``synchronous`` setting as the durability it is compared with. Each figure is the
+median of ``--runs`` runs and the ratio is that of the two medians; stalwart and floor runs
+alternate so drift hits both alike, and the last column shows the range of the ratios of
+each stalwart run to the floor run beside it, a gauge of the noise.
+
+    python bench/step_overhead.py [--steps 1000] [--runs 5] [--dir PATH]
+
+It is a benchmark, not a test: it exits 0 whether or not the target is met.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+
+import stalwart
+
+TARGET_RATIO = 2.0
+TARGET_DURABILITY = "process"
+# durability= setting -> the synchronous pragma stalwart's SQLite store uses for it.
+SYNCHRONOUS = {"process": "NORMAL", "power": "FULL"}
+WORKFLOW_ID = "bench-step-overhead"
+
+# What stalwart journals for a completed no-op step: ``J`` + JSON of the call and the result.
+STEP_INPUT = b'J{"args":[],"kwargs":{}}'
+STEP_OUTPUT = b"Jnull"
+INSERT = (
+    "INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, "
+    "started_at, finished_at, input, output, error, by) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def journal_schema() -> str:
+    """Stalwart's SQLite migrations, in order: the ``journal`` table as stalwart creates it."""
+    folder = resources.files("stalwart._store").joinpath("sql", "sqlite", "migrations")
+    names = sorted(e.name for e in folder.iterdir() if re.fullmatch(r"\d{4}_\w+\.sql", e.name))
+    if not names:
+        raise RuntimeError("found no SQLite migrations in the installed stalwart package")
+    return "\n".join(folder.joinpath(name).read_text("utf-8") for name in names)
+
+
+def time_stalwart(folder: str, steps: int, durability: str) -> float:
+    """Seconds ``app.run`` takes for one workflow of ``steps`` no-op steps."""
+    app = stalwart.Stalwart(f"sqlite:///{folder}/stalwart.db", durability=durability)
+    try:
+
+        @app.step
+        def noop() -> None:
+            return None
+
+        @app.workflow
+        def many(n: int) -> int:
+            for _ in range(n):
+                noop()
+            return n
+
+        start = time.perf_counter()
+        result = app.run(many, steps, workflow_id=WORKFLOW_ID)
+        elapsed = time.perf_counter() - start
+    finally:
+        app.close()
+    if result != steps:
+        raise RuntimeError(f"the benchmark workflow returned {result!r}, not {steps}")
+    return elapsed
+
+
+def time_floor(folder: str, steps: int, durability: str, schema: str) -> float:
+    """Seconds a plain sqlite3 loop takes for ``steps`` one-row, one-commit inserts."""
+    conn = sqlite3.connect(f"{folder}/floor.db", isolation_level=None)  # autocommit
+    try:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise RuntimeError(f"SQLite refused WAL mode (got {mode})")
+        conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[durability]}")
+        conn.executescript(schema)
+        execute = conn.execute
+        clock = time.time
+        start = time.perf_counter()
+        for i in range(steps):
+            now = clock()
+            execute(
+                INSERT,
+                (
+                    WORKFLOW_ID,
+                    i + 1,
+                    str(i),
+                    "step",
+                    "noop",
+                    "completed",
+                    1,
+                    now,
+                    now,
+                    STEP_INPUT,
+                    STEP_OUTPUT,
+                    None,
+                    None,
+                ),
+            )
+        elapsed = time.perf_counter() - start
+        (count,) = conn.execute("SELECT count(*) FROM journal").fetchone()
+    finally:
+        conn.close()
+    if count != steps:
+        raise RuntimeError(f"the floor loop stored {count} rows, not {steps}")
+    return elapsed
+
+
+def in_fresh_dir(parent: str | None, measure: Callable[[str], float]) -> float:
+    """Run ``measure`` in a new temporary folder (a fresh database file), then remove it."""
+    with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=parent) as folder:
+        return measure(folder)
+
+
+@dataclass(frozen=True)
+class Row:
+    """Median microseconds per step of both sides at one durability, and the runs' spread."""
+
+    durability: str
+    stalwart_us: float
+    floor_us: float
+    # The lowest and highest ratio of one run's stalwart time to the floor run beside it.
+    ratio_low: float
+    ratio_high: float
+
+    @property
+    def ratio(self) -> float:
+        return self.stalwart_us / self.floor_us
+
+
+def measure(durability: str, steps: int, runs: int, parent: str | None, schema: str) -> Row:
+    """Median per-step times of stalwart and of the floor, runs alternating between them."""
+
+    def ours(folder: str) -> float:
+        return time_stalwart(folder, steps, durability)
+
+    def floor(folder: str) -> float:
+        return time_floor(folder, steps, durability, schema)
+
+    # Warm up both sides (imports, page cache, first-use costs) outside the measurement.
+    warm = max(1, min(steps, 100))
+    in_fresh_dir(parent, lambda folder: time_stalwart(folder, warm, durability))
+    in_fresh_dir(parent, lambda folder: time_floor(folder, warm, durability, schema))
+
+    ours_s: list[float] = []
+    floor_s: list[float] = []
+    for run in range(runs):
+        first, second = (ours, floor) if run % 2 == 0 else (floor, ours)
+        a = in_fresh_dir(parent, first)
+        b = in_fresh_dir(parent, second)
+        ours_s.append(a if first is ours else b)
+        floor_s.append(b if first is ours else a)
+    per_step = 1e6 / steps
+    paired = [a / b for a, b in zip(ours_s, floor_s, strict=True)]
+    return Row(
+        durability,
+        statistics.median(ours_s) * per_step,
+        statistics.median(floor_s) * per_step,
+        min(paired),
+        max(paired),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--steps", type=int, default=1000, help="steps per workflow (1000)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per figure; median (5)")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="where the temporary databases go (default: the system temp folder); "
+        "it should be a real disk, not tmpfs, for the durability figures to mean anything",
+    )
+    args = parser.parse_args(argv)
+    if args.steps < 1 or args.runs < 1:
+        parser.error("--steps and --runs must be >= 1")
+
+    schema = journal_schema()
+    where = os.path.abspath(args.dir or tempfile.gettempdir())
+    print(
+        f"stalwart {stalwart.__version__} step overhead: "
+        f"{args.steps} no-op steps per workflow, median of {args.runs} runs, "
+        f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, DBs in {where}"
+    )
+    print()
+    header = (
+        f"{'durability':<18}{'stalwart us/step':>18}{'floor us/step':>15}{'ratio':>8}"
+        f"{'per-run ratios':>18}"
+    )
+    print(header)
+    rows = []
+    for durability, synchronous in SYNCHRONOUS.items():
+        row = measure(durability, args.steps, args.runs, args.dir, schema)
+        rows.append(row)
+        label = f"{durability} ({synchronous})"
+        spread = f"{row.ratio_low:.2f}-{row.ratio_high:.2f}x"
+        print(
+            f"{label:<18}{row.stalwart_us:>18.1f}{row.floor_us:>15.1f}{row.ratio:>7.2f}x"
+            f"{spread:>18}",
+            flush=True,
+        )
+    print()
+    target = next(r for r in rows if r.durability == TARGET_DURABILITY)
+    verdict = "MET" if target.ratio <= TARGET_RATIO else "NOT MET"
+    print(
+        f"target: at most {TARGET_RATIO:.1f}x the floor at durability={TARGET_DURABILITY!r}: "
+        f"{verdict} ({target.ratio:.2f}x)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
