@@ -109,10 +109,11 @@ class SQLiteStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             yield conn
+            conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         def attempt() -> T:
@@ -121,8 +122,13 @@ class SQLiteStore:
 
         return self._retrying(attempt)
 
-    def _execute(self, name: str, params: dict[str, Any]) -> sqlite3.Cursor:
-        return self._retrying(lambda: self._conn.execute(_Q[name], params))
+    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
+        # Rows are fetched under the lock: a cursor steps its statement on every fetch, and a
+        # statement stepped while another thread uses the connection corrupts both.
+        return self._retrying(lambda: self._conn.execute(_Q[name], params).fetchall())
+
+    def _changes(self, name: str, params: dict[str, Any]) -> int:
+        return self._retrying(lambda: self._conn.execute(_Q[name], params).rowcount)
 
     def _migrate(self) -> None:
         def work(conn: sqlite3.Connection) -> None:
@@ -243,8 +249,8 @@ class SQLiteStore:
 
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
-        row = self._execute("get_run", {"workflow_id": workflow_id}).fetchone()
-        return RunRow(*row) if row else None
+        rows = self._rows("get_run", {"workflow_id": workflow_id})
+        return RunRow(*rows[0]) if rows else None
 
     def take_lease(
         self,
@@ -280,7 +286,7 @@ class SQLiteStore:
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
         """Extend a held lease."""
         params = {"workflow_id": workflow_id, "owner": owner, "lease_until": lease_until}
-        return self._execute("renew_lease", params).rowcount == 1
+        return self._changes("renew_lease", params) == 1
 
     def record_progress(
         self,
@@ -299,46 +305,33 @@ class SQLiteStore:
             "now": now,
             "lease_until": lease_until,
         }
-        return self._execute("record_progress", params).rowcount == 1
+        return self._changes("record_progress", params) == 1
 
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease."""
         params = {"workflow_id": workflow_id, "owner": owner, "now": now}
-        return self._execute("release_lease", params).rowcount == 1
+        return self._changes("release_lease", params) == 1
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given."""
         query = _Q["append_entry" if owner is None else "append_entry_if_owner"]
-        if (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
-            entry.output is None or len(entry.output) <= INLINE_LIMIT
-        ):
-            # The hot path of an ordinary step: one statement is one transaction.
-            params = {
-                "workflow_id": workflow_id,
-                "owner": owner,
-                "seq": entry.seq,
-                "position": entry.position,
-                "kind": entry.kind,
-                "name": entry.name,
-                "status": entry.status,
-                "attempt": entry.attempt,
-                "started_at": entry.started_at,
-                "finished_at": entry.finished_at,
-                "input": entry.input,
-                "output": entry.output,
-                "error": entry.error,
-                "by": entry.by,
-            }
-            try:
-                with self._lock:
-                    return self._conn.execute(query, params).rowcount == 1
-            except sqlite3.OperationalError:
-                return self._retrying(lambda: self._conn.execute(query, params).rowcount == 1)
 
         def work(conn: sqlite3.Connection) -> bool:
             params = self._entry_params(conn, workflow_id, entry, owner)
             return conn.execute(query, params).rowcount == 1
 
+        if (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
+            entry.output is None or len(entry.output) <= INLINE_LIMIT
+        ):
+            # An ordinary step's hot path: one autocommitted statement. When another process
+            # wrote first, SQLite refuses it at once (its busy handler cannot wait for a
+            # statement that began as a read), and the write is redone as BEGIN IMMEDIATE.
+            try:
+                with self._lock:
+                    return work(self._conn)
+            except sqlite3.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
         return self._write(work)
 
     def finish_run(
@@ -375,12 +368,12 @@ class SQLiteStore:
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """Positioned journal rows, without inputs."""
-        rows = self._execute("replay_index", {"workflow_id": workflow_id}).fetchall()
+        rows = self._rows("replay_index", {"workflow_id": workflow_id})
         return [IndexRow(*row) for row in rows]
 
     def journal(self, workflow_id: str) -> list[JournalRow]:
         """All journal rows with payloads resolved."""
-        rows = self._execute("journal", {"workflow_id": workflow_id}).fetchall()
+        rows = self._rows("journal", {"workflow_id": workflow_id})
         out = []
         for row in rows:
             values = list(row)
@@ -395,4 +388,4 @@ class SQLiteStore:
     ) -> list[RunRow]:
         """Runs, newest first."""
         params = {"status": status, "name": name, "limit": limit, "before": before}
-        return [RunRow(*row) for row in self._execute("list_runs", params).fetchall()]
+        return [RunRow(*row) for row in self._rows("list_runs", params)]
