@@ -450,25 +450,26 @@ class Stalwart:
         definition = self._definition(wf)
         payload = self._encode_args(definition, args, kwargs)
         wid = workflow_id or uuid.uuid4().hex
-        inv, row = self._acquire(definition, wid, payload)
-        if inv is None:
-            return self._outcome(row)
-        keeper = self._core.keeper
-        keeper.hold(inv)
-        try:
-            outcome = execute(self._core, inv, row.input)
-        except BaseException:
-            self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
-            raise
-        finally:
-            keeper.drop(wid)
-        if outcome.status == "abort":
-            self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
-            assert outcome.error is not None
-            raise outcome.error
-        if outcome.status == "lease_lost":
-            return Handle(self, wid).result()
-        return self._outcome(self._row(wid))
+        while True:
+            inv, row = self._acquire(definition, wid, payload)
+            if inv is None:
+                return self._outcome(row)
+            keeper = self._core.keeper
+            keeper.hold(inv)
+            try:
+                outcome = execute(self._core, inv, row.input)
+            except BaseException:
+                self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
+                raise
+            finally:
+                keeper.drop(wid)
+            if outcome.status == "abort":
+                self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
+                assert outcome.error is not None
+                raise outcome.error
+            if outcome.status != "lease_lost":
+                return self._outcome(self._row(wid))
+            # Another process holds the run now: wait for it to finish or to vanish.
 
     async def run_async(
         self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
@@ -524,16 +525,20 @@ class Stalwart:
                 # A run left 'running' without a holder was interrupted mid-flight: a recovery.
                 recovering = row.status == RUNNING
                 detail = core.codec.encode({"recovered_from": holder}) if recovering else None
-                if core.store.take_lease(
+                taken, crashes = core.store.take_lease(
                     wid,
                     owner=core.owner,
                     expected_owner=holder,
                     now=now,
                     lease_until=until,
                     entry=_lifecycle("resumed", now, output=detail),
-                ):
+                    recovery=recovering,
+                )
+                if taken:
                     if recovering:
                         log.info("run %s: recovering after its holder %s stopped", wid, holder)
+                    if crashes >= self.max_recoveries:
+                        return None, self._fail_poison_run(wid, crashes)
                     index = core.store.replay_index(wid)
                     invocation = Invocation(
                         core, wf, wid, core.owner, recovering=recovering, index=index
@@ -542,6 +547,37 @@ class Stalwart:
                 continue
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
+
+    def _fail_poison_run(self, wid: str, crashes: int) -> RunRow:
+        """Dead-letter a run whose worker died at the same point ``crashes`` times in a row."""
+        now = self._core.clock.time()
+        error = json.dumps(
+            {
+                "type": "WorkerCrashed",
+                "message": f"crashed its worker {crashes} times: each recovery found it where "
+                "the last one left it, so it was failed instead of crash-looping the fleet "
+                f"(max_recoveries={self.max_recoveries})",
+            }
+        )
+        entry = Entry(
+            kind="run",
+            name="finished",
+            status=FAILED,
+            started_at=now,
+            finished_at=now,
+            error=error,
+        )
+        self._core.store.finish_run(
+            wid,
+            owner=self._core.owner,
+            status=FAILED,
+            output=None,
+            error=error,
+            now=now,
+            entry=entry,
+        )
+        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
+        return self._row(wid)
 
     # -- observing ------------------------------------------------------------------------
 

@@ -11,14 +11,21 @@ __all__ = ["holder_is_gone", "new_owner"]
 _HOST = socket.gethostname()
 
 
-def _start_ticks(pid: int) -> str | None:
-    """The start time of process ``pid`` (Linux), which tells a reused pid apart."""
+def _stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (Linux), or ``None``."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
-    fields = stat[stat.rfind(b")") + 2 :].split()
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _start_ticks(pid: int) -> str | None:
+    """The start time of process ``pid``, which tells a reused pid apart."""
+    fields = _stat(pid)
+    if fields is None:
+        return None
     return fields[19].decode() if len(fields) > 19 else "?"
 
 
@@ -48,6 +55,9 @@ def holder_is_gone(owner: str) -> bool:
     if host != _HOST:
         return False
     if not _alive(pid):
+        return True
+    fields = _stat(pid)
+    if fields and fields[0] in (b"Z", b"X"):  # killed, not yet reaped by its parent
         return True
     current = _start_ticks(pid)
     return start != "?" and current is not None and current != start

@@ -70,7 +70,7 @@ def _to_tree(value: Any, path: str) -> Any:
     if type(value) in _PLAIN or value is None or isinstance(value, bool | str):
         return value
     if isinstance(value, enum.Enum):
-        return {"$enum": _qualified(type(value)), "v": _to_tree(value.value, path)}
+        return {"$enum": _enum_name(type(value), path), "v": _to_tree(value.value, path)}
     if isinstance(value, int | float):
         return value
     if isinstance(value, list):
@@ -113,6 +113,24 @@ def argument_path(path: str) -> str:
         if path.startswith(prefix):
             return "arguments" + path[len(prefix) :]
     return path.replace("value", "arguments", 1)
+
+
+@functools.lru_cache(maxsize=256)
+def _importable(cls: type) -> bool:
+    try:
+        return _import(_qualified(cls)) is cls
+    except Exception:
+        return False
+
+
+def _enum_name(cls: type, path: str) -> str:
+    if not _importable(cls):
+        raise UnsupportedValue(
+            f"enum {cls.__qualname__} (it cannot be imported by name; declare it at the top "
+            "level of a module)",
+            path,
+        )
+    return _qualified(cls)
 
 
 def _import(qualified: str) -> Any:
@@ -199,8 +217,8 @@ def decode(payload: bytes) -> Any:
         try:
             tree = _loads(body.decode("utf-8"))
             return _from_tree(tree) if b'"$' in body else tree
-        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"invalid JSON payload: {exc}") from exc
+        except Exception as exc:
+            raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
     if tag == PICKLE_TAG:
         try:
             return pickle.loads(body)

@@ -65,9 +65,9 @@ def test_appends_are_fenced_by_the_lease(store: Store) -> None:
 
 def test_take_lease_is_compare_and_set(store: Store) -> None:
     _create(store)
-    assert not store.take_lease("r1", owner="w2", expected_owner=None, now=200, lease_until=230)
-    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230)
-    assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)
+    assert not store.take_lease("r1", owner="w2", expected_owner=None, now=200, lease_until=230)[0]
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230)[0]
+    assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)[0]
     assert not store.append("r1", _step(1), owner="w1")  # the old holder's write fails
     assert store.append("r1", _step(1), owner="w2")
     assert store.renew_lease("r1", owner="w2", lease_until=300)
@@ -76,7 +76,7 @@ def test_take_lease_is_compare_and_set(store: Store) -> None:
     row = store.get_run("r1")
     assert row is not None and row.lease_owner is None and row.status == "running"
     _create(store, "p1", owner=None)
-    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2)
+    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2)[0]
     row = store.get_run("p1")
     assert row is not None and row.status == "running"
 
@@ -96,7 +96,7 @@ def test_finish_run_is_fenced_and_final(store: Store) -> None:
         b"J1",
         None,
     )
-    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7)
+    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7)[0]
     assert [r.name for r in store.journal("r1")] == ["started", "finished"]
 
 
@@ -124,3 +124,23 @@ def test_list_runs_filters_and_pages(store: Store) -> None:
     ] == ["r1", "r0"]
     assert store.list_runs(status=None, name="other", limit=10, before=None) == []
     assert len(store.list_runs(status=None, name="agent", limit=1, before=None)) == 1
+
+
+def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
+    _create(store)
+
+    def recover(previous: str, new: str) -> int:
+        taken, count = store.take_lease(
+            "r1", owner=new, expected_owner=previous, now=1, lease_until=2, recovery=True
+        )
+        assert taken
+        return count
+
+    assert recover("w1", "w2") == 1
+    assert recover("w2", "w3") == 2
+    assert store.append("r1", _step(1), owner="w3")  # progress resets the count
+    assert recover("w3", "w4") == 1
+    assert recover("w4", "w5") == 2
+    taken, count = store.take_lease("r1", owner="w6", expected_owner="w5", now=1, lease_until=2)
+    assert taken and count == 0  # a plain takeover (not a crash) clears it
+    assert recover("w6", "w7") == 1

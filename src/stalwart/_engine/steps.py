@@ -66,7 +66,6 @@ class StepCall:
             self.retry_at = float(error.get("retry_at") or 0.0)
         self.input = self._encode_input()
         if self.inv.recovering:
-            self.inv.recovering = False
             self._charge_interruption()
         return False
 
@@ -82,13 +81,18 @@ class StepCall:
             ) from None
 
     def _charge_interruption(self) -> None:
-        """Count the attempt a crash interrupted, found when recovery reaches this step."""
+        """Count the attempt a crash interrupted, found when recovery reaches this step.
+
+        Every step a recovery starts before it records anything new was in flight when the
+        process stopped (the first one, or several started together by ``asyncio.gather``).
+        An interruption is retried whatever ``retry_on`` says, within ``max_attempts``.
+        """
         exc = AttemptInterrupted(
             f"attempt {self.attempt} was interrupted: its process stopped before the outcome "
             "was recorded"
         )
         now = self.inv.core.clock.time()
-        final = not self.step.retry.should_retry(exc, self.attempt)
+        final = self.attempt >= self.step.retry.max_attempts
         self._record_failure(exc, now, now, delay=0.0, final=final)
         if final:
             raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
@@ -105,6 +109,7 @@ class StepCall:
 
     def settle(self, outcome: Any, error: BaseException | None) -> float | object:
         """Record an attempt's outcome; ``_DONE`` (value in ``self.value``) or a retry delay."""
+        self.inv.recovering = False
         now = self.inv.core.clock.time()
         if error is None:
             try:

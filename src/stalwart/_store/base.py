@@ -13,7 +13,7 @@ from typing import Protocol
 __all__ = ["Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
 
 # Schema versions this code knows; a store may be at most one release ahead of it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 OLDEST_COMPATIBLE = 1
 
 
@@ -122,8 +122,14 @@ class Store(Protocol):
         now: float,
         lease_until: float,
         entry: Entry | None = None,
-    ) -> bool:
-        """Take the lease of a pending or running run whose owner is still ``expected_owner``."""
+        recovery: bool = False,
+    ) -> tuple[bool, int]:
+        """Take the lease of a pending or running run whose owner is still ``expected_owner``.
+
+        Returns whether it was taken and, for a ``recovery``, how many recoveries in a row
+        have found the run with no more completed journal entries than the last one did (1
+        when it made progress since); 0 otherwise.
+        """
 
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
         """Extend a held lease; ``False`` if it was lost."""

@@ -261,10 +261,20 @@ class SQLiteStore:
         now: float,
         lease_until: float,
         entry: Entry | None = None,
-    ) -> bool:
-        """Compare-and-set the lease of a pending or running run."""
+        recovery: bool = False,
+    ) -> tuple[bool, int]:
+        """Compare-and-set the lease of a pending or running run; count recoveries in a row."""
 
-        def work(conn: sqlite3.Connection) -> bool:
+        def work(conn: sqlite3.Connection) -> tuple[bool, int]:
+            state = conn.execute(_Q["recovery_state"], {"workflow_id": workflow_id}).fetchone()
+            if state is None:
+                return False, 0
+            count, mark, progress = state
+            if recovery:
+                count = count + 1 if mark is not None and progress <= mark else 1
+                mark = progress
+            else:
+                count, mark = 0, None
             cur = conn.execute(
                 _Q["take_lease"],
                 {
@@ -273,13 +283,15 @@ class SQLiteStore:
                     "expected_owner": expected_owner,
                     "now": now,
                     "lease_until": lease_until,
+                    "recoveries": count,
+                    "recovery_mark": mark,
                 },
             )
             if cur.rowcount != 1:
-                return False
+                return False, 0
             if entry is not None:
                 conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
-            return True
+            return True, count
 
         return self._write(work)
 

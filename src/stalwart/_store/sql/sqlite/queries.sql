@@ -25,10 +25,17 @@ FROM runs WHERE workflow_id = :workflow_id;
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
-    updated_at = :now
+    updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark
 WHERE workflow_id = :workflow_id
   AND status IN ('pending', 'running')
   AND lease_owner IS :expected_owner;
+
+-- name: recovery_state
+SELECT recoveries, recovery_mark,
+       (SELECT count(*) FROM journal
+        WHERE journal.workflow_id = runs.workflow_id AND seq IS NOT NULL
+          AND status = 'completed') AS progress
+FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: renew_lease
 UPDATE runs SET lease_expires_at = :lease_until
