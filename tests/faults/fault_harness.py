@@ -1,0 +1,212 @@
+"""The harness of the crash tests: agents run in child processes and are killed with SIGKILL.
+
+A child runs ``crash_agent.py`` (see its docstring). The ``agent`` fixture spawns children on a
+SQLite file in ``tmp_path``, waits for the marker of the step to kill, sends a real SIGKILL,
+reruns the same workflow id in a new process and reads the side file of step executions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crash_agent import FAILED_EXIT
+
+import stalwart
+
+__all__ = ["AGENT", "FAILED_EXIT", "Exited", "Harness", "step_entries"]
+
+AGENT = Path(__file__).with_name("crash_agent.py")
+MARKER_WAIT_S = 30.0
+CHILD_WAIT_S = 40.0
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A finished child: how it ended and what it printed."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    elapsed: float  # from spawn to exit, interpreter start included
+
+    @property
+    def killed(self) -> bool:
+        return self.returncode == -signal.SIGKILL
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The JSON outcome the agent printed last."""
+        lines = [line for line in self.stdout.splitlines() if line.startswith("{")]
+        assert lines, (
+            f"the agent printed no outcome (exit {self.returncode}):\n{self.stdout}\n{self.stderr}"
+        )
+        return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+    def describe(self) -> str:
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+
+class Harness:
+    """Spawns, kills and reruns agents against one SQLite file."""
+
+    def __init__(self, root: Path) -> None:
+        self.db = root / "runs.db"
+        self.url = f"sqlite:///{self.db}"  # tmp_path is absolute: sqlite:////tmp/...
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        self.log = self.workdir / "executions.log"
+        self._children: list[subprocess.Popen[str]] = []
+
+    # -- children -------------------------------------------------------------------------
+
+    @staticmethod
+    def _env() -> dict[str, str]:
+        env = dict(os.environ)
+        env.pop("STALWART_URL", None)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def spawn(
+        self,
+        scenario: str,
+        workflow_id: str,
+        *,
+        hang: Sequence[str] = (),
+        lease_seconds: float = 30.0,
+        extra: Sequence[str] = (),
+    ) -> subprocess.Popen[str]:
+        """Start an agent process; it runs (or resumes) ``workflow_id``."""
+        cmd = [
+            sys.executable,
+            str(AGENT),
+            scenario,
+            self.url,
+            str(self.workdir),
+            workflow_id,
+            "--lease-seconds",
+            str(lease_seconds),
+            *extra,
+        ]
+        for step in hang:
+            cmd += ["--hang", step]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.workdir,
+            env=self._env(),
+        )
+        self._children.append(proc)
+        return proc
+
+    def finish(
+        self, proc: subprocess.Popen[str], started: float, timeout: float = CHILD_WAIT_S
+    ) -> Exited:
+        """Wait for ``proc``; a child still running after ``timeout`` is killed and fails."""
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGUSR1)  # crash_agent dumps every thread's stack
+            time.sleep(0.5)
+            os.kill(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"the agent did not finish within {timeout}s:\n{out}\n{err}")
+        return Exited(proc.returncode, out, err, time.monotonic() - started)
+
+    def run(self, scenario: str, workflow_id: str, **kwargs: Any) -> Exited:
+        """Run an agent to its end in a new process."""
+        started = time.monotonic()
+        proc = self.spawn(scenario, workflow_id, **kwargs)
+        return self.finish(proc, started)
+
+    def marker(self, workflow_id: str, step: str) -> Path:
+        return self.workdir / f"running-{workflow_id}-{step}"
+
+    def wait_until_running(
+        self, proc: subprocess.Popen[str], workflow_id: str, steps: Sequence[str]
+    ) -> None:
+        """Block until every step in ``steps`` has created its marker (it is running now)."""
+        markers = [self.marker(workflow_id, step) for step in steps]
+        deadline = time.monotonic() + MARKER_WAIT_S
+        while not all(m.exists() for m in markers):
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(
+                    f"the agent exited ({proc.returncode}) before {list(steps)} were all "
+                    f"running:\n{out}\n{err}"
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"{list(steps)} did not start within {MARKER_WAIT_S}s")
+            time.sleep(0.005)
+
+    def crash(
+        self,
+        scenario: str,
+        workflow_id: str,
+        *,
+        at: Sequence[str],
+        also: Callable[[], bool] | None = None,
+        **kwargs: Any,
+    ) -> Exited:
+        """Run an agent and SIGKILL it while every step in ``at`` is running.
+
+        With ``also``, the kill waits until ``also()`` is true as well (say, until a concurrent
+        step's result is in the journal).
+        """
+        started = time.monotonic()
+        proc = self.spawn(scenario, workflow_id, hang=at, **kwargs)
+        self.wait_until_running(proc, workflow_id, at)
+        deadline = time.monotonic() + MARKER_WAIT_S
+        while also is not None and not also():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the agent never reached the state to kill it in")
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+        exited = self.finish(proc, started)
+        assert exited.killed, exited.describe()
+        return exited
+
+    def close(self) -> None:
+        """Kill (by pid) and reap every child this harness started that is still running."""
+        for proc in self._children:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.communicate()
+
+    # -- observations ---------------------------------------------------------------------
+
+    def executions(self, workflow_id: str) -> list[dict[str, Any]]:
+        """The side file's lines for ``workflow_id``: one per real step execution."""
+        if not self.log.exists():
+            return []
+        lines = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        return [line for line in lines if line["wid"] == workflow_id]
+
+    def counts(self, workflow_id: str) -> Counter[str]:
+        """How many times each step of ``workflow_id`` actually executed."""
+        return Counter(line["step"] for line in self.executions(workflow_id))
+
+    @contextmanager
+    def app(self) -> Iterator[stalwart.Stalwart]:
+        """An app on the same store, in the test process, to read statuses and journals."""
+        with stalwart.Stalwart(self.url) as app:
+            yield app
+
+
+def step_entries(app: stalwart.Stalwart, workflow_id: str, name: str) -> list[Any]:
+    """The journal entries of the step ``name`` in ``workflow_id``, in order."""
+    return [e for e in app.journal(workflow_id) if e.kind == "step" and e.name == name]

@@ -1,0 +1,83 @@
+"""Attempts interrupted by a crash are counted: a step that kills its worker runs out of attempts.
+
+The steps here SIGKILL their own process (``os.kill(os.getpid(), SIGKILL)``): a real kill, no
+exception is raised and nothing in the process runs afterwards.
+"""
+
+from __future__ import annotations
+
+import pytest
+from fault_harness import FAILED_EXIT, Harness, step_entries
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_step_that_crashes_its_worker_fails_for_good_after_max_attempts(agent: Harness) -> None:
+    wid = "doomed-1"
+    first = agent.run("doomed", wid)
+    assert first.killed, first.describe()
+    assert agent.counts(wid) == {"before": 1, "doomed": 1}
+
+    second = agent.run("doomed", wid)  # recovery 1: attempt 1 counted, attempt 2 runs
+    assert second.killed, second.describe()
+    assert agent.counts(wid) == {"before": 1, "doomed": 2}
+
+    third = agent.run("doomed", wid)  # recovery 2: attempt 2 counted, no attempts left
+    assert third.returncode == FAILED_EXIT, third.describe()
+    outcome = third.outcome
+    assert outcome["status"] == "failed"
+    assert "AttemptInterrupted" in outcome["error"], outcome
+    assert "doomed" in outcome["error"], outcome
+    assert agent.counts(wid) == {"before": 1, "doomed": 2}  # not executed a third time
+    attempts = [line["attempt"] for line in agent.executions(wid) if line["step"] == "doomed"]
+    assert attempts == [1, 2]  # stalwart.attempt() counts across crashes
+
+    with agent.app() as app:
+        assert app.handle(wid).status() == "failed"
+        entries = step_entries(app, wid, "doomed")
+        assert [(e.status, e.attempt) for e in entries] == [("failed", 1), ("failed", 2)]
+        assert all(e.error and e.error.startswith("AttemptInterrupted") for e in entries)
+        assert step_entries(app, wid, "after") == []
+        info = app.list_workflows(status="failed")
+        assert [w.workflow_id for w in info] == [wid]
+        assert info[0].error is not None
+        assert "AttemptInterrupted" in info[0].error
+
+    fourth = agent.run("doomed", wid)  # a terminal run: nothing executes, same outcome
+    assert fourth.returncode == FAILED_EXIT, fourth.describe()
+    assert fourth.outcome["error"] == outcome["error"]
+    assert agent.counts(wid) == {"before": 1, "doomed": 2}
+
+
+def test_concurrent_step_that_crashes_its_worker_runs_out_of_attempts(agent: Harness) -> None:
+    # steady (first in the gather) and crasher are both in flight at every crash: both are
+    # charged, so crasher's Retry(max_attempts=2) runs out on the second recovery.
+    wid = "gather-crash-1"
+    for _ in range(2):
+        exited = agent.run("gather_crash", wid)
+        assert exited.killed, exited.describe()
+    third = agent.run("gather_crash", wid)  # crasher's 2 attempts were both interrupted
+    assert not third.killed, f"crasher ran again: {agent.counts(wid)}"
+    assert third.returncode == FAILED_EXIT, third.describe()
+    assert "crasher" in third.outcome["error"]
+    assert "AttemptInterrupted" in third.outcome["error"]
+    assert agent.counts(wid)["crasher"] == 2
+
+
+def test_poison_run_fails_after_max_recoveries(agent: Harness) -> None:
+    # crashy may take 50 attempts, but max_recoveries=2 stops the crash loop first.
+    wid = "poison-1"
+    extra = ["--max-recoveries", "2"]
+    runs = []
+    for _ in range(4):
+        exited = agent.run("poison", wid, extra=extra)
+        runs.append(exited)
+        if not exited.killed:
+            break
+    last = runs[-1]
+    assert not last.killed, f"still crash-looping after {len(runs)} runs: {agent.counts(wid)}"
+    assert last.returncode == FAILED_EXIT, last.describe()
+    assert "crashed its worker 2 times" in last.outcome["error"]
+    assert agent.counts(wid)["crashy"] <= 3
+    with agent.app() as app:
+        assert app.handle(wid).status() == "failed"
