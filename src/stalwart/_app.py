@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import getpass
 import inspect
 import json
 import logging
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, SystemClock
-from ._engine.executor import execute
+from ._engine.executor import Outcome, execute
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
@@ -37,7 +38,10 @@ from ._model import (
     PENDING,
     RUNNING,
     STATUSES,
+    SUSPENDED,
     TERMINAL,
+    Approval,
+    ApprovalRequest,
     JournalEntry,
     WorkflowInfo,
     from_epoch,
@@ -47,10 +51,13 @@ from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
 from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
+from ._store.base import ApprovalRow
 
 __all__ = ["Handle", "Stalwart"]
 
 log = logging.getLogger("stalwart")
+CANCEL_POLL_SECONDS = 0.25
+WAIT_POLL_SECONDS = 0.02
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING: Any = object()
 
@@ -86,10 +93,24 @@ class _LeaseKeeper:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        interval = max(0.05, self.core.lease_seconds / 3)
-        while not self._wake.wait(interval):
+        renew_every = max(0.05, self.core.lease_seconds / 3)
+        next_renewal = time.monotonic() + renew_every
+        while not self._wake.wait(CANCEL_POLL_SECONDS):
             with self._lock:
                 held = list(self.held.values())
+            if not held:
+                continue
+            try:
+                cancelled = self.core.store.cancel_requested_for(self.core.owner)
+            except Exception:
+                log.warning("cancel poll failed", exc_info=True)
+                cancelled = set()
+            for inv in held:
+                if inv.workflow_id in cancelled:
+                    inv.cancel_requested.set()
+            if time.monotonic() < next_renewal:
+                continue
+            next_renewal = time.monotonic() + renew_every
             for inv in held:
                 until = self.core.clock.time() + self.core.lease_seconds
                 try:
@@ -99,8 +120,10 @@ class _LeaseKeeper:
                 except Exception:  # the store is unreachable: the next round tries again
                     log.warning("run %s: lease renewal failed", inv.workflow_id, exc_info=True)
                     continue
-                if not ok:
+                if ok is None:
                     inv.lease_lost.set()
+                elif ok:
+                    inv.cancel_requested.set()
 
 
 @dataclass
@@ -203,6 +226,27 @@ class Handle:
     def cancel(self) -> None:
         """Cancel the run (arrives with cancellation)."""
         self._app.cancel(self.workflow_id)
+
+
+def _who(by: str | None) -> str:
+    if by:
+        return by
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _operator(action: str, now: float, by: str, *, input: Any) -> Entry:
+    return Entry(
+        kind="operator",
+        name=action,
+        status=COMPLETED,
+        started_at=now,
+        finished_at=now,
+        input=input,
+        by=by,
+    )
 
 
 def _lifecycle(
@@ -360,8 +404,10 @@ class Stalwart:
         timeout: float | None = None,
     ) -> Any:
         """Declare a workflow: durable, replayed from its journal after any interruption."""
-        if timeout is not None:
-            raise not_built("@app.workflow(timeout=...)", "durable waits and deadlines")
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
         if queue != "default":
             raise not_built("@app.workflow(queue=...)", "queues")
 
@@ -373,6 +419,7 @@ class Stalwart:
                 name=name or func.__qualname__,
                 queue=queue,
                 is_async=inspect.iscoroutinefunction(func),
+                timeout=None if timeout is None else float(timeout),
             )
             self._core.registry.add_workflow(wf)
             return WorkflowFunction(self, wf)
@@ -442,11 +489,16 @@ class Stalwart:
             owner=None,
             lease_until=None,
             entry=_lifecycle("started", now, input=payload),
+            deadline=None if definition.timeout is None else now + definition.timeout,
         )
         return Handle(self, wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
-        """Start (or resume) a run and execute it in this process until it is terminal."""
+        """Start (or resume) a run and execute it in this process until it is terminal.
+
+        While the run waits on a timer, an event or an approval it holds no lease: this call
+        blocks until the wait is over, then continues the run itself.
+        """
         definition = self._definition(wf)
         payload = self._encode_args(definition, args, kwargs)
         wid = workflow_id or uuid.uuid4().hex
@@ -454,22 +506,13 @@ class Stalwart:
             inv, row = self._acquire(definition, wid, payload)
             if inv is None:
                 return self._outcome(row)
-            keeper = self._core.keeper
-            keeper.hold(inv)
-            try:
-                outcome = execute(self._core, inv, row.input)
-            except BaseException:
-                self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
-                raise
-            finally:
-                keeper.drop(wid)
+            outcome = self._execute(inv, row)
             if outcome.status == "abort":
-                self._core.store.release_lease(wid, owner=inv.owner, now=self._core.clock.time())
                 assert outcome.error is not None
                 raise outcome.error
-            if outcome.status != "lease_lost":
+            if outcome.status in TERMINAL or outcome.status == NEEDS_ATTENTION:
                 return self._outcome(self._row(wid))
-            # Another process holds the run now: wait for it to finish or to vanish.
+            # suspended, woken while unwinding, or the lease went elsewhere: acquire again
 
     async def run_async(
         self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
@@ -479,22 +522,45 @@ class Stalwart:
             functools.partial(self.run, wf, *args, workflow_id=workflow_id, **kwargs)
         )
 
+    def _execute(self, inv: Invocation, row: RunRow) -> Outcome:
+        """One invocation of a run this process holds, with its lease kept alive meanwhile."""
+        core = self._core
+        core.keeper.hold(inv)
+        try:
+            outcome = execute(core, inv, row.input)
+        except BaseException:
+            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+            raise
+        finally:
+            core.keeper.drop(inv.workflow_id)
+        if outcome.status == "abort":
+            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+        return outcome
+
+    def _invocation(self, wf: WorkflowDef, row: RunRow, *, recovering: bool) -> Invocation:
+        core = self._core
+        index = core.store.replay_index(row.workflow_id) if row.status != PENDING else []
+        inv = Invocation(core, wf, row.workflow_id, core.owner, recovering=recovering, index=index)
+        inv.deadline = row.deadline
+        return inv
+
     def _acquire(
         self, wf: WorkflowDef, wid: str, payload: bytes
     ) -> tuple[Invocation | None, RunRow]:
         """Create the run holding its lease, or take over an existing run's lease.
 
         Returns no invocation when the run is already terminal; waits while a live process
-        holds the lease; raises ``NeedsAttention`` for a run waiting on an operator.
+        holds the lease or the run waits on something; raises ``NeedsAttention`` for a run
+        waiting on an operator.
         """
         core = self._core
-        delay = 0.01
+        delay = WAIT_POLL_SECONDS
         while True:
             now = core.clock.time()
             until = now + core.lease_seconds
             row = core.store.get_run(wid)
             if row is None:
-                entry = _lifecycle("started", now, input=payload)
+                deadline = None if wf.timeout is None else now + wf.timeout
                 if core.store.create_run(
                     workflow_id=wid,
                     name=wf.name,
@@ -505,10 +571,10 @@ class Stalwart:
                     now=now,
                     owner=core.owner,
                     lease_until=until,
-                    entry=entry,
+                    entry=_lifecycle("started", now, input=payload),
+                    deadline=deadline,
                 ):
-                    invocation = Invocation(core, wf, wid, core.owner, recovering=False, index=[])
-                    return invocation, self._row(wid)
+                    return self._invocation(wf, self._row(wid), recovering=False), self._row(wid)
                 continue
             if row.name != wf.name:
                 raise ValueError(
@@ -519,34 +585,48 @@ class Stalwart:
                 return None, row
             if row.status == NEEDS_ATTENTION:
                 self._outcome(row)  # raises NeedsAttention
-            holder = row.lease_owner
-            expired = row.lease_expires_at is not None and row.lease_expires_at <= now
-            if holder is None or expired or holder_is_gone(holder):
-                # A run left 'running' without a holder was interrupted mid-flight: a recovery.
-                recovering = row.status == RUNNING
-                detail = core.codec.encode({"recovered_from": holder}) if recovering else None
-                taken, crashes = core.store.take_lease(
-                    wid,
-                    owner=core.owner,
-                    expected_owner=holder,
-                    now=now,
-                    lease_until=until,
-                    entry=_lifecycle("resumed", now, output=detail),
-                    recovery=recovering,
-                )
-                if taken:
-                    if recovering:
-                        log.info("run %s: recovering after its holder %s stopped", wid, holder)
-                    if crashes >= self.max_recoveries:
-                        return None, self._fail_poison_run(wid, crashes)
-                    index = core.store.replay_index(wid)
-                    invocation = Invocation(
-                        core, wf, wid, core.owner, recovering=recovering, index=index
-                    )
-                    return invocation, row
+            if self._claimable(row, now):
+                taken = self._take(wf, row, now)
+                if taken is not None:
+                    return taken, row
                 continue
             time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+            delay = min(delay * 1.5, 0.25)
+            if row.status == SUSPENDED:
+                delay = WAIT_POLL_SECONDS
+
+    @staticmethod
+    def _claimable(row: RunRow, now: float) -> bool:
+        if row.status == SUSPENDED:
+            return row.wake_at is not None and row.wake_at <= now
+        holder = row.lease_owner
+        expired = row.lease_expires_at is not None and row.lease_expires_at <= now
+        return holder is None or expired or holder_is_gone(holder)
+
+    def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
+        """Take the lease of a claimable run; ``None`` if another process was faster."""
+        core = self._core
+        holder = row.lease_owner
+        # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
+        recovering = row.status == RUNNING
+        detail = core.codec.encode({"recovered_from": holder}) if recovering else None
+        taken, crashes = core.store.take_lease(
+            row.workflow_id,
+            owner=core.owner,
+            expected_owner=holder,
+            now=now,
+            lease_until=now + core.lease_seconds,
+            entry=_lifecycle("resumed", now, output=detail),
+            recovery=recovering,
+        )
+        if not taken:
+            return None
+        if recovering:
+            log.info("run %s: recovering after its holder %s stopped", row.workflow_id, holder)
+            if crashes >= self.max_recoveries:
+                self._fail_poison_run(row.workflow_id, crashes)
+                return None
+        return self._invocation(wf, row, recovering=recovering)
 
     def _fail_poison_run(self, wid: str, crashes: int) -> RunRow:
         """Dead-letter a run whose worker died at the same point ``crashes`` times in a row."""
@@ -697,12 +777,80 @@ class Stalwart:
         dedup_key: str | None = None,
         by: str | None = None,
     ) -> None:
-        """Send an event to a run (arrives with durable waits)."""
-        raise not_built("app.send_event()", "durable waits")
+        """Send event ``name`` to a run; it waits in the run's inbox until consumed.
 
-    def approvals(self, pending: bool = True) -> list[Any]:
-        """Approval requests (arrives with durable waits)."""
-        raise not_built("app.approvals()", "durable waits")
+        A second event with the same ``dedup_key`` for the run is ignored (webhooks arrive at
+        least once). Raises :class:`WorkflowNotFound` for an unknown run.
+        """
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"event name {name!r}: pass a non-empty str")
+        try:
+            data = self._core.codec.encode(payload)
+        except UnsupportedValue as exc:
+            raise SerializationError(
+                f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
+                f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
+            ) from None
+        who = _who(by)
+        now = self._core.clock.time()
+        entry = self._operator("send-event", now, who, {"name": name, "dedup_key": dedup_key})
+        try:
+            delivered = self._core.store.deliver_event(
+                workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
+            )
+        except KeyError:
+            raise WorkflowNotFound(
+                f"no run with workflow_id {workflow_id!r} in {self.url}"
+            ) from None
+        log.info(
+            "run %s: event %r %s by %s",
+            workflow_id,
+            name,
+            "delivered" if delivered else "ignored (repeated dedup_key)",
+            who,
+        )
+
+    def _operator(self, action: str, now: float, by: str, detail: Any) -> Entry:
+        """The journal entry of an operator action: what, by whom, when."""
+        return Entry(
+            kind="operator",
+            name=action,
+            status=COMPLETED,
+            started_at=now,
+            finished_at=now,
+            input=None if detail is None else self._core.codec.encode(detail),
+            by=by,
+        )
+
+    def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
+        """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
+        return [self._approval(row) for row in self._core.store.list_approvals(pending=pending)]
+
+    def _approval(self, row: ApprovalRow) -> ApprovalRequest:
+        decision = None
+        if row.decided_at is not None and row.approved is not None:
+            decision = Approval(
+                approved=bool(row.approved),
+                by=row.by or "",
+                reason=row.reason,
+                decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
+            )
+        try:
+            details = decode(row.details) if row.details is not None else None
+        except ValueError as exc:
+            raise CorruptRecord(
+                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details",
+                workflow_id=row.workflow_id,
+            ) from exc
+        return ApprovalRequest(
+            workflow_id=row.workflow_id,
+            approval_id=row.approval_id,
+            subject=row.subject,
+            details=details,
+            requested_at=from_epoch(row.requested_at),  # type: ignore[arg-type]
+            expires_at=from_epoch(row.expires_at),
+            decision=decision,
+        )
 
     def approve(
         self,
@@ -711,8 +859,8 @@ class Stalwart:
         reason: str | None = None,
         approval_id: str | None = None,
     ) -> None:
-        """Approve a pending request (arrives with durable waits)."""
-        raise not_built("app.approve()", "durable waits")
+        """Approve the run's pending request (or the one named ``approval_id``)."""
+        self._decide(workflow_id, approved=True, by=by, reason=reason, approval_id=approval_id)
 
     def reject(
         self,
@@ -721,12 +869,65 @@ class Stalwart:
         reason: str | None = None,
         approval_id: str | None = None,
     ) -> None:
-        """Reject a pending request (arrives with durable waits)."""
-        raise not_built("app.reject()", "durable waits")
+        """Reject the run's pending request (or the one named ``approval_id``)."""
+        self._decide(workflow_id, approved=False, by=by, reason=reason, approval_id=approval_id)
+
+    def _decide(
+        self,
+        workflow_id: str,
+        *,
+        approved: bool,
+        by: str | None,
+        reason: str | None,
+        approval_id: str | None,
+    ) -> None:
+        self._row(workflow_id)
+        store = self._core.store
+        if approval_id is None:
+            pending = store.list_approvals(pending=True, workflow_id=workflow_id)
+            if len(pending) != 1:
+                raise ValueError(
+                    f"run {workflow_id!r} has {len(pending)} pending approval requests; pass "
+                    "approval_id= to say which (see app.approvals())"
+                )
+            approval_id = pending[0].approval_id
+        who = _who(by)
+        now = self._core.clock.time()
+        verb = "approve" if approved else "reject"
+        entry = self._operator(verb, now, who, {"approval_id": approval_id, "reason": reason})
+        if not store.decide_approval(
+            workflow_id,
+            approval_id,
+            approved=approved,
+            by=who,
+            reason=reason,
+            now=now,
+            entry=entry,
+        ):
+            existing = store.get_approval(workflow_id, approval_id)
+            if existing is None:
+                raise ValueError(f"run {workflow_id!r} has no approval request {approval_id!r}")
+            raise ValueError(
+                f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
+            )
+        log.info("run %s: approval %s %sd by %s", workflow_id, approval_id, verb, who)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:
-        """Cancel a run (arrives with cancellation)."""
-        raise not_built("app.cancel()", "cancellation")
+        """Cancel a run: at once if it is waiting or not started, else at its next step
+        boundary. Its status becomes ``cancelled``."""
+        self._row(workflow_id)
+        who = _who(by)
+        now = self._core.clock.time()
+        error = json.dumps(
+            {"type": "WorkflowCancelled", "message": f"run {workflow_id!r} was cancelled by {who}"}
+        )
+        verdict = self._core.store.cancel_run(
+            workflow_id, now=now, error=error, entry=self._operator("cancel", now, who, None)
+        )
+        held = self._core.keeper.held.get(workflow_id)
+        if held is not None:
+            held.cancel_requested.set()
+        log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
 
     def retry(self, workflow_id: str, by: str | None = None) -> None:
         """Redrive a failed run (arrives with dead-letter redrive)."""

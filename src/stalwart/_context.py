@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime as _dt
 import random as _random
 import uuid as _uuid
-from typing import Any, NoReturn
+from typing import Any
 
+from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
-from ._errors import WorkflowCancelled, not_built
+from ._errors import WorkflowCancelled
+from ._model import Approval
 
 __all__ = [
     "attempt",
@@ -64,6 +66,8 @@ def heartbeat(details: Any = None) -> None:
     inv = scope.invocation
     if inv.lease_lost.is_set():
         raise WorkflowCancelled(f"run {inv.workflow_id!r} is no longer held by this worker")
+    if inv.cancel_requested.is_set():
+        raise WorkflowCancelled(f"run {inv.workflow_id!r} was cancelled")
     core = inv.core
     now = core.clock.time()
     if details is None and now - scope.last_beat < core.lease_seconds / 3:
@@ -113,39 +117,75 @@ def random() -> float:
     return inv.record_value("random", _random.random)  # type: ignore[no-any-return]
 
 
-def _waits_not_built(call: str) -> NoReturn:
-    raise not_built(f"stalwart.{call}()", "durable waits, the next release")
+def _workflow_for_wait(call: str, *, is_async: bool) -> Any:
+    if CURRENT_STEP.get() is not None:
+        raise RuntimeError(
+            f"stalwart.{call}() was called inside a step; waits belong in workflow code"
+        )
+    inv = CURRENT_RUN.get()
+    if inv is None:
+        raise RuntimeError(f"stalwart.{call}() can only be called inside a workflow")
+    if inv.is_async and not is_async:
+        raise TypeError(
+            f"stalwart.{call}() blocks; in an async def workflow use "
+            f"'await stalwart.{call}_async(...)'"
+        )
+    if is_async and not inv.is_async:
+        raise TypeError(
+            f"stalwart.{call}_async() is for async def workflows; call stalwart.{call}() here"
+        )
+    return inv
 
 
 def sleep(seconds: float | _dt.timedelta) -> None:
-    """A durable timer (arrives with durable waits)."""
-    _waits_not_built("sleep")
+    """Wait durably: the run holds no thread or lease until the timer fires, across restarts."""
+    inv = _workflow_for_wait("sleep", is_async=False)
+    _waits.sleep(inv, _waits.seconds_of(seconds, "seconds") or 0.0)
 
 
 async def sleep_async(seconds: float | _dt.timedelta) -> None:
-    """The async twin of :func:`sleep` (arrives with durable waits)."""
-    _waits_not_built("sleep_async")
+    """The async twin of :func:`sleep`, for ``async def`` workflows."""
+    inv = _workflow_for_wait("sleep", is_async=True)
+    _waits.sleep(inv, _waits.seconds_of(seconds, "seconds") or 0.0)
 
 
 def wait_for_event(name: str, timeout: float | _dt.timedelta | None = None) -> Any:
-    """Wait durably for an event sent to this run (arrives with durable waits)."""
-    _waits_not_built("wait_for_event")
+    """The payload of the oldest unconsumed event ``name`` sent to this run, or ``None`` if
+    ``timeout`` passes first. Events sent before the wait are kept."""
+    inv = _workflow_for_wait("wait_for_event", is_async=False)
+    return _waits.event(inv, _event_name(name), _waits.seconds_of(timeout, "timeout"))
 
 
 async def wait_for_event_async(name: str, timeout: float | _dt.timedelta | None = None) -> Any:
-    """The async twin of :func:`wait_for_event` (arrives with durable waits)."""
-    _waits_not_built("wait_for_event_async")
+    """The async twin of :func:`wait_for_event`."""
+    inv = _workflow_for_wait("wait_for_event", is_async=True)
+    return _waits.event(inv, _event_name(name), _waits.seconds_of(timeout, "timeout"))
 
 
 def request_approval(
     subject: str, details: Any = None, timeout: float | _dt.timedelta | None = None
-) -> Any:
-    """Wait durably for a human decision (arrives with durable waits)."""
-    _waits_not_built("request_approval")
+) -> Approval | None:
+    """Record a pending approval, wait durably for a person's decision, and return it
+    (``None`` if ``timeout`` passes first)."""
+    inv = _workflow_for_wait("request_approval", is_async=False)
+    return _waits.approval(inv, _subject(subject), details, _waits.seconds_of(timeout, "timeout"))
 
 
 async def request_approval_async(
     subject: str, details: Any = None, timeout: float | _dt.timedelta | None = None
-) -> Any:
-    """The async twin of :func:`request_approval` (arrives with durable waits)."""
-    _waits_not_built("request_approval_async")
+) -> Approval | None:
+    """The async twin of :func:`request_approval`."""
+    inv = _workflow_for_wait("request_approval", is_async=True)
+    return _waits.approval(inv, _subject(subject), details, _waits.seconds_of(timeout, "timeout"))
+
+
+def _event_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"event name {name!r}: pass a non-empty str")
+    return name
+
+
+def _subject(subject: str) -> str:
+    if not isinstance(subject, str) or not subject:
+        raise ValueError(f"approval subject {subject!r}: pass a non-empty str")
+    return subject

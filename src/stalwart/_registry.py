@@ -77,6 +77,7 @@ class WorkflowDef:
     name: str
     queue: str
     is_async: bool
+    timeout: float | None = None
     signature: inspect.Signature = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
 

@@ -3,7 +3,7 @@ Exception:`` in workflow or step code cannot swallow them."""
 
 from __future__ import annotations
 
-__all__ = ["Abort", "EngineSignal", "LeaseLost"]
+__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Suspend"]
 
 
 class EngineSignal(BaseException):
@@ -21,3 +21,16 @@ class Abort(EngineSignal):
 
 class LeaseLost(EngineSignal):
     """Another process holds this run now; stop without writing anything more."""
+
+
+class Suspend(EngineSignal):
+    """Unwind the workflow: it waits until ``wake_at`` or until ``waiting_for`` arrives."""
+
+    def __init__(self, *, wake_at: float | None, waiting_for: str | None):
+        super().__init__(waiting_for or "timer")
+        self.wake_at = wake_at
+        self.waiting_for = waiting_for
+
+
+class Cancel(EngineSignal):
+    """Stop the run at this boundary: it was cancelled or its deadline passed."""

@@ -70,8 +70,8 @@ def test_take_lease_is_compare_and_set(store: Store) -> None:
     assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)[0]
     assert not store.append("r1", _step(1), owner="w1")  # the old holder's write fails
     assert store.append("r1", _step(1), owner="w2")
-    assert store.renew_lease("r1", owner="w2", lease_until=300)
-    assert not store.renew_lease("r1", owner="w1", lease_until=300)
+    assert store.renew_lease("r1", owner="w2", lease_until=300) is False  # held, not cancelled
+    assert store.renew_lease("r1", owner="w1", lease_until=300) is None  # lost
     assert store.release_lease("r1", owner="w2", now=210)
     row = store.get_run("r1")
     assert row is not None and row.lease_owner is None and row.status == "running"

@@ -134,7 +134,6 @@ def test_async_step_in_a_sync_workflow(app: stalwart.Stalwart) -> None:
         (lambda app: app.step(irreversible=True), "irreversible"),
         (lambda app: app.step(verify=lambda: None), "verify"),
         (lambda app: app.step(compensate=lambda r: None), "compensate"),
-        (lambda app: app.workflow(timeout=5), "timeout"),
         (lambda app: app.workflow(queue="llm"), "queue"),
     ],
 )
@@ -145,13 +144,10 @@ def test_features_not_built_yet_are_refused(
         decorate(app)
 
 
-def test_waits_and_operator_calls_not_built_yet_are_refused(app: stalwart.Stalwart) -> None:
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        stalwart.sleep(1)
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        app.send_event("x", "e")
-    with pytest.raises(NotImplementedError, match="not built yet"):
-        app.cancel("x")
+def test_operator_calls_not_built_yet_are_refused(app: stalwart.Stalwart) -> None:
+    for call in (lambda: app.retry("x"), lambda: app.fork("x", 1), lambda: app.queue("q")):
+        with pytest.raises(NotImplementedError, match="not built yet"):
+            call()
 
 
 def test_bad_settings(tmp_path: Path) -> None:

@@ -9,10 +9,10 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CorruptRecord, SerializationError
-from .._model import COMPLETED, FAILED, NEEDS_ATTENTION
+from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
+from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED
 from .._serde import UnsupportedValue, decode
-from .._signals import Abort, LeaseLost
+from .._signals import Abort, Cancel, LeaseLost, Suspend
 from .._store import Entry
 from .invocation import CURRENT_RUN, Invocation
 
@@ -29,7 +29,7 @@ log = logging.getLogger("stalwart")
 class Outcome:
     """How an invocation ended. ``error`` is set for ``abort`` (corrupt record)."""
 
-    status: str  # completed | failed | needs_attention | lease_lost | abort
+    status: str  # completed failed cancelled needs_attention suspended wake lease_lost abort
     error: Exception | None = None
 
 
@@ -64,6 +64,11 @@ def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[s
 
     try:
         return loop.run_until_complete(main())
+    except Suspend as signal:
+        # Steps other tasks already started must be recorded before the run unwinds.
+        inv.suspended = signal
+        loop.run_until_complete(_drain(inv))
+        raise
     finally:
         pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for task in pending:
@@ -71,6 +76,11 @@ def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[s
         if pending:
             loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.close()
+
+
+async def _drain(inv: Invocation) -> None:
+    while inv.in_flight > 0:
+        await asyncio.sleep(0.005)
 
 
 def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -117,9 +127,33 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
         return Outcome("abort", signal.error)
     except CorruptRecord as exc:
         return Outcome("abort", exc)
+    except Suspend as signal:
+        return _suspend(core, inv, signal)
+    except Cancel as signal:
+        detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
+        return _finish(core, inv, CANCELLED, output=None, error=detail, exc=None)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped without writing", wid)
         return Outcome("lease_lost")
+
+
+def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
+    wake_at = signal.wake_at
+    if inv.deadline is not None:
+        wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
+    now = core.clock.time()
+    if core.store.suspend_run(
+        inv.workflow_id,
+        owner=inv.owner,
+        wake_at=wake_at,
+        waiting_for=signal.waiting_for,
+        now=now,
+    ):
+        log.info("run %s: suspended (%s)", inv.workflow_id, signal.waiting_for or "timer")
+        return Outcome(SUSPENDED)
+    if inv.lease_lost.is_set():
+        return Outcome("lease_lost")
+    return Outcome("wake")  # what it waits for arrived while it was unwinding
 
 
 def _finish(

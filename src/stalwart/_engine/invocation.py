@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, NonDeterminismError
 from .._serde import decode
-from .._signals import Abort, LeaseLost
+from .._signals import Abort, Cancel, LeaseLost, Suspend
 from .._store import Entry, IndexRow
 
 if TYPE_CHECKING:
@@ -41,6 +41,7 @@ class Recorded:
     attempt: int
     output: bytes | None
     error: dict[str, Any] | None
+    input: bytes | None = None
 
 
 @dataclass(slots=True)
@@ -109,6 +110,7 @@ class Invocation:
                 row.attempt or 0,
                 row.output,
                 parse_error(row.error),
+                row.input,
             )
         self.unvisited = set(self.recorded)
         self.next_seq = max((r.seq for r in self.recorded.values()), default=0) + 1
@@ -117,6 +119,10 @@ class Invocation:
         self.children: dict[str, int] = {}
         self.fatal: Abort | None = None
         self.lease_lost = threading.Event()
+        self.cancel_requested = threading.Event()
+        self.deadline: float | None = None
+        self.suspended: Suspend | None = None
+        self.in_flight = 0
         self._lock = threading.Lock()
 
     # -- positions ------------------------------------------------------------------------
@@ -162,11 +168,18 @@ class Invocation:
     # -- replay ---------------------------------------------------------------------------
 
     def check_alive(self) -> None:
-        """Re-raise a sticky failure; stop if another process took the lease."""
+        """At a boundary: re-raise a sticky failure; stop if the lease was lost, the run was
+        cancelled or its deadline passed, or another task of the run already suspended it."""
         if self.fatal is not None:
             raise self.fatal
         if self.lease_lost.is_set():
             raise LeaseLost()
+        if self.suspended is not None:
+            raise self.suspended
+        if self.cancel_requested.is_set():
+            raise Cancel("cancelled by an operator")
+        if self.deadline is not None and self.core.clock.time() >= self.deadline:
+            raise Cancel("its deadline passed")
 
     def abort(self, error: Exception, *, attention: bool) -> Abort:
         """Make ``error`` sticky: every later call in this invocation raises it again."""

@@ -283,6 +283,16 @@ async def call_step_async(
     call = StepCall(inv, step, args, kwargs)
     if call.replay():
         return call.value
+    inv.in_flight += 1
+    try:
+        return await _attempts_async(inv, call, step, args, kwargs)
+    finally:
+        inv.in_flight -= 1
+
+
+async def _attempts_async(
+    inv: Invocation, call: StepCall, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
     if call.retry_at:
         await _backoff(inv, call.wait_before_attempt())
     while True:

@@ -7,13 +7,14 @@ so a worker that lost its lease can never overwrite the new holder's records.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-__all__ = ["Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
+__all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
 
 # Schema versions this code knows; a store may be at most one release ahead of it.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 OLDEST_COMPATIBLE = 1
 
 
@@ -33,6 +34,26 @@ class RunRow:
     updated_at: float
     lease_owner: str | None
     lease_expires_at: float | None
+    wake_at: float | None = None
+    waiting_for: str | None = None
+    deadline: float | None = None
+    cancel_requested: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """An approval request as stored."""
+
+    workflow_id: str
+    approval_id: str
+    subject: str
+    details: bytes | None
+    requested_at: float
+    expires_at: float | None
+    decided_at: float | None
+    approved: int | None
+    by: str | None
+    reason: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +68,7 @@ class IndexRow:
     attempt: int | None
     output: bytes | None
     error: str | None
+    input: bytes | None = None  # only for scheduled waits: what they wait for
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +129,7 @@ class Store(Protocol):
         owner: str | None,
         lease_until: float | None,
         entry: Entry,
+        deadline: float | None = None,
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists."""
 
@@ -131,8 +154,8 @@ class Store(Protocol):
         when it made progress since); 0 otherwise.
         """
 
-    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
-        """Extend a held lease; ``False`` if it was lost."""
+    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
+        """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""
 
     def record_progress(
         self,
@@ -177,3 +200,91 @@ class Store(Protocol):
         self, *, status: str | None, name: str | None, limit: int, before: float | None
     ) -> list[RunRow]:
         """Runs, newest first."""
+
+    # -- workers and waits ------------------------------------------------------------------
+
+    def claim_candidates(
+        self, *, names: list[str], queues: list[str], now: float, limit: int
+    ) -> list[tuple[str, str, str | None]]:
+        """``(workflow_id, status, lease_owner)`` of claimable runs, best first."""
+
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[tuple[str, str]]:
+        """``(workflow_id, lease_owner)`` of running runs held by processes of this host."""
+
+    def next_wake(self, *, names: list[str]) -> float | None:
+        """The earliest ``wake_at`` of a suspended run."""
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (a cheap change detector)."""
+
+    def suspend_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+    ) -> bool:
+        """Suspend and release the lease, unless what the run waits for already arrived."""
+
+    def open_wait(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        approval: dict[str, Any] | None = None,
+    ) -> bool:
+        """Journal a wait as scheduled, with its approval request if any."""
+
+    def resolve_wait(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        event_name: str | None = None,
+        approval_id: str | None = None,
+        time_out: bool = False,
+        now: float = 0.0,
+        encode_decision: Callable[[ApprovalRow], bytes] | None = None,
+    ) -> tuple[str, bytes | None]:
+        """Decide a wait in one transaction: event, then decision, then timer."""
+
+    def deliver_event(
+        self,
+        workflow_id: str,
+        *,
+        name: str,
+        payload: bytes | None,
+        dedup_key: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store an event and wake its run; ``False`` for a repeated ``dedup_key``."""
+
+    def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
+        """One approval request."""
+
+    def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
+        """Approval requests, oldest first."""
+
+    def decide_approval(
+        self,
+        workflow_id: str,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store a decision and wake the run; ``False`` if it was decided already."""
+
+    def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
+        """``"cancelled"`` at once, ``"requested"`` from its holder, or ``"finished"``."""
+
+    def cancel_requested_for(self, owner: str) -> set[str]:
+        """Runs held by ``owner`` that were asked to cancel."""

@@ -8,6 +8,7 @@ are absorbed by ``busy_timeout`` and, past it, by a retry loop; they never reach
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import threading
@@ -18,7 +19,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._errors import CorruptRecord, StoreError, mask_url
-from .base import OLDEST_COMPATIBLE, SCHEMA_VERSION, Entry, IndexRow, JournalRow, RunRow
+from .base import (
+    OLDEST_COMPATIBLE,
+    SCHEMA_VERSION,
+    ApprovalRow,
+    Entry,
+    IndexRow,
+    JournalRow,
+    RunRow,
+)
 from .payloads import INLINE_LIMIT, pack, unpack
 from .queries import load_migrations, load_queries
 
@@ -143,7 +152,10 @@ class SQLiteStore:
                 )
             for version, _name, sql in load_migrations("sqlite"):
                 if version > current:
-                    for statement in sql.split(";"):
+                    code = "\n".join(
+                        line for line in sql.splitlines() if not line.lstrip().startswith("--")
+                    )
+                    for statement in code.split(";"):
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(
@@ -222,6 +234,7 @@ class SQLiteStore:
         owner: str | None,
         lease_until: float | None,
         entry: Entry,
+        deadline: float | None = None,
     ) -> bool:
         """Insert a run and its first journal entry; ``False`` if the id exists."""
 
@@ -238,6 +251,7 @@ class SQLiteStore:
                     "now": now,
                     "owner": owner,
                     "lease_until": lease_until,
+                    "deadline": deadline,
                 },
             )
             if cur.rowcount != 1:
@@ -295,10 +309,11 @@ class SQLiteStore:
 
         return self._write(work)
 
-    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool:
-        """Extend a held lease."""
+    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
+        """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""
         params = {"workflow_id": workflow_id, "owner": owner, "lease_until": lease_until}
-        return self._changes("renew_lease", params) == 1
+        rows = self._rows("renew_lease", params)
+        return bool(rows[0][0]) if rows else None
 
     def record_progress(
         self,
@@ -401,3 +416,249 @@ class SQLiteStore:
         """Runs, newest first."""
         params = {"status": status, "name": name, "limit": limit, "before": before}
         return [RunRow(*row) for row in self._rows("list_runs", params)]
+
+    # -- workers and waits ------------------------------------------------------------------
+
+    def claim_candidates(
+        self, *, names: list[str], queues: list[str], now: float, limit: int
+    ) -> list[tuple[str, str, str | None]]:
+        """Runs a worker of these workflows and queues may claim, best first."""
+        params = {
+            "names": json.dumps(names),
+            "queues": json.dumps(queues),
+            "now": now,
+            "limit": limit,
+        }
+        return [tuple(row) for row in self._rows("claim_candidates", params)]
+
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[tuple[str, str]]:
+        """Running runs whose lease holder names this host."""
+        params = {"host_prefix": host_prefix + "%", "names": json.dumps(names)}
+        return [tuple(row) for row in self._rows("held_on_host", params)]
+
+    def next_wake(self, *, names: list[str]) -> float | None:
+        """The earliest time a suspended run of these workflows becomes claimable."""
+        rows = self._rows("next_wake", {"names": json.dumps(names)})
+        return rows[0][0] if rows else None
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection commits."""
+        return int(self._retrying(lambda: self._conn.execute("PRAGMA data_version").fetchone()[0]))
+
+    def suspend_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+    ) -> bool:
+        """Release the lease and suspend, unless what the run waits for is already there."""
+        kind, _, key = (waiting_for or "").partition(":")
+        params = {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "wake_at": wake_at,
+            "waiting_for": waiting_for,
+            "now": now,
+            "event_name": key if kind == "event" else None,
+            "approval_id": key if kind == "approval" else None,
+        }
+
+        def work(conn: sqlite3.Connection) -> bool:
+            if conn.execute(_Q["suspend_run"], params).rowcount != 1:
+                return False
+            if entry is not None:
+                conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return True
+
+        return self._write(work)
+
+    def open_wait(
+        self, workflow_id: str, entry: Entry, *, owner: str, approval: dict[str, Any] | None = None
+    ) -> bool:
+        """Journal a wait as scheduled (and its approval request), fenced by the lease."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            if conn.execute(_Q["append_entry_if_owner"], params).rowcount != 1:
+                return False
+            if approval is not None:
+                conn.execute(_Q["create_approval"], {"workflow_id": workflow_id, **approval})
+            return True
+
+        return self._write(work)
+
+    def resolve_wait(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        event_name: str | None = None,
+        approval_id: str | None = None,
+        time_out: bool = False,
+        now: float = 0.0,
+        encode_decision: Callable[[ApprovalRow], bytes] | None = None,
+    ) -> tuple[str, bytes | None]:
+        """Decide a wait in one transaction and journal the winner as ``entry`` completed.
+
+        The oldest unconsumed event named ``event_name`` wins first (it is consumed and its
+        payload becomes the output), then a decision on ``approval_id`` (``encode_decision``
+        turns it into the output), then, when ``time_out`` is set, the timer (the
+        pending approval is marked expired). Returns ``(winner, data)`` with winner one of
+        ``"event"``, ``"approval"``, ``"timer"``, ``"none"`` (nothing yet) or ``"lost"`` (the
+        lease is gone or the wait was already decided).
+        """
+
+        def work(conn: sqlite3.Connection) -> tuple[str, bytes | None]:
+            held = {"workflow_id": workflow_id, "owner": owner}
+            if conn.execute(_Q["lease_held"], held).fetchone() is None:
+                return "lost", None
+            if conn.execute(
+                _Q["seq_completed"], {"workflow_id": workflow_id, "seq": entry.seq}
+            ).fetchone():
+                return "lost", None
+            winner, data = "none", None
+            if event_name is not None:
+                found = conn.execute(
+                    _Q["oldest_event"], {"workflow_id": workflow_id, "name": event_name}
+                ).fetchone()
+                if found is not None:
+                    conn.execute(_Q["consume_event"], {"id": found[0], "seq": entry.seq})
+                    data = self.load_payload(bytes(found[1])) if found[1] is not None else None
+                    winner, entry.output = "event", data
+            if winner == "none" and approval_id is not None:
+                key = {"workflow_id": workflow_id, "approval_id": approval_id}
+                row = conn.execute(_Q["get_approval"], key).fetchone()
+                if row is not None and row[6] is not None and row[7] is not None:
+                    assert encode_decision is not None
+                    winner = "approval"
+                    data = entry.output = encode_decision(ApprovalRow(*row))
+            if winner == "none" and time_out:
+                if approval_id is not None:
+                    conn.execute(
+                        _Q["expire_approval"],
+                        {"workflow_id": workflow_id, "approval_id": approval_id, "now": now},
+                    )
+                winner = "timer"
+            if winner == "none":
+                return winner, None
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return winner, data
+
+        return self._write(work)
+
+    def deliver_event(
+        self,
+        workflow_id: str,
+        *,
+        name: str,
+        payload: bytes | None,
+        dedup_key: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store an event in the run's inbox and wake the run if it waits for it.
+
+        ``False`` when a previous event had the same ``dedup_key``; ``KeyError`` for an unknown
+        run."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            if conn.execute(_Q["get_run"], {"workflow_id": workflow_id}).fetchone() is None:
+                raise KeyError(workflow_id)
+            cur = conn.execute(
+                _Q["insert_event"],
+                {
+                    "workflow_id": workflow_id,
+                    "name": name,
+                    "payload": self._stash(conn, payload),
+                    "dedup_key": dedup_key,
+                    "now": now,
+                    "by": entry.by,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            conn.execute(
+                _Q["wake_run"],
+                {"workflow_id": workflow_id, "now": now, "waiting_for": f"event:{name}"},
+            )
+            return True
+
+        return self._write(work)
+
+    def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
+        """One approval request."""
+        rows = self._rows("get_approval", {"workflow_id": workflow_id, "approval_id": approval_id})
+        return ApprovalRow(*rows[0]) if rows else None
+
+    def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
+        """Approval requests, oldest first."""
+        params = {"pending": int(pending), "workflow_id": workflow_id}
+        return [ApprovalRow(*row) for row in self._rows("list_approvals", params)]
+
+    def decide_approval(
+        self,
+        workflow_id: str,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store a decision on a pending request and wake its run; ``False`` if decided."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                _Q["decide_approval"],
+                {
+                    "workflow_id": workflow_id,
+                    "approval_id": approval_id,
+                    "now": now,
+                    "approved": int(approved),
+                    "by": by,
+                    "reason": reason,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            conn.execute(
+                _Q["wake_run"],
+                {"workflow_id": workflow_id, "now": now, "waiting_for": f"approval:{approval_id}"},
+            )
+            return True
+
+        return self._write(work)
+
+    def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
+        """Cancel at once a run nobody executes; else flag it for its holder.
+
+        Returns ``"cancelled"``, ``"requested"`` or ``"finished"`` (nothing to cancel)."""
+
+        def work(conn: sqlite3.Connection) -> str:
+            params = {"workflow_id": workflow_id, "now": now, "error": error}
+            if conn.execute(_Q["cancel_waiting_run"], params).rowcount == 1:
+                verdict = "cancelled"
+            elif (
+                conn.execute(
+                    _Q["request_cancel"], {"workflow_id": workflow_id, "now": now}
+                ).rowcount
+                == 1
+            ):
+                verdict = "requested"
+            else:
+                return "finished"
+            conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return verdict
+
+        return self._write(work)
+
+    def cancel_requested_for(self, owner: str) -> set[str]:
+        """The runs held by ``owner`` that an operator asked to cancel."""
+        return {row[0] for row in self._rows("cancel_requested_for", {"owner": owner})}

@@ -12,22 +12,24 @@ INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :olde
 
 -- name: create_run
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
-                  lease_owner, lease_expires_at)
+                  lease_owner, lease_expires_at, deadline)
 VALUES (:workflow_id, :name, :status, :queue, :priority, :input, :now, :now,
-        :owner, :lease_until)
+        :owner, :lease_until, :deadline)
 ON CONFLICT (workflow_id) DO NOTHING;
 
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
-       updated_at, lease_owner, lease_expires_at
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
-    updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark
+    updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark,
+    wake_at = NULL, waiting_for = NULL
 WHERE workflow_id = :workflow_id
-  AND status IN ('pending', 'running')
+  AND (status IN ('pending', 'running') OR (status = 'suspended' AND wake_at <= :now))
   AND lease_owner IS :expected_owner;
 
 -- name: recovery_state
@@ -39,7 +41,8 @@ FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: renew_lease
 UPDATE runs SET lease_expires_at = :lease_until
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+WHERE workflow_id = :workflow_id AND lease_owner = :owner
+RETURNING cancel_requested;
 
 -- name: record_progress
 UPDATE runs SET lease_expires_at = :lease_until, progress = :progress, updated_at = :now
@@ -75,7 +78,8 @@ INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest)
 SELECT data FROM payloads WHERE digest = :digest;
 
 -- name: replay_index
-SELECT seq, position, kind, name, status, attempt, output, error
+SELECT seq, position, kind, name, status, attempt, output, error,
+       CASE WHEN status = 'scheduled' THEN input END AS input
 FROM journal
 WHERE workflow_id = :workflow_id AND seq IS NOT NULL
 ORDER BY id;
@@ -86,10 +90,110 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: list_runs
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
-       updated_at, lease_owner, lease_expires_at
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
   AND (:before IS NULL OR created_at < :before)
 ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
+
+-- name: claim_candidates
+SELECT workflow_id, status, lease_owner
+FROM runs
+WHERE name IN (SELECT value FROM json_each(:names))
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (status = 'pending'
+       OR (status = 'suspended' AND wake_at <= :now)
+       OR (status = 'running' AND lease_expires_at <= :now))
+ORDER BY priority DESC, created_at
+LIMIT :limit;
+
+-- name: held_on_host
+SELECT workflow_id, lease_owner FROM runs
+WHERE status = 'running' AND lease_owner LIKE :host_prefix
+  AND name IN (SELECT value FROM json_each(:names));
+
+-- name: next_wake
+SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+  AND name IN (SELECT value FROM json_each(:names));
+
+-- name: suspend_run
+UPDATE runs
+SET status = 'suspended', wake_at = :wake_at, waiting_for = :waiting_for,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner
+  AND NOT EXISTS (SELECT 1 FROM events
+                  WHERE events.workflow_id = :workflow_id AND events.name = :event_name
+                    AND events.consumed_seq IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM approvals
+                  WHERE approvals.workflow_id = :workflow_id
+                    AND approvals.approval_id = :approval_id
+                    AND approvals.decided_at IS NOT NULL);
+
+-- name: insert_event
+INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
+SELECT :workflow_id, :name, :payload, :dedup_key, :now, :by
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id)
+ON CONFLICT DO NOTHING;
+
+-- name: wake_run
+UPDATE runs SET wake_at = :now, updated_at = :now
+WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for;
+
+-- name: oldest_event
+SELECT id, payload FROM events
+WHERE workflow_id = :workflow_id AND name = :name AND consumed_seq IS NULL
+ORDER BY id LIMIT 1;
+
+-- name: consume_event
+UPDATE events SET consumed_seq = :seq WHERE id = :id AND consumed_seq IS NULL;
+
+-- name: seq_completed
+SELECT 1 FROM journal
+WHERE workflow_id = :workflow_id AND seq = :seq AND status = 'completed' LIMIT 1;
+
+-- name: lease_held
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: create_approval
+INSERT INTO approvals (workflow_id, approval_id, subject, details, requested_at, expires_at)
+VALUES (:workflow_id, :approval_id, :subject, :details, :now, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: get_approval
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals WHERE workflow_id = :workflow_id AND approval_id = :approval_id;
+
+-- name: list_approvals
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals
+WHERE (:pending = 0 OR decided_at IS NULL)
+  AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
+ORDER BY requested_at, workflow_id, approval_id;
+
+-- name: decide_approval
+UPDATE approvals SET decided_at = :now, approved = :approved, by = :by, reason = :reason
+WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
+
+-- name: cancel_waiting_run
+UPDATE runs
+SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expires_at = NULL,
+    wake_at = NULL, waiting_for = NULL, updated_at = :now,
+    error = :error
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended')
+  AND lease_owner IS NULL;
+
+-- name: request_cancel
+UPDATE runs SET cancel_requested = 1, updated_at = :now
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'running', 'suspended');
+
+-- name: cancel_requested_for
+SELECT workflow_id FROM runs WHERE lease_owner = :owner AND cancel_requested = 1;
+
+-- name: expire_approval
+UPDATE approvals SET decided_at = :now, reason = 'expired'
+WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;

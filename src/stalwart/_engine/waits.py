@@ -1,0 +1,188 @@
+"""Durable waits: a timer, an event, an approval. A wait that cannot be satisfied now unwinds
+the workflow with ``Suspend``; the run then holds no thread, task or lease until the store says
+it may continue, and replay returns the recorded winner at the same position.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from .._model import Approval, from_epoch
+from .._serde import decode
+from .._signals import LeaseLost, Suspend
+from .._store import Entry
+from .._store.base import ApprovalRow
+from .invocation import COMPLETED, Invocation, Recorded
+
+__all__ = ["approval", "event", "seconds_of", "sleep"]
+
+SCHEDULED = "scheduled"
+
+
+def seconds_of(value: float | _dt.timedelta | None, what: str) -> float | None:
+    """Seconds in a number or timedelta; refuses negative and non-numeric values."""
+    if value is None:
+        return None
+    if isinstance(value, _dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{what}={value!r}: pass seconds (a number >= 0) or a timedelta")
+    return float(value)
+
+
+class _Wait:
+    """The shared life of a wait: find or open its journal entry, decide it, or suspend."""
+
+    def __init__(self, inv: Invocation, kind: str, name: str) -> None:
+        inv.check_alive()
+        self.inv = inv
+        self.kind = kind
+        self.name = name
+        self.position = inv.next_position()
+        self.rec: Recorded | None = inv.lookup(self.position, kind, name)
+        self.now = inv.core.clock.time()
+
+    @property
+    def done(self) -> bool:
+        return self.rec is not None and self.rec.status == COMPLETED
+
+    def spec(self) -> dict[str, Any]:
+        assert self.rec is not None and self.rec.input is not None
+        value = decode(self.inv.core.store.load_payload(self.rec.input))
+        assert isinstance(value, dict)
+        return value
+
+    def open(
+        self,
+        spec: dict[str, Any],
+        approval: dict[str, Any] | None = None,
+        seq: int | None = None,
+    ) -> None:
+        inv = self.inv
+        seq = inv.alloc_seq() if seq is None else seq
+        entry = Entry(
+            kind=self.kind,
+            name=self.name,
+            status=SCHEDULED,
+            seq=seq,
+            position=self.position,
+            started_at=self.now,
+            input=inv.core.codec.encode(spec),
+        )
+        if not inv.core.store.open_wait(inv.workflow_id, entry, owner=inv.owner, approval=approval):
+            inv.lease_lost.set()
+            raise LeaseLost()
+        inv.recovering = False
+        self.rec = Recorded(
+            seq, self.position, self.kind, self.name, SCHEDULED, 0, None, None, entry.input
+        )
+
+    def decide(
+        self, *, time_out: bool, event_name: str | None = None, approval_id: str | None = None
+    ) -> tuple[str, bytes | None]:
+        assert self.rec is not None
+        inv = self.inv
+        entry = Entry(
+            kind=self.kind,
+            name=self.name,
+            status=COMPLETED,
+            seq=self.rec.seq,
+            position=self.position,
+            started_at=self.now,
+            finished_at=self.now,
+        )
+        winner, data = inv.core.store.resolve_wait(
+            inv.workflow_id,
+            entry,
+            owner=inv.owner,
+            event_name=event_name,
+            approval_id=approval_id,
+            time_out=time_out,
+            now=self.now,
+            encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
+        )
+        if winner == "lost":
+            inv.lease_lost.set()
+            raise LeaseLost()
+        return winner, data
+
+    def suspend(self, wake_at: float | None, waiting_for: str | None) -> Suspend:
+        return Suspend(wake_at=wake_at, waiting_for=waiting_for)
+
+
+def _decision(row: ApprovalRow) -> dict[str, Any]:
+    return {
+        "approved": bool(row.approved),
+        "by": row.by,
+        "reason": row.reason,
+        "decided_at": from_epoch(row.decided_at),
+    }
+
+
+def _approval_value(value: Any) -> Approval | None:
+    return Approval(**value) if isinstance(value, dict) else None
+
+
+def sleep(inv: Invocation, seconds: float) -> None:
+    """A durable timer."""
+    wait = _Wait(inv, "sleep", "sleep")
+    if wait.done:
+        return
+    if wait.rec is None:
+        wait.open({"until": wait.now + seconds})
+    until = float(wait.spec()["until"])
+    if wait.now >= until:
+        wait.decide(time_out=True)
+        return
+    raise wait.suspend(until, None)
+
+
+def event(inv: Invocation, name: str, timeout: float | None) -> Any:
+    """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
+    wait = _Wait(inv, "event", name)
+    if wait.done:
+        assert wait.rec is not None
+        return wait.inv.load_value(wait.rec)
+    if wait.rec is None:
+        wait.open({"until": None if timeout is None else wait.now + timeout})
+    until = wait.spec().get("until")
+    expired = until is not None and wait.now >= until
+    winner, data = wait.decide(time_out=expired, event_name=name)
+    if winner == "event":
+        return None if data is None else decode(data)
+    if winner == "timer":
+        return None
+    raise wait.suspend(until, f"event:{name}")
+
+
+def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
+    """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
+    wait = _Wait(inv, "approval", subject)
+    if wait.done:
+        assert wait.rec is not None
+        return _approval_value(wait.inv.load_value(wait.rec))
+    if wait.rec is None:
+        expires = None if timeout is None else wait.now + timeout
+        seq = inv.alloc_seq()
+        approval_id = str(seq)
+        request_spec: dict[str, Any] = {"approval_id": approval_id, "until": expires}
+        request = {
+            "approval_id": approval_id,
+            "subject": subject,
+            "details": inv.core.codec.encode(details),
+            "now": wait.now,
+            "expires_at": expires,
+        }
+        wait.open(request_spec, approval=request, seq=seq)
+    spec = wait.spec()
+    until: float | None = spec.get("until")
+    approval_id = str(spec["approval_id"])
+    expired = until is not None and wait.now >= until
+    winner, data = wait.decide(time_out=expired, approval_id=approval_id)
+    if winner == "approval":
+        assert data is not None
+        return _approval_value(decode(data))
+    if winner == "timer":
+        return None
+    raise wait.suspend(until, f"approval:{approval_id}")
