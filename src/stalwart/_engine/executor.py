@@ -142,12 +142,21 @@ def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
     if inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = core.clock.time()
+    entry = Entry(
+        kind="run",
+        name=SUSPENDED,
+        status=COMPLETED,
+        started_at=now,
+        finished_at=now,
+        output=core.codec.encode({"waiting_for": signal.waiting_for or "timer", "until": wake_at}),
+    )
     if core.store.suspend_run(
         inv.workflow_id,
         owner=inv.owner,
         wake_at=wake_at,
         waiting_for=signal.waiting_for,
         now=now,
+        entry=entry,
     ):
         log.info("run %s: suspended (%s)", inv.workflow_id, signal.waiting_for or "timer")
         return Outcome(SUSPENDED)

@@ -225,6 +225,7 @@ class Store(Protocol):
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
+        entry: Entry | None = None,
     ) -> bool:
         """Suspend and release the lease, unless what the run waits for already arrived."""
 

@@ -453,6 +453,7 @@ class SQLiteStore:
         wake_at: float | None,
         waiting_for: str | None,
         now: float,
+        entry: Entry | None = None,
     ) -> bool:
         """Release the lease and suspend, unless what the run waits for is already there."""
         kind, _, key = (waiting_for or "").partition(":")
