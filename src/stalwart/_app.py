@@ -140,6 +140,7 @@ class Core:
 
     def __post_init__(self) -> None:
         self.keeper = _LeaseKeeper(self)
+        self.wakeup = threading.Event()  # set when this process changes something to claim
 
 
 class StepFunction:
@@ -491,6 +492,7 @@ class Stalwart:
             entry=_lifecycle("started", now, input=payload),
             deadline=None if definition.timeout is None else now + definition.timeout,
         )
+        self._core.wakeup.set()
         return Handle(self, wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
@@ -502,8 +504,8 @@ class Stalwart:
         definition = self._definition(wf)
         payload = self._encode_args(definition, args, kwargs)
         wid = workflow_id or uuid.uuid4().hex
+        inv, row = self._acquire(definition, wid, payload)
         while True:
-            inv, row = self._acquire(definition, wid, payload)
             if inv is None:
                 return self._outcome(row)
             outcome = self._execute(inv, row)
@@ -512,7 +514,11 @@ class Stalwart:
                 raise outcome.error
             if outcome.status in TERMINAL or outcome.status == NEEDS_ATTENTION:
                 return self._outcome(self._row(wid))
-            # suspended, woken while unwinding, or the lease went elsewhere: acquire again
+            if outcome.status == "wake":  # still held: what it waits for has arrived
+                row = self._row(wid)
+                inv = self._invocation(definition, row, recovering=False)
+                continue
+            inv, row = self._acquire(definition, wid, payload)
 
     async def run_async(
         self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
@@ -766,8 +772,15 @@ class Stalwart:
     # -- operator calls that arrive with later releases --------------------------------------
 
     def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
-        """Run a worker in this process (arrives with workers)."""
-        raise not_built("app.serve()", "workers")
+        """Run a worker in this process until SIGINT/SIGTERM: it claims runs of this app's
+        workflows from ``queues`` (default: ``default``), at most ``concurrency`` at once.
+
+        Shutdown is graceful: it stops claiming, lets running steps finish (within
+        ``lease_seconds``), gives runs back at their next step boundary and releases the rest.
+        """
+        from ._worker import Worker
+
+        Worker(self, concurrency=concurrency, queues=queues).serve()
 
     def send_event(
         self,
@@ -802,6 +815,7 @@ class Stalwart:
             raise WorkflowNotFound(
                 f"no run with workflow_id {workflow_id!r} in {self.url}"
             ) from None
+        self._core.wakeup.set()
         log.info(
             "run %s: event %r %s by %s",
             workflow_id,
@@ -910,6 +924,7 @@ class Stalwart:
             raise ValueError(
                 f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
             )
+        self._core.wakeup.set()
         log.info("run %s: approval %s %sd by %s", workflow_id, approval_id, verb, who)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:

@@ -3,7 +3,7 @@ Exception:`` in workflow or step code cannot swallow them."""
 
 from __future__ import annotations
 
-__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Suspend"]
+__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Release", "Suspend"]
 
 
 class EngineSignal(BaseException):
@@ -34,3 +34,7 @@ class Suspend(EngineSignal):
 
 class Cancel(EngineSignal):
     """Stop the run at this boundary: it was cancelled or its deadline passed."""
+
+
+class Release(EngineSignal):
+    """The worker is shutting down: give the run back at this boundary (not a recovery)."""

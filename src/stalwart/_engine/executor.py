@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
 from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED
 from .._serde import UnsupportedValue, decode
-from .._signals import Abort, Cancel, LeaseLost, Suspend
+from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
 from .._store import Entry
 from .invocation import CURRENT_RUN, Invocation
 
@@ -132,6 +132,10 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _finish(core, inv, CANCELLED, output=None, error=detail, exc=None)
+    except Release:
+        core.store.release_run(wid, owner=inv.owner, now=core.clock.time())
+        log.info("run %s: given back at a step boundary (worker shutting down)", wid)
+        return Outcome("released")
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped without writing", wid)
         return Outcome("lease_lost")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, NonDeterminismError
 from .._serde import decode
-from .._signals import Abort, Cancel, LeaseLost, Suspend
+from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
 from .._store import Entry, IndexRow
 
 if TYPE_CHECKING:
@@ -122,6 +122,7 @@ class Invocation:
         self.cancel_requested = threading.Event()
         self.deadline: float | None = None
         self.suspended: Suspend | None = None
+        self.releasing = threading.Event()
         self.in_flight = 0
         self._lock = threading.Lock()
 
@@ -176,6 +177,8 @@ class Invocation:
             raise LeaseLost()
         if self.suspended is not None:
             raise self.suspended
+        if self.releasing.is_set():
+            raise Release()
         if self.cancel_requested.is_set():
             raise Cancel("cancelled by an operator")
         if self.deadline is not None and self.core.clock.time() >= self.deadline:

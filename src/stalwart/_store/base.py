@@ -289,3 +289,6 @@ class Store(Protocol):
 
     def cancel_requested_for(self, owner: str) -> set[str]:
         """Runs held by ``owner`` that were asked to cancel."""
+
+    def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

@@ -663,3 +663,8 @@ class SQLiteStore:
     def cancel_requested_for(self, owner: str) -> set[str]:
         """The runs held by ``owner`` that an operator asked to cancel."""
         return {row[0] for row in self._rows("cancel_requested_for", {"owner": owner})}
+
+    def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give a held run back as ``pending``: a graceful stop, not a recovery."""
+        params = {"workflow_id": workflow_id, "owner": owner, "now": now}
+        return self._changes("release_run", params) == 1

@@ -197,3 +197,8 @@ SELECT workflow_id FROM runs WHERE lease_owner = :owner AND cancel_requested = 1
 -- name: expire_approval
 UPDATE approvals SET decided_at = :now, reason = 'expired'
 WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
+
+-- name: release_run
+UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+    updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';

@@ -1,0 +1,214 @@
+"""The worker: claims runnable runs with a lease, executes them, and stops gracefully.
+
+A run is claimable when it is pending, when its timer is due (a suspended run whose
+``wake_at`` passed: events and approvals set it to the time they arrive), or when its holder's
+lease lapsed or its holder process on this host is gone. Claims are compare-and-set updates of
+the lease, so two workers never execute one run at once. Suspended runs hold nothing here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from ._engine.invocation import Invocation
+from ._leases import holder_is_gone
+from ._model import NEEDS_ATTENTION, TERMINAL
+
+if TYPE_CHECKING:
+    from ._app import Stalwart
+    from ._store import RunRow
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("stalwart")
+
+IDLE_POLL_SECONDS = 0.01  # a PRAGMA data_version read: cheap enough to ask 100 times a second
+FULL_POLL_SECONDS = 0.5
+HOST_SCAN_SECONDS = 1.0
+DEFAULT_CONCURRENCY = 8
+
+
+class Worker:
+    """Executes the runs of one app's workflows until asked to stop."""
+
+    def __init__(
+        self, app: Stalwart, *, concurrency: int | None = None, queues: list[str] | None = None
+    ) -> None:
+        concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency={concurrency!r}: must be an int >= 1")
+        if queues is not None and (
+            isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)
+        ):
+            raise TypeError(f"queues={queues!r}: pass a list of queue names")
+        self.app = app
+        self.core = app._core
+        self.concurrency = concurrency
+        self.queues = list(queues) if queues else ["default"]
+        self.stopping = threading.Event()
+        self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
+        self._lock = threading.Lock()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Claim and execute runs until SIGINT/SIGTERM (or :meth:`stop`), then stop gracefully."""
+        names = sorted(self.core.registry.workflows)
+        if not names:
+            raise RuntimeError("this app declares no workflows: there is nothing to serve")
+        restore = self._install_signal_handlers()
+        log.info(
+            "worker %s: serving %s on queues %s (concurrency %d)",
+            self.core.owner,
+            ", ".join(names),
+            ", ".join(self.queues),
+            self.concurrency,
+        )
+        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
+        try:
+            self._loop(names, pool)
+        finally:
+            self._shut_down(pool)
+            restore()
+        log.info("worker %s: stopped", self.core.owner)
+
+    def stop(self) -> None:
+        """Ask the loop to stop claiming and shut down gracefully."""
+        self.stopping.set()
+        self.core.wakeup.set()
+
+    def _loop(self, names: list[str], pool: ThreadPoolExecutor) -> None:
+        store = self.core.store
+        last_version = -1
+        next_full = 0.0
+        next_scan = 0.0
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            version = store.data_version()
+            nudged = self.core.wakeup.is_set()
+            if nudged or version != last_version or now >= next_full:
+                self.core.wakeup.clear()
+                last_version = version
+                next_full = now + FULL_POLL_SECONDS
+                self._claim(names, pool)
+            if now >= next_scan:
+                next_scan = now + HOST_SCAN_SECONDS
+                self._take_over_dead_holders(names, pool)
+            self.core.wakeup.wait(IDLE_POLL_SECONDS)
+
+    def _free_slots(self) -> int:
+        with self._lock:
+            for wid in [w for w, (f, _) in self.active.items() if f.done()]:
+                del self.active[wid]
+            return self.concurrency - len(self.active)
+
+    def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> None:
+        free = self._free_slots()
+        if free <= 0:
+            return
+        now = self.core.clock.time()
+        candidates = self.core.store.claim_candidates(
+            names=names, queues=self.queues, now=now, limit=free * 2
+        )
+        for workflow_id, _status, _holder in candidates:
+            if free <= 0 or self.stopping.is_set():
+                return
+            with self._lock:
+                if workflow_id in self.active:
+                    continue
+            row = self.core.store.get_run(workflow_id)
+            if row is not None and self._start(row, pool):
+                free -= 1
+
+    def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
+        """Runs whose holder on this host died are taken at once, not after their lease."""
+        host = socket.gethostname()
+        for workflow_id, holder in self.core.store.held_on_host(
+            host_prefix=f"{host}/", names=names
+        ):
+            if self._free_slots() <= 0 or self.stopping.is_set():
+                return
+            if holder != self.core.owner and holder_is_gone(holder):
+                row = self.core.store.get_run(workflow_id)
+                if row is not None and row.lease_owner == holder:
+                    self._start(row, pool)
+
+    def _start(self, row: RunRow, pool: ThreadPoolExecutor) -> bool:
+        wf = self.core.registry.workflows.get(row.name)
+        if wf is None:
+            return False
+        inv = self.app._take(wf, row, self.core.clock.time())
+        if inv is None:
+            return False
+        invocations = [inv]
+        future = pool.submit(self._execute, inv, row, invocations)
+        with self._lock:
+            self.active[row.workflow_id] = (future, invocations)
+        return True
+
+    def _execute(self, inv: Invocation, row: RunRow, invocations: list[Invocation]) -> None:
+        try:
+            while True:
+                outcome = self.app._execute(inv, row)
+                if outcome.status != "wake":
+                    break
+                row = self.app._row(inv.workflow_id)
+                inv = self.app._invocation(inv.wf, row, recovering=False)
+                invocations.append(inv)
+                if self.stopping.is_set():
+                    inv.releasing.set()
+            if outcome.status == "abort":
+                log.error("run %s: %s", inv.workflow_id, outcome.error)
+            elif outcome.status in TERMINAL or outcome.status == NEEDS_ATTENTION:
+                log.info("run %s: %s", inv.workflow_id, outcome.status)
+        except Exception:
+            log.exception("run %s: the worker failed to execute it", inv.workflow_id)
+        finally:
+            self.core.wakeup.set()
+
+    # -- stopping -------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def handler(signum: int, frame: FrameType | None) -> None:
+            log.info(
+                "worker %s: %s received, stopping", self.core.owner, signal.Signals(signum).name
+            )
+            self.stop()
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+        return restore
+
+    def _shut_down(self, pool: ThreadPoolExecutor) -> None:
+        """Let current steps finish, give runs back at their next boundary, release the rest."""
+        with self._lock:
+            active = list(self.active.items())
+        for _wid, (_future, invocations) in active:
+            invocations[-1].releasing.set()
+        deadline = time.monotonic() + self.core.lease_seconds
+        for _wid, (future, _invocations) in active:
+            with contextlib.suppress(Exception):  # a timeout: handled below
+                future.result(timeout=max(0.0, deadline - time.monotonic()))
+        now = self.core.clock.time()
+        for wid, (future, invocations) in active:
+            if not future.done():
+                log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
+                invocations[-1].lease_lost.set()
+                self.core.store.release_run(wid, owner=self.core.owner, now=now)
+        pool.shutdown(wait=False, cancel_futures=True)
