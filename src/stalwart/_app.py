@@ -899,6 +899,8 @@ class Stalwart:
         store = self._core.store
         if approval_id is None:
             pending = store.list_approvals(pending=True, workflow_id=workflow_id)
+            if not pending:
+                raise ValueError(f"run {workflow_id!r} has no pending approval request")
             if len(pending) != 1:
                 raise ValueError(
                     f"run {workflow_id!r} has {len(pending)} pending approval requests; pass "

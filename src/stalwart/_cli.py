@@ -78,7 +78,10 @@ def format_timeline(entries: list[Any]) -> list[str]:
         f"{'SEQ':>4}  {'KIND':12} {'NAME':24} {'STATUS':10} {'TRY':>3}  {'FINISHED':19}  DETAIL"
     ]
     for e in entries:
-        detail = e.error if e.error else _short(e.output)
+        if e.kind == "operator":
+            detail = f"by {e.by}" + (f": {_short(e.input)}" if e.input is not None else "")
+        else:
+            detail = e.error if e.error else _short(e.output)
         lines.append(
             f"{'' if e.seq is None else e.seq:>4}  {e.kind:12} {e.name:24} {e.status:10} "
             f"{'' if e.attempt is None else e.attempt:>3}  {_time(e.finished_at):19}  {detail}"
@@ -128,6 +131,152 @@ def show_command(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
         click.echo(line)
 
 
+def _by_option(func: Any) -> Any:
+    return click.option(
+        "--by", default=None, help="Who performs the action (default: the OS user)."
+    )(func)
+
+
+@cli.command("worker")
+@click.argument("target", metavar="MODULE:APP")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Runs executed at once (default 8).",
+)
+@click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
+def worker_command(target: str, concurrency: int | None, queues: tuple[str, ...]) -> None:
+    """Run a worker for the app MODULE:APP until SIGINT or SIGTERM (uses the app's own store)."""
+    import importlib
+    import logging
+    import os
+
+    from ._app import Stalwart
+
+    module_name, _, attr = target.partition(":")
+    if not module_name or not attr:
+        raise click.UsageError(f"{target!r}: write MODULE:APP, for example agents.refunds:app")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise click.ClickException(f"cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, Stalwart):
+        raise click.ClickException(f"{target!r} is not a stalwart.Stalwart app")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    app.serve(concurrency=concurrency, queues=list(queues) or None)
+
+
+@cli.command("send-event")
+@click.argument("workflow_id")
+@click.argument("name")
+@click.argument("payload", required=False, default=None)
+@click.option("--dedup-key", default=None, help="Ignore a repeat of this event.")
+@_by_option
+@click.pass_context
+def send_event_command(
+    ctx: click.Context,
+    workflow_id: str,
+    name: str,
+    payload: str | None,
+    dedup_key: str | None,
+    by: str | None,
+) -> None:
+    """Send event NAME (with an optional JSON PAYLOAD) to a run."""
+    try:
+        value = None if payload is None else json.loads(payload)
+    except ValueError as exc:
+        raise click.UsageError(f"PAYLOAD is not JSON: {exc}") from exc
+    with _app(ctx.obj["url"]) as app:
+        app.send_event(workflow_id, name, value, dedup_key=dedup_key, by=by)
+    click.echo(f"sent {name!r} to {workflow_id}")
+
+
+@cli.command("approvals")
+@click.option("--all", "show_all", is_flag=True, help="Include decided requests.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.pass_context
+def approvals_command(ctx: click.Context, show_all: bool, as_json: bool) -> None:
+    """List approval requests waiting for a decision."""
+    with _app(ctx.obj["url"]) as app:
+        requests = app.approvals(pending=not show_all)
+    if as_json:
+        for r in requests:
+            decision = r.decision
+            click.echo(
+                json.dumps(
+                    {
+                        "workflow_id": r.workflow_id,
+                        "approval_id": r.approval_id,
+                        "subject": r.subject,
+                        "details": r.details,
+                        "requested_at": r.requested_at.isoformat(),
+                        "expires_at": r.expires_at and r.expires_at.isoformat(),
+                        "decision": None
+                        if decision is None
+                        else {
+                            "approved": decision.approved,
+                            "by": decision.by,
+                            "reason": decision.reason,
+                            "decided_at": decision.decided_at.isoformat(),
+                        },
+                    },
+                    default=str,
+                )
+            )
+        return
+    click.echo(f"{'WORKFLOW ID':34} {'ID':>4}  {'SUBJECT':28} {'REQUESTED':19}  DETAILS")
+    for r in requests:
+        click.echo(
+            f"{r.workflow_id:34} {r.approval_id:>4}  {r.subject:28} "
+            f"{_time(r.requested_at):19}  {_short(r.details)}"
+        )
+
+
+def _decision_command(verb: str) -> Any:
+    @cli.command(verb, help=f"{verb.capitalize()} the pending approval request of a run.")
+    @click.argument("workflow_id")
+    @click.option("--reason", default=None, help="Why (recorded with the decision).")
+    @click.option("--approval-id", default=None, help="Which request, if the run has several.")
+    @_by_option
+    @click.pass_context
+    def command(
+        ctx: click.Context,
+        workflow_id: str,
+        reason: str | None,
+        approval_id: str | None,
+        by: str | None,
+    ) -> None:
+        with _app(ctx.obj["url"]) as app:
+            decide = app.approve if verb == "approve" else app.reject
+            try:
+                decide(workflow_id, by=by, reason=reason, approval_id=approval_id)
+            except ValueError as exc:
+                raise click.ClickException(str(exc)) from exc
+        click.echo(f"{verb}d {workflow_id}")
+
+    return command
+
+
+approve_command = _decision_command("approve")
+reject_command = _decision_command("reject")
+
+
+@cli.command("cancel")
+@click.argument("workflow_id")
+@_by_option
+@click.pass_context
+def cancel_command(ctx: click.Context, workflow_id: str, by: str | None) -> None:
+    """Cancel a run: at once if it waits, else at its next step boundary."""
+    with _app(ctx.obj["url"]) as app:
+        app.cancel(workflow_id, by=by)
+        status = app.handle(workflow_id).status()
+    click.echo(f"cancel requested for {workflow_id} (now {status})")
+
+
 @cli.command("demo")
 def demo_command() -> None:
     """Crash a multi-step agent with SIGKILL mid-run, resume it, and print its journal."""
@@ -150,7 +299,7 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(1)
-    except StalwartError as exc:
+    except (StalwartError, ValueError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     sys.exit(0)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
-from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED
+from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
 from .._serde import UnsupportedValue, decode
 from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
 from .._store import Entry
@@ -152,7 +152,9 @@ def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
         status=COMPLETED,
         started_at=now,
         finished_at=now,
-        output=core.codec.encode({"waiting_for": signal.waiting_for or "timer", "until": wake_at}),
+        output=core.codec.encode(
+            {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
+        ),
     )
     if core.store.suspend_run(
         inv.workflow_id,
