@@ -6,6 +6,7 @@ import asyncio
 import functools
 import getpass
 import inspect
+import itertools
 import json
 import logging
 import random
@@ -101,7 +102,7 @@ class _LeaseKeeper:
             if not held:
                 continue
             try:
-                cancelled = self.core.store.cancel_requested_for(self.core.owner)
+                cancelled = self.core.store.cancel_requested_for(self.core.owner + "#")
             except Exception:
                 log.warning("cancel poll failed", exc_info=True)
                 cancelled = set()
@@ -139,8 +140,14 @@ class Core:
     owner: str
 
     def __post_init__(self) -> None:
+        self._claims = itertools.count(1)
         self.keeper = _LeaseKeeper(self)
         self.wakeup = threading.Event()  # set when this process changes something to claim
+
+    def claim_owner(self) -> str:
+        """A lease owner for one claim: this process and app, and which claim it is, so that
+        two claims of one run by the same app can never both write."""
+        return f"{self.owner}#{next(self._claims)}"
 
 
 class StepFunction:
@@ -516,7 +523,7 @@ class Stalwart:
                 return self._outcome(self._row(wid))
             if outcome.status == "wake":  # still held: what it waits for has arrived
                 row = self._row(wid)
-                inv = self._invocation(definition, row, recovering=False)
+                inv = self._invocation(definition, row, recovering=False, owner=inv.owner)
                 continue
             inv, row = self._acquire(definition, wid, payload)
 
@@ -543,10 +550,12 @@ class Stalwart:
             core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
         return outcome
 
-    def _invocation(self, wf: WorkflowDef, row: RunRow, *, recovering: bool) -> Invocation:
+    def _invocation(
+        self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
+    ) -> Invocation:
         core = self._core
         index = core.store.replay_index(row.workflow_id) if row.status != PENDING else []
-        inv = Invocation(core, wf, row.workflow_id, core.owner, recovering=recovering, index=index)
+        inv = Invocation(core, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
         return inv
 
@@ -566,6 +575,7 @@ class Stalwart:
             until = now + core.lease_seconds
             row = core.store.get_run(wid)
             if row is None:
+                owner = core.claim_owner()
                 deadline = None if wf.timeout is None else now + wf.timeout
                 if core.store.create_run(
                     workflow_id=wid,
@@ -575,12 +585,13 @@ class Stalwart:
                     priority=0,
                     input=payload,
                     now=now,
-                    owner=core.owner,
+                    owner=owner,
                     lease_until=until,
                     entry=_lifecycle("started", now, input=payload),
                     deadline=deadline,
                 ):
-                    return self._invocation(wf, self._row(wid), recovering=False), self._row(wid)
+                    row = self._row(wid)
+                    return self._invocation(wf, row, recovering=False, owner=owner), row
                 continue
             if row.name != wf.name:
                 raise ValueError(
@@ -616,9 +627,10 @@ class Stalwart:
         # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
         recovering = row.status == RUNNING
         detail = core.codec.encode({"recovered_from": holder}) if recovering else None
+        owner = core.claim_owner()
         taken, crashes = core.store.take_lease(
             row.workflow_id,
-            owner=core.owner,
+            owner=owner,
             expected_owner=holder,
             now=now,
             lease_until=now + core.lease_seconds,
@@ -630,11 +642,11 @@ class Stalwart:
         if recovering:
             log.info("run %s: recovering after its holder %s stopped", row.workflow_id, holder)
             if crashes >= self.max_recoveries:
-                self._fail_poison_run(row.workflow_id, crashes)
+                self._fail_poison_run(row.workflow_id, crashes, owner)
                 return None
-        return self._invocation(wf, row, recovering=recovering)
+        return self._invocation(wf, row, recovering=recovering, owner=owner)
 
-    def _fail_poison_run(self, wid: str, crashes: int) -> RunRow:
+    def _fail_poison_run(self, wid: str, crashes: int, owner: str) -> RunRow:
         """Dead-letter a run whose worker died at the same point ``crashes`` times in a row."""
         now = self._core.clock.time()
         error = json.dumps(
@@ -655,7 +667,7 @@ class Stalwart:
         )
         self._core.store.finish_run(
             wid,
-            owner=self._core.owner,
+            owner=owner,
             status=FAILED,
             output=None,
             error=error,

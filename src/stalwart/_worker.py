@@ -137,7 +137,7 @@ class Worker:
         ):
             if self._free_slots() <= 0 or self.stopping.is_set():
                 return
-            if holder != self.core.owner and holder_is_gone(holder):
+            if not holder.startswith(self.core.owner) and holder_is_gone(holder):
                 row = self.core.store.get_run(workflow_id)
                 if row is not None and row.lease_owner == holder:
                     self._start(row, pool)
@@ -162,7 +162,7 @@ class Worker:
                 if outcome.status != "wake":
                     break
                 row = self.app._row(inv.workflow_id)
-                inv = self.app._invocation(inv.wf, row, recovering=False)
+                inv = self.app._invocation(inv.wf, row, recovering=False, owner=inv.owner)
                 invocations.append(inv)
                 if self.stopping.is_set():
                     inv.releasing.set()
@@ -210,5 +210,5 @@ class Worker:
             if not future.done():
                 log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
                 invocations[-1].lease_lost.set()
-                self.core.store.release_run(wid, owner=self.core.owner, now=now)
+                self.core.store.release_run(wid, owner=invocations[-1].owner, now=now)
         pool.shutdown(wait=False, cancel_futures=True)

@@ -287,8 +287,8 @@ class Store(Protocol):
     def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
         """``"cancelled"`` at once, ``"requested"`` from its holder, or ``"finished"``."""
 
-    def cancel_requested_for(self, owner: str) -> set[str]:
-        """Runs held by ``owner`` that were asked to cancel."""
+    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
+        """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
 
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

@@ -660,9 +660,10 @@ class SQLiteStore:
 
         return self._write(work)
 
-    def cancel_requested_for(self, owner: str) -> set[str]:
-        """The runs held by ``owner`` that an operator asked to cancel."""
-        return {row[0] for row in self._rows("cancel_requested_for", {"owner": owner})}
+    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
+        """The runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
+        params = {"owner_prefix": owner_prefix}
+        return {row[0] for row in self._rows("cancel_requested_for", params)}
 
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending``: a graceful stop, not a recovery."""

@@ -192,7 +192,8 @@ UPDATE runs SET cancel_requested = 1, updated_at = :now
 WHERE workflow_id = :workflow_id AND status IN ('pending', 'running', 'suspended');
 
 -- name: cancel_requested_for
-SELECT workflow_id FROM runs WHERE lease_owner = :owner AND cancel_requested = 1;
+SELECT workflow_id FROM runs
+WHERE substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix AND cancel_requested = 1;
 
 -- name: expire_approval
 UPDATE approvals SET decided_at = :now, reason = 'expired'
