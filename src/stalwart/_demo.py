@@ -1,14 +1,18 @@
-"""``stalwart demo``: a multi-step agent is SIGKILLed mid-run, then resumes where it stopped.
+"""``stalwart demo``: a refund agent that survives ``kill -9`` right after it moved money.
 
-The agent runs in a child process (``python -m stalwart._demo agent DB WORKDIR``) so that the
-kill is real. Each step appends a line to ``executions.log`` when it actually executes, so the
-demo can show that the steps completed before the kill were not executed again.
+The agent runs in a worker process (``python -m stalwart._demo worker DB WORKDIR``) on the
+embedded SQLite store. It plans with a scripted stand-in for an LLM, waits for a manager's
+approval (given from a second process through the CLI), and refunds through a local fake payment
+service that honours idempotency keys. The demo SIGKILLs the worker right after the payment
+service accepted the refund and before the worker recorded it, starts a new worker, and shows
+that the customer was refunded exactly once.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -18,127 +22,191 @@ from typing import Any
 
 import stalwart
 
-WORKFLOW_ID = "research-agent-1"
-KILL_AT = "draft_section"
-
-_SCRIPT = {  # a scripted stand-in for the LLM: deterministic, no network
-    "plan": ["durable execution", "idempotency keys", "human approvals"],
-    "summary": "Agents that journal every step survive crashes without redoing work.",
+WORKFLOW_ID = "refund-T-1042"
+TICKET = {"id": "T-1042", "customer": "ada@example.com", "order": "O-77", "amount": 129}
+_PLAN = {  # what the scripted "LLM" answers: deterministic, no network
+    "action": "refund",
+    "reason": "package lost in transit; carrier confirmed",
 }
 
 
-def build_app(db_url: str, workdir: Path) -> tuple[stalwart.Stalwart, Any]:
-    """The demo's app and its research agent."""
-    app = stalwart.Stalwart(db_url)
-    log = workdir / "executions.log"
+class PaymentService:
+    """A local stand-in for a payment provider: a refund per idempotency key, never two."""
 
-    def executed(step: str, detail: str) -> None:
-        with log.open("a") as f:
-            f.write(f"{step} {detail}\n")
-            f.flush()
-            os.fsync(f.fileno())
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS refunds (key TEXT PRIMARY KEY, refund_id TEXT, "
+                "order_id TEXT, amount INTEGER, calls INTEGER)"
+            )
+
+    def refund(self, key: str, order_id: str, amount: int) -> str:
+        """Refund once per ``key``; a repeated key returns the first refund's id."""
+        with sqlite3.connect(self.path, isolation_level="IMMEDIATE") as db:
+            row = db.execute("SELECT refund_id FROM refunds WHERE key = ?", (key,)).fetchone()
+            if row:
+                db.execute("UPDATE refunds SET calls = calls + 1 WHERE key = ?", (key,))
+                return str(row[0])
+            refund_id = f"re_{abs(hash(key)) % 10**8:08d}"
+            db.execute(
+                "INSERT INTO refunds VALUES (?, ?, ?, ?, 1)", (key, refund_id, order_id, amount)
+            )
+            return refund_id
+
+    def counts(self) -> tuple[int, int]:
+        """(refunds made, calls received)."""
+        with sqlite3.connect(self.path) as db:
+            made, calls = db.execute(
+                "SELECT count(*), coalesce(sum(calls), 0) FROM refunds"
+            ).fetchone()
+        return int(made), int(calls)
+
+
+def build_app(db_url: str, workdir: Path) -> tuple[stalwart.Stalwart, Any]:
+    """The demo's app and its refund agent."""
+    app = stalwart.Stalwart(db_url)
+    payments = PaymentService(workdir / "payments.db")
 
     @app.step(name="plan")
-    def plan(question: str) -> list[str]:
-        executed("plan", question)
-        return list(_SCRIPT["plan"])
+    def plan(ticket: dict[str, Any]) -> dict[str, Any]:
+        return {**_PLAN, "amount": ticket["amount"]}
 
-    @app.step(name="search")
-    def search(topic: str) -> dict[str, str]:
-        executed("search", topic)
-        time.sleep(0.2)  # stands in for a slow tool call
-        return {"topic": topic, "notes": f"three sources agree on {topic}"}
+    @app.step(name="refund")
+    def refund(order_id: str, amount: int) -> str:
+        refund_id = payments.refund(stalwart.idempotency_key(), order_id, amount)
+        armed = workdir / "kill-after-refund"
+        if armed.exists():  # the demo's crash point: the money moved, nothing is recorded yet
+            armed.unlink()
+            (workdir / "refunded").touch()
+            time.sleep(60)
+        return refund_id
 
-    @app.step(name="draft_section")
-    def draft_section(note: dict[str, str]) -> str:
-        executed("draft_section", note["topic"])
-        marker = workdir / f"running-{note['topic'].replace(' ', '-')}"
-        marker.touch()
-        time.sleep(0.4)  # the LLM is thinking: the demo kills the process here
-        return f"## {note['topic'].title()}\n{note['notes']}."
+    @app.step(name="notify")
+    def notify(customer: str, refund_id: str) -> str:
+        return f"emailed {customer}: refund {refund_id} is on its way"
 
-    @app.step(name="summarize")
-    def summarize(sections: list[str]) -> str:
-        executed("summarize", str(len(sections)))
-        return str(_SCRIPT["summary"])
+    @app.workflow(name="refund_agent")
+    def refund_agent(ticket: dict[str, Any]) -> dict[str, Any]:
+        decision = plan(ticket)
+        approval = stalwart.request_approval(
+            f"refund {ticket['amount']} EUR on {ticket['order']}", details=decision
+        )
+        if approval is None or not approval.approved:
+            return {"refunded": False, "by": approval and approval.by}
+        refund_id = refund(ticket["order"], decision["amount"])
+        return {
+            "refunded": True,
+            "refund_id": refund_id,
+            "approved_by": approval.by,
+            "notice": notify(ticket["customer"], refund_id),
+        }
 
-    @app.workflow(name="research_agent")
-    def research_agent(question: str) -> dict[str, Any]:
-        topics = plan(question)
-        notes = [search(t) for t in topics]
-        sections = [draft_section(n) for n in notes]
-        return {"question": question, "summary": summarize(sections), "sections": len(sections)}
-
-    return app, research_agent
+    return app, refund_agent
 
 
-def _agent_main(db_url: str, workdir: str) -> None:
-    app, agent = build_app(db_url, Path(workdir))
+def _serve(db_url: str, workdir: str) -> None:
+    app, _agent = build_app(db_url, Path(workdir))
     with app:
-        result = app.run(agent, "How do agents survive crashes?", workflow_id=WORKFLOW_ID)
-    print(f"   result: {result}", flush=True)
+        app.serve(concurrency=2)
 
 
-def _spawn(db_url: str, workdir: Path) -> subprocess.Popen[bytes]:
+def _spawn_worker(db_url: str, workdir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "stalwart._demo", "agent", db_url, str(workdir)],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        [sys.executable, "-m", "stalwart._demo", "worker", db_url, str(workdir)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
 
 
-def _executions(workdir: Path) -> list[str]:
-    log = workdir / "executions.log"
-    return log.read_text().splitlines() if log.exists() else []
+def _wait_for(what: str, check: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"demo: gave up waiting for {what}")
+        time.sleep(0.02)
+
+
+def _say(step: str, text: str) -> None:
+    print(f"{step:>3}  {text}", flush=True)
 
 
 def run_demo() -> None:
-    """Run the crash-and-resume demo in a temporary folder and print what happens."""
+    """Run the refund demo in a temporary folder and narrate it."""
     from ._cli import format_timeline
 
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="stalwart-demo-") as tmp:
         workdir = Path(tmp)
         db_url = f"sqlite:///{workdir / 'demo.db'}"
-        print("1. Starting the research agent in a worker process (store: embedded SQLite).")
-        proc = _spawn(db_url, workdir)
-        target = workdir / "running-idempotency-keys"
-        deadline = time.monotonic() + 60
-        while not target.exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("demo: the agent did not reach the step to kill; aborting")
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        done = _executions(workdir)
-        print(
-            f"2. SIGKILL while it drafted the section on 'idempotency keys' "
-            f"(after {len(done)} step executions):"
+        app, agent = build_app(db_url, workdir)
+        payments = PaymentService(workdir / "payments.db")
+        (workdir / "kill-after-refund").touch()
+        worker = _spawn_worker(db_url, workdir)
+        _say("1.", f"worker pid {worker.pid} started on the embedded store ({db_url})")
+        app.start(agent, TICKET, workflow_id=WORKFLOW_ID)
+        _say("2.", f"ticket {TICKET['id']}: customer asks for a refund of {TICKET['amount']} EUR")
+        _wait_for("the approval request", app.approvals)
+        request = app.approvals()[0]
+        _say(
+            "3.",
+            f"the agent planned '{request.details['action']}' ({request.details['reason']})"
+            f" and waits for approval: {request.subject!r}",
         )
-        for line in done:
-            print(f"   executed: {line}")
-        print("3. Running the same workflow id again in a new process: it replays its journal.")
-        before = len(done)
-        proc = _spawn(db_url, workdir)
-        if proc.wait() != 0:
-            raise SystemExit("demo: the resumed agent failed")
-        again = _executions(workdir)[before:]
-        print("   steps executed after the restart:")
-        for line in again:
-            print(f"   executed: {line}")
-        reran = [line for line in again if not line.startswith(("draft_section", "summarize"))]
-        print(
-            f"4. Steps that completed before the kill and ran again: {len(reran)} "
-            "(the interrupted step ran once more, as it must)."
+        _say("", f"   run status: {app.handle(WORKFLOW_ID).status()} (it holds no worker thread)")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "stalwart",
+                "--url",
+                db_url,
+                "approve",
+                WORKFLOW_ID,
+                "--by",
+                "manager@example.com",
+                "--reason",
+                "carrier confirmed the loss",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
         )
-        with stalwart.Stalwart(db_url) as app:
-            entries = app.journal(WORKFLOW_ID)
-            status = app.handle(WORKFLOW_ID).status()
-        print(f"5. The run's journal (status: {status}):")
-        for line in format_timeline(entries):
-            print(f"   {line}")
+        _say(
+            "4.",
+            "a manager approved it from another process: "
+            "stalwart approve refund-T-1042 --by manager@example.com",
+        )
+        _wait_for("the refund", (workdir / "refunded").exists)
+        made, calls = payments.counts()
+        _say("5.", f"the payment service refunded the order ({made} refund) ...")
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        _say("", "   ... and the worker was killed with SIGKILL before it could record that")
+        worker = _spawn_worker(db_url, workdir)
+        _say("6.", f"a new worker (pid {worker.pid}) picks the run up from its journal")
+        try:
+            result = app.handle(WORKFLOW_ID).result(timeout=30)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=30)
+        made, calls = payments.counts()
+        _say("7.", f"done: {result['notice']}")
+        _say(
+            "",
+            f"   refunds made by the payment service: {made} (calls it received: {calls}; "
+            "the retry reused the idempotency key)",
+        )
+        _say("8.", f"the run's timeline ({app.handle(WORKFLOW_ID).status()}):")
+        for line in format_timeline(app.journal(WORKFLOW_ID)):
+            print(f"     {line}")
+        app.close()
+        print(f"\ndemo finished in {time.monotonic() - started:.1f} s", flush=True)
+        if made != 1:
+            raise SystemExit(f"demo: expected exactly one refund, found {made}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "agent":
-        _agent_main(sys.argv[2], sys.argv[3])
+    if len(sys.argv) == 4 and sys.argv[1] == "worker":
+        _serve(sys.argv[2], sys.argv[3])
     else:
-        raise SystemExit("usage: python -m stalwart._demo agent DB_URL WORKDIR")
+        raise SystemExit("usage: python -m stalwart._demo worker DB_URL WORKDIR")
