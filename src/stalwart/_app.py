@@ -232,8 +232,16 @@ class Handle:
             delay = min(delay * 2, 0.5)
 
     def cancel(self) -> None:
-        """Cancel the run (arrives with cancellation)."""
+        """Cancel the run: at once if it waits, else at its next step boundary."""
         self._app.cancel(self.workflow_id)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _who(by: str | None) -> str:
@@ -509,6 +517,11 @@ class Stalwart:
         blocks until the wait is over, then continues the run itself.
         """
         definition = self._definition(wf)
+        if definition.is_async and _loop_running():
+            raise TypeError(
+                f"app.run() of the async workflow {definition.name!r} was called inside a running "
+                "event loop; use 'await app.run_async(...)' there"
+            )
         payload = self._encode_args(definition, args, kwargs)
         wid = workflow_id or uuid.uuid4().hex
         inv, row = self._acquire(definition, wid, payload)
@@ -554,9 +567,11 @@ class Stalwart:
         self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
     ) -> Invocation:
         core = self._core
-        index = core.store.replay_index(row.workflow_id) if row.status != PENDING else []
+        index = core.store.replay_index(row.workflow_id)  # a released run has a journal too
         inv = Invocation(core, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
+        if row.cancel_requested:
+            inv.cancel_requested.set()
         return inv
 
     def _acquire(
@@ -636,6 +651,7 @@ class Stalwart:
             lease_until=now + core.lease_seconds,
             entry=_lifecycle("resumed", now, output=detail),
             recovery=recovering,
+            holder_gone=holder is not None and holder_is_gone(holder),
         )
         if not taken:
             return None
@@ -953,6 +969,9 @@ class Stalwart:
         verdict = self._core.store.cancel_run(
             workflow_id, now=now, error=error, entry=self._operator("cancel", now, who, None)
         )
+        if verdict == "finished":
+            status = self._row(workflow_id).status
+            raise ValueError(f"run {workflow_id!r} is {status}; there is nothing to cancel")
         held = self._core.keeper.held.get(workflow_id)
         if held is not None:
             held.cancel_requested.set()

@@ -168,6 +168,12 @@ def worker_command(target: str, concurrency: int | None, queues: tuple[str, ...]
         raise click.ClickException(f"{target!r} is not a stalwart.Stalwart app")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     app.serve(concurrency=concurrency, queues=list(queues) or None)
+    # A step that outlived the shutdown grace had its run released: it must not go on running
+    # in this process while another worker executes the run. The worker is one OS process.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @cli.command("send-event")
@@ -256,7 +262,7 @@ def _decision_command(verb: str) -> Any:
                 decide(workflow_id, by=by, reason=reason, approval_id=approval_id)
             except ValueError as exc:
                 raise click.ClickException(str(exc)) from exc
-        click.echo(f"{verb}d {workflow_id}")
+        click.echo(f"{'approved' if verb == 'approve' else 'rejected'} {workflow_id}")
 
     return command
 

@@ -41,7 +41,9 @@ class Retry:
             value = getattr(self, name)
             if isinstance(value, type):
                 value = (value,)
-                object.__setattr__(self, name, value)
+            elif isinstance(value, list | set | frozenset):
+                value = tuple(value)
+            object.__setattr__(self, name, value)
             if not all(isinstance(t, type) and issubclass(t, BaseException) for t in value):
                 raise TypeError(f"Retry({name}=...): must be a tuple of exception classes")
 

@@ -67,10 +67,12 @@ def _is_plain(value: Any) -> bool:
 
 
 def _to_tree(value: Any, path: str) -> Any:
-    if type(value) in _PLAIN or value is None or isinstance(value, bool | str):
+    if type(value) in _PLAIN:
         return value
     if isinstance(value, enum.Enum):
         return {"$enum": _enum_name(type(value), path), "v": _to_tree(value.value, path)}
+    if isinstance(value, bool | str):
+        return value
     if isinstance(value, int | float):
         return value
     if isinstance(value, list):

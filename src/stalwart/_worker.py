@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 
 from ._engine.invocation import Invocation
 from ._leases import holder_is_gone
-from ._model import NEEDS_ATTENTION, TERMINAL
 
 if TYPE_CHECKING:
     from ._app import Stalwart
@@ -98,12 +97,19 @@ class Worker:
             if nudged or version != last_version or now >= next_full:
                 self.core.wakeup.clear()
                 last_version = version
-                next_full = now + FULL_POLL_SECONDS
                 self._claim(names, pool)
+                next_full = now + self._until_next_wake(names)
             if now >= next_scan:
                 next_scan = now + HOST_SCAN_SECONDS
                 self._take_over_dead_holders(names, pool)
             self.core.wakeup.wait(IDLE_POLL_SECONDS)
+
+    def _until_next_wake(self, names: list[str]) -> float:
+        """Seconds until the next full poll: sooner when a timer falls due before it."""
+        due = self.core.store.next_wake(names=names)
+        if due is None:
+            return FULL_POLL_SECONDS
+        return min(FULL_POLL_SECONDS, max(IDLE_POLL_SECONDS, due - self.core.clock.time()))
 
     def _free_slots(self) -> int:
         with self._lock:
@@ -168,8 +174,6 @@ class Worker:
                     inv.releasing.set()
             if outcome.status == "abort":
                 log.error("run %s: %s", inv.workflow_id, outcome.error)
-            elif outcome.status in TERMINAL or outcome.status == NEEDS_ATTENTION:
-                log.info("run %s: %s", inv.workflow_id, outcome.status)
         except Exception:
             log.exception("run %s: the worker failed to execute it", inv.workflow_id)
         finally:

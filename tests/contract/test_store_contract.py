@@ -131,7 +131,13 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
 
     def recover(previous: str, new: str) -> int:
         taken, count = store.take_lease(
-            "r1", owner=new, expected_owner=previous, now=1, lease_until=2, recovery=True
+            "r1",
+            owner=new,
+            expected_owner=previous,
+            now=1,
+            lease_until=2,
+            recovery=True,
+            holder_gone=True,
         )
         assert taken
         return count
@@ -141,6 +147,17 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
     assert store.append("r1", _step(1), owner="w3")  # progress resets the count
     assert recover("w3", "w4") == 1
     assert recover("w4", "w5") == 2
-    taken, count = store.take_lease("r1", owner="w6", expected_owner="w5", now=1, lease_until=2)
+    taken, count = store.take_lease(
+        "r1", owner="w6", expected_owner="w5", now=1, lease_until=2, holder_gone=True
+    )
     assert taken and count == 0  # a plain takeover (not a crash) clears it
     assert recover("w6", "w7") == 1
+
+
+def test_a_live_lease_is_not_taken(store: Store) -> None:
+    _create(store, now=100.0)  # leased until 130
+    assert not store.take_lease("r1", owner="w2", expected_owner="w1", now=120, lease_until=150)[0]
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=131, lease_until=160)[0]
+    assert store.take_lease(
+        "r1", owner="w3", expected_owner="w2", now=132, lease_until=170, holder_gone=True
+    )[0]

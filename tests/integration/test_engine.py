@@ -135,7 +135,7 @@ def test_retries_back_off_on_the_injected_clock(app: stalwart.Stalwart, clock: F
     attempts: list[int] = []
     keys: set[str] = set()
 
-    @app.step(retry=stalwart.Retry(max_attempts=4, initial_delay=1, backoff=3, jitter=False))
+    @app.step(retry=stalwart.Retry(max_attempts=4, initial_delay=1, backoff=2, jitter=False))
     def flaky() -> int:
         attempts.append(stalwart.attempt())
         keys.add(stalwart.idempotency_key())
@@ -149,7 +149,7 @@ def test_retries_back_off_on_the_injected_clock(app: stalwart.Stalwart, clock: F
 
     assert app.run(wf, workflow_id="b1") == 4
     assert attempts == [1, 2, 3, 4]
-    assert clock.slept == [1.0, 3.0, 9.0]
+    assert clock.slept == [1.0, 2.0, 4.0]
     assert len(keys) == 1 and next(iter(keys)).startswith("b1/")
 
 
@@ -448,3 +448,40 @@ def test_unknown_runs(app: stalwart.Stalwart) -> None:
         app.handle("nope")
     with pytest.raises(stalwart.WorkflowNotFound):
         app.journal("nope")
+
+
+def test_a_long_backoff_is_a_durable_timer(app: stalwart.Stalwart, clock: FakeClock) -> None:
+    import threading
+
+    attempts: list[int] = []
+
+    @app.step(retry=stalwart.Retry(max_attempts=2, initial_delay=600, jitter=False))
+    def rate_limited() -> str:
+        attempts.append(stalwart.attempt())
+        if len(attempts) == 1:
+            raise ConnectionError("429: retry in 10 minutes")
+        return "ok"
+
+    @app.workflow
+    def wf() -> str:
+        return rate_limited()
+
+    done = threading.Event()
+
+    def advance() -> None:  # ten minutes pass while the run is suspended, holding nothing
+        while not done.wait(0.01):
+            if app.handle("lb").status() == "suspended":
+                clock.advance(601)
+                return
+
+    app.start(wf, workflow_id="lb")
+    mover = threading.Thread(target=advance, daemon=True)
+    mover.start()
+    try:
+        assert app.run(wf, workflow_id="lb") == "ok"
+    finally:
+        done.set()
+    assert attempts == [1, 2]
+    assert clock.slept == []  # no thread slept through the backoff
+    names = [e.name for e in app.journal("lb") if e.kind == "run"]
+    assert "suspended" in names

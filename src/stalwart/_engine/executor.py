@@ -14,7 +14,7 @@ from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, f
 from .._serde import UnsupportedValue, decode
 from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
 from .._store import Entry
-from .invocation import CURRENT_RUN, Invocation
+from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 
 if TYPE_CHECKING:
     from .._app import Core
@@ -57,6 +57,7 @@ def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[s
 
     async def main() -> Any:
         CURRENT_RUN.set(inv)
+        CURRENT_STEP.set(None)
         task = asyncio.current_task()
         assert task is not None
         inv.task_paths[task] = ""
@@ -86,6 +87,7 @@ async def _drain(inv: Invocation) -> None:
 def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
     def main() -> Any:
         CURRENT_RUN.set(inv)
+        CURRENT_STEP.set(None)
         return wf.fn(*args, **kwargs)
 
     return contextvars.copy_context().run(main)

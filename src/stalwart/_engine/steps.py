@@ -12,13 +12,15 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
-from .._signals import EngineSignal
+from .._signals import EngineSignal, Suspend
 from .._store import Entry
 from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
 
 __all__ = ["call_step", "call_step_async"]
 
 _DONE = object()
+# A backoff longer than this unwinds the run as a durable timer instead of holding a thread.
+DURABLE_BACKOFF_SECONDS = 5.0
 
 
 class AttemptInterrupted(Exception):
@@ -237,7 +239,7 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
     if call.replay():
         return call.value
     if call.retry_at:
-        inv.core.clock.sleep(call.wait_before_attempt())
+        _back_off(inv, call, call.wait_before_attempt())
     while True:
         inv.check_alive()
         scope = call.scope()
@@ -251,7 +253,7 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
         if verdict is _DONE:
             return call.value
         assert isinstance(verdict, float)
-        inv.core.clock.sleep(verdict)
+        _back_off(inv, call, verdict)
 
 
 async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
@@ -271,7 +273,17 @@ async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs:
         CURRENT_STEP.reset(token)
 
 
-async def _backoff(inv: Invocation, seconds: float) -> None:
+def _back_off(inv: Invocation, call: StepCall, seconds: float) -> None:
+    """Wait before the next attempt: in this thread if short, else as a durable timer."""
+    if seconds > DURABLE_BACKOFF_SECONDS:
+        raise Suspend(wake_at=call.retry_at, waiting_for=None)
+    if seconds > 0:
+        inv.core.clock.sleep(seconds)
+
+
+async def _backoff(inv: Invocation, call: StepCall, seconds: float) -> None:
+    if seconds > DURABLE_BACKOFF_SECONDS:
+        raise Suspend(wake_at=call.retry_at, waiting_for=None)
     if seconds > 0:
         await asyncio.to_thread(inv.core.clock.sleep, seconds)
 
@@ -294,7 +306,7 @@ async def _attempts_async(
     inv: Invocation, call: StepCall, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     if call.retry_at:
-        await _backoff(inv, call.wait_before_attempt())
+        await _backoff(inv, call, call.wait_before_attempt())
     while True:
         inv.check_alive()
         scope = call.scope()
@@ -308,4 +320,4 @@ async def _attempts_async(
         if verdict is _DONE:
             return call.value
         assert isinstance(verdict, float)
-        await _backoff(inv, verdict)
+        await _backoff(inv, call, verdict)

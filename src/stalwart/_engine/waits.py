@@ -79,7 +79,12 @@ class _Wait:
         )
 
     def decide(
-        self, *, time_out: bool, event_name: str | None = None, approval_id: str | None = None
+        self,
+        *,
+        time_out: bool,
+        event_name: str | None = None,
+        approval_id: str | None = None,
+        until: float | None = None,
     ) -> tuple[str, bytes | None]:
         assert self.rec is not None
         inv = self.inv
@@ -101,6 +106,7 @@ class _Wait:
             time_out=time_out,
             now=self.now,
             encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
+            until=until,
         )
         if winner == "lost":
             inv.lease_lost.set()
@@ -148,7 +154,7 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
         wait.open({"until": None if timeout is None else wait.now + timeout})
     until = wait.spec().get("until")
     expired = until is not None and wait.now >= until
-    winner, data = wait.decide(time_out=expired, event_name=name)
+    winner, data = wait.decide(time_out=expired, event_name=name, until=until)
     if winner == "event":
         return None if data is None else decode(data)
     if winner == "timer":

@@ -146,6 +146,7 @@ class Store(Protocol):
         lease_until: float,
         entry: Entry | None = None,
         recovery: bool = False,
+        holder_gone: bool = False,
     ) -> tuple[bool, int]:
         """Take the lease of a pending or running run whose owner is still ``expected_owner``.
 
@@ -250,6 +251,7 @@ class Store(Protocol):
         time_out: bool = False,
         now: float = 0.0,
         encode_decision: Callable[[ApprovalRow], bytes] | None = None,
+        until: float | None = None,
     ) -> tuple[str, bytes | None]:
         """Decide a wait in one transaction: event, then decision, then timer."""
 

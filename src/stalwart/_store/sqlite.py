@@ -276,19 +276,21 @@ class SQLiteStore:
         lease_until: float,
         entry: Entry | None = None,
         recovery: bool = False,
+        holder_gone: bool = False,
     ) -> tuple[bool, int]:
-        """Compare-and-set the lease of a pending or running run; count recoveries in a row."""
+        """Compare-and-set the lease of a claimable run (the holder's lease lapsed, or the
+        caller saw its process gone: ``holder_gone``); count recoveries in a row."""
 
         def work(conn: sqlite3.Connection) -> tuple[bool, int]:
-            state = conn.execute(_Q["recovery_state"], {"workflow_id": workflow_id}).fetchone()
-            if state is None:
-                return False, 0
-            count, mark, progress = state
+            count, mark = 0, None
             if recovery:
+                key = {"workflow_id": workflow_id}
+                state = conn.execute(_Q["recovery_state"], key).fetchone()
+                if state is None:
+                    return False, 0
+                count, mark, progress = state
                 count = count + 1 if mark is not None and progress <= mark else 1
                 mark = progress
-            else:
-                count, mark = 0, None
             cur = conn.execute(
                 _Q["take_lease"],
                 {
@@ -299,6 +301,7 @@ class SQLiteStore:
                     "lease_until": lease_until,
                     "recoveries": count,
                     "recovery_mark": mark,
+                    "holder_gone": int(holder_gone),
                 },
             )
             if cur.rowcount != 1:
@@ -389,6 +392,8 @@ class SQLiteStore:
             if cur.rowcount != 1:
                 return False
             conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
+            conn.execute(_Q["close_approvals"], close)
             return True
 
         return self._write(work)
@@ -502,8 +507,12 @@ class SQLiteStore:
         time_out: bool = False,
         now: float = 0.0,
         encode_decision: Callable[[ApprovalRow], bytes] | None = None,
+        until: float | None = None,
     ) -> tuple[str, bytes | None]:
         """Decide a wait in one transaction and journal the winner as ``entry`` completed.
+
+        An event sent after ``until`` (the wait's timeout) does not count: the timer passed
+        first, and the event stays in the inbox for a later wait.
 
         The oldest unconsumed event named ``event_name`` wins first (it is consumed and its
         payload becomes the output), then a decision on ``approval_id`` (``encode_decision``
@@ -523,9 +532,8 @@ class SQLiteStore:
                 return "lost", None
             winner, data = "none", None
             if event_name is not None:
-                found = conn.execute(
-                    _Q["oldest_event"], {"workflow_id": workflow_id, "name": event_name}
-                ).fetchone()
+                key = {"workflow_id": workflow_id, "name": event_name, "until": until}
+                found = conn.execute(_Q["oldest_event"], key).fetchone()
                 if found is not None:
                     conn.execute(_Q["consume_event"], {"id": found[0], "seq": entry.seq})
                     data = self.load_payload(bytes(found[1])) if found[1] is not None else None
@@ -646,6 +654,8 @@ class SQLiteStore:
             params = {"workflow_id": workflow_id, "now": now, "error": error}
             if conn.execute(_Q["cancel_waiting_run"], params).rowcount == 1:
                 verdict = "cancelled"
+                close = {"workflow_id": workflow_id, "now": now, "reason": "run cancelled"}
+                conn.execute(_Q["close_approvals"], close)
             elif (
                 conn.execute(
                     _Q["request_cancel"], {"workflow_id": workflow_id, "now": now}

@@ -30,7 +30,9 @@ SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
     wake_at = NULL, waiting_for = NULL
 WHERE workflow_id = :workflow_id
   AND (status IN ('pending', 'running') OR (status = 'suspended' AND wake_at <= :now))
-  AND lease_owner IS :expected_owner;
+  AND lease_owner IS :expected_owner
+  AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= :now
+       OR :holder_gone = 1);
 
 -- name: recovery_state
 SELECT recoveries, recovery_mark,
@@ -106,7 +108,7 @@ WHERE name IN (SELECT value FROM json_each(:names))
   AND queue IN (SELECT value FROM json_each(:queues))
   AND (status = 'pending'
        OR (status = 'suspended' AND wake_at <= :now)
-       OR (status = 'running' AND lease_expires_at <= :now))
+       OR (status = 'running' AND (lease_owner IS NULL OR lease_expires_at <= :now)))
 ORDER BY priority DESC, created_at
 LIMIT :limit;
 
@@ -145,6 +147,7 @@ WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :wai
 -- name: oldest_event
 SELECT id, payload FROM events
 WHERE workflow_id = :workflow_id AND name = :name AND consumed_seq IS NULL
+  AND (:until IS NULL OR sent_at <= :until)
 ORDER BY id LIMIT 1;
 
 -- name: consume_event
@@ -184,16 +187,21 @@ UPDATE runs
 SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expires_at = NULL,
     wake_at = NULL, waiting_for = NULL, updated_at = :now,
     error = :error
-WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended')
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
   AND lease_owner IS NULL;
 
 -- name: request_cancel
 UPDATE runs SET cancel_requested = 1, updated_at = :now
-WHERE workflow_id = :workflow_id AND status IN ('pending', 'running', 'suspended');
+WHERE workflow_id = :workflow_id
+  AND status IN ('pending', 'running', 'suspended', 'needs_attention');
 
 -- name: cancel_requested_for
 SELECT workflow_id FROM runs
 WHERE substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix AND cancel_requested = 1;
+
+-- name: close_approvals
+UPDATE approvals SET decided_at = :now, reason = :reason
+WHERE workflow_id = :workflow_id AND decided_at IS NULL;
 
 -- name: expire_approval
 UPDATE approvals SET decided_at = :now, reason = 'expired'
