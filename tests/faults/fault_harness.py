@@ -25,7 +25,15 @@ from crash_agent import FAILED_EXIT
 
 import stalwart
 
-__all__ = ["AGENT", "FAILED_EXIT", "Exited", "Harness", "step_entries"]
+__all__ = [
+    "AGENT",
+    "FAILED_EXIT",
+    "Exited",
+    "Harness",
+    "WorkerHarness",
+    "completed_twice",
+    "step_entries",
+]
 
 AGENT = Path(__file__).with_name("crash_agent.py")
 MARKER_WAIT_S = 30.0
@@ -210,3 +218,162 @@ class Harness:
 def step_entries(app: stalwart.Stalwart, workflow_id: str, name: str) -> list[Any]:
     """The journal entries of the step ``name`` in ``workflow_id``, in order."""
     return [e for e in app.journal(workflow_id) if e.kind == "step" and e.name == name]
+
+
+# -- workers ------------------------------------------------------------------------------
+
+WORKER_AGENT = Path(__file__).with_name("worker_agent.py")
+WORKER_READY_S = 30.0
+
+
+class WorkerHarness:
+    """Starts ``worker_agent.py`` workers on one SQLite file, kills them, reads side files.
+
+    A worker's stdout and stderr go to ``WORKDIR/worker-<n>.out`` (a pipe nobody reads could
+    fill up and block a busy worker); ``describe`` shows them when a test fails.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.db = root / "runs.db"
+        self.url = f"sqlite:///{self.db}"  # tmp_path is absolute: sqlite:////tmp/...
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        self.log = self.workdir / "executions.log"
+        self._workers: list[tuple[subprocess.Popen[bytes], Path]] = []
+        self._apps: list[stalwart.Stalwart] = []
+
+    # -- workers --------------------------------------------------------------------------
+
+    def start(
+        self,
+        *,
+        concurrency: int = 8,
+        lease_seconds: float = 30.0,
+        hang: Sequence[str] = (),
+        ready: bool = True,
+    ) -> subprocess.Popen[bytes]:
+        """Start a worker process; with ``ready`` wait until it is about to serve."""
+        cmd = [
+            sys.executable,
+            str(WORKER_AGENT),
+            self.url,
+            str(self.workdir),
+            "--concurrency",
+            str(concurrency),
+            "--lease-seconds",
+            str(lease_seconds),
+        ]
+        for step in hang:
+            cmd += ["--hang", step]
+        out = self.workdir / f"worker-{len(self._workers)}.out"
+        with out.open("wb") as sink:
+            proc = subprocess.Popen(
+                cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=self.workdir, env=Harness._env()
+            )
+        self._workers.append((proc, out))
+        if ready:
+            self.wait_ready(proc)
+        return proc
+
+    def wait_ready(self, proc: subprocess.Popen[bytes]) -> None:
+        marker = self.workdir / f"ready-{proc.pid}"
+        self.wait_for(marker.exists, f"worker {proc.pid} ready", WORKER_READY_S, [proc])
+
+    def kill(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a worker and reap it (a reaped pid is gone: its leases are free at once)."""
+        assert proc.poll() is None, f"worker {proc.pid} already exited\n{self.describe()}"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=CHILD_WAIT_S)
+        assert proc.returncode == -signal.SIGKILL, proc.returncode
+
+    def output(self, proc: subprocess.Popen[bytes]) -> str:
+        for child, out in self._workers:
+            if child is proc:
+                return out.read_text(errors="replace")
+        raise KeyError(proc.pid)
+
+    def describe(self) -> str:
+        """Every worker's exit status and the tail of its output."""
+        parts = []
+        for proc, out in self._workers:
+            text = out.read_text(errors="replace") if out.exists() else ""
+            parts.append(f"--- worker {proc.pid} (exit {proc.poll()})\n{text[-4000:]}")
+        return "\n".join(parts)
+
+    def wait_for(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        timeout: float,
+        alive: Sequence[subprocess.Popen[bytes]] = (),
+        interval: float = 0.01,
+    ) -> float:
+        """Poll ``condition`` until true; fail if it takes ``timeout`` s or a worker of
+        ``alive`` exits meanwhile. Returns the monotonic time it became true."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if condition():
+                return time.monotonic()
+            for proc in alive:
+                if proc.poll() is not None:
+                    pytest.fail(f"worker {proc.pid} exited before {what}\n{self.describe()}")
+            if time.monotonic() > deadline:
+                self.dump_stacks()
+                pytest.fail(f"{what}: not reached within {timeout}s\n{self.describe()}")
+            time.sleep(interval)
+
+    def dump_stacks(self) -> None:
+        """Ask every live worker to print all its threads' stacks (to its output file)."""
+        for proc, _out in self._workers:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.3)
+
+    def threads(self, proc: subprocess.Popen[bytes]) -> int:
+        """The worker's current number of OS threads (``Threads:`` of /proc/PID/status)."""
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+            if line.startswith("Threads:"):
+                return int(line.split()[1])
+        raise AssertionError(f"no Threads: line for pid {proc.pid}")
+
+    def close(self) -> None:
+        """Kill (by pid) and reap every worker still running; close the test's apps."""
+        for app in self._apps:
+            app.close()
+        for proc, _out in self._workers:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    # -- the test's side ------------------------------------------------------------------
+
+    def app(self) -> tuple[stalwart.Stalwart, dict[str, Any]]:
+        """An app on the same store in the test process, declaring the workers' workflows
+        (to start runs and read results; it never executes them). Closed by ``close``."""
+        from worker_agent import WorkerRecorder, declare
+
+        app = stalwart.Stalwart(self.url)
+        self._apps.append(app)
+        return app, declare(app, WorkerRecorder(self.workdir, []))
+
+    def marker(self, workflow_id: str, step: str) -> Path:
+        return self.workdir / f"running-{workflow_id}-{step}"
+
+    def executions(self, workflow_id: str | None = None) -> list[dict[str, Any]]:
+        """The side file's lines (of ``workflow_id``): one per real step execution."""
+        if not self.log.exists():
+            return []
+        lines = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        return [line for line in lines if workflow_id is None or line["wid"] == workflow_id]
+
+    def counts(self, workflow_id: str) -> Counter[str]:
+        """How many times each step of ``workflow_id`` actually executed."""
+        return Counter(line["step"] for line in self.executions(workflow_id))
+
+
+def completed_twice(app: stalwart.Stalwart, workflow_id: str) -> list[Any]:
+    """Journal positions of ``workflow_id`` with more than one 'completed' entry."""
+    per_seq = Counter(
+        e.seq for e in app.journal(workflow_id) if e.seq is not None and e.status == "completed"
+    )
+    return [seq for seq, n in per_seq.items() if n > 1]

@@ -1,0 +1,117 @@
+"""SIGTERM is a graceful stop, not a crash.
+
+A worker executing a long multi-step run gets SIGTERM: it lets the running step finish, gives
+the run back at the next step boundary and exits 0 well within its bound (``lease_seconds``).
+A new worker finishes the run, and the journal shows no interrupted attempt (a graceful stop
+is not a recovery). Two known bugs are pinned with strict xfails: the next worker executes the
+completed steps again, and a step that outlives the bound keeps the process alive past it.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+
+import pytest
+from fault_harness import WorkerHarness, completed_twice
+from worker_agent import chain_expected
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def stop(workers: WorkerHarness, proc: subprocess.Popen[bytes], within: float) -> float:
+    """SIGTERM ``proc``; it must exit 0 within ``within`` seconds. Returns how long it took."""
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=within + 10)
+    except subprocess.TimeoutExpired:
+        workers.dump_stacks()
+        pytest.fail(f"the worker ignored SIGTERM for {within + 10}s\n{workers.describe()}")
+    took = time.monotonic() - sent
+    assert proc.returncode == 0, workers.describe()
+    assert took < within, f"the worker took {took:.2f}s to stop (bound {within}s)"
+    return took
+
+
+class Handoff:
+    """A long run stopped by SIGTERM in one worker and finished by another."""
+
+    def __init__(self, workers: WorkerHarness, steps: int = 10, pause: float = 0.25) -> None:
+        self.app, wf = workers.app()
+        self.lease_seconds, self.steps, self.pause = 10.0, steps, pause
+        self.wid = "long-run"
+        self.first = workers.start(lease_seconds=self.lease_seconds)
+        self.handle = self.app.start(wf["chain_agent"], steps, pause, workflow_id=self.wid)
+        workers.wait_for(
+            lambda: len(workers.executions(self.wid)) >= 3, "three steps ran", 30, [self.first]
+        )
+        self.took = stop(workers, self.first, within=self.lease_seconds)
+        self.output = workers.output(self.first)
+        self.status_after_stop = self.handle.status()
+        self.ran_first = [e["i"] for e in workers.executions(self.wid)]
+        self.second = workers.start(lease_seconds=self.lease_seconds)
+        self.result = self.handle.result(timeout=30)
+        self.executions = workers.executions(self.wid)
+        self.journal = self.app.journal(self.wid)
+
+
+def test_sigterm_gives_the_run_back_and_another_worker_finishes_it(
+    workers: WorkerHarness,
+) -> None:
+    run = Handoff(workers)
+    assert run.took < run.pause + 2.0, f"stopping took {run.took:.2f}s for a {run.pause}s step"
+    assert '"status": "stopped"' in run.output  # serve() returned, the process exited 0
+    assert run.status_after_stop == "pending"  # given back, not left to a lease or a recovery
+    assert run.ran_first == list(range(len(run.ran_first))), run.ran_first
+    assert len(run.ran_first) < run.steps, "the run finished before SIGTERM arrived"
+
+    assert run.result == chain_expected(run.steps)
+    assert {e["pid"] for e in run.executions} == {run.first.pid, run.second.pid}
+    assert all(e["attempt"] == 1 for e in run.executions), run.executions
+    interrupted = [e for e in run.journal if e.error and "AttemptInterrupted" in e.error]
+    assert interrupted == [], "a graceful stop was journaled as a crash"
+    assert [e for e in run.journal if e.kind == "step" and e.status != "completed"] == []
+    resumed = [e for e in run.journal if e.kind == "run" and e.name == "resumed"]
+    assert [e.output for e in resumed] == [None, None], resumed  # never 'recovered_from'
+
+
+def test_sigterm_handoff_executes_no_completed_step_again(workers: WorkerHarness) -> None:
+    run = Handoff(workers)
+    assert run.result == chain_expected(run.steps)
+    assert [e["i"] for e in run.executions] == list(range(run.steps)), [
+        (e["i"], e["pid"]) for e in run.executions
+    ]
+    assert completed_twice(run.app, run.wid) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="KNOWN LIMITATION of in-process app.serve(): when a step outlives the shutdown "
+    "grace, the run is released and serve() returns, but Python cannot stop the thread still "
+    "running the step, so the process lingers until the step ends. The CLI worker "
+    "(stalwart worker) ends its process with os._exit after serve() returns; this test's "
+    "worker script calls app.serve() itself",
+)
+def test_sigterm_exits_within_the_bound_when_a_step_outlives_it(workers: WorkerHarness) -> None:
+    app, wf = workers.app()
+    lease_seconds, step_seconds = 2.0, 6.0
+    first = workers.start(lease_seconds=lease_seconds)
+    wid = "slow-step"
+    handle = app.start(wf["chain_agent"], 2, step_seconds, workflow_id=wid)
+    workers.wait_for(lambda: len(workers.executions(wid)) >= 1, "the step ran", 30, [first])
+
+    sent = time.monotonic()
+    first.send_signal(signal.SIGTERM)
+    try:
+        first.wait(timeout=lease_seconds + 1.5)
+    except subprocess.TimeoutExpired:
+        pytest.fail(
+            f"the worker was still alive {time.monotonic() - sent:.1f}s after SIGTERM with a "
+            f"shutdown bound of {lease_seconds}s (status {handle.status()!r})"
+        )
+    assert first.returncode == 0, workers.describe()
+    assert "outlived the shutdown grace" in workers.output(first)
+    workers.start(lease_seconds=lease_seconds)
+    assert handle.result(timeout=30) == chain_expected(2)
