@@ -1,0 +1,506 @@
+"""Durable waits at scale on SQLite: what suspended runs cost a worker, and how fast they wake.
+
+Each part uses a fresh SQLite store and a fresh worker: a subprocess running
+``app.serve(concurrency=--concurrency)`` on the workflows below. Runs are created with
+``app.start`` from this (the bench) process; every time compared across the two processes is
+``time.time()`` on the same host.
+
+1. Suspended runs: ``--runs`` runs each blocked in ``stalwart.wait_for_event("go")``. The
+   worker's RSS (``VmRSS``) and thread count (``Threads``) from ``/proc/PID/status`` are read
+   when it is idle before any run exists, after the first tenth of the runs suspended, and once
+   all of them are; the idle CPU the worker burns polling is read over a few seconds in both
+   idle states. Targets: under 20 MB of RSS above idle, and no added threads.
+2. Timer firing: ``--timers`` runs each ``stalwart.sleep`` until the same whole second (the due
+   epoch is an argument; the run sleeps ``due - stalwart.now()``), then a step records
+   ``time.time()``. Lag = that time - due. Target: p99 under 1 s.
+3. Event to resume: ``--events`` runs wait on ``"go"``; the bench sends the events one at a time
+   at ``--event-rate`` per second, noting ``time.time()`` just before each ``app.send_event``,
+   and the run's next step records ``time.time()``. Latency = resume - send. Target: p99 under
+   100 ms.
+
+    python bench/waits.py [--runs 10000] [--timers 1000] [--events 200] [--only events]
+
+It is a benchmark, not a test: it exits 0 whether or not the targets are met (it fails only if
+the worker dies or the runs never get where they should).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import stalwart
+
+TARGET_RSS_MB = 20.0
+TARGET_TIMER_P99_S = 1.0
+TARGET_EVENT_P99_S = 0.100
+PARTS = ("suspended", "timers", "events")
+POLL_SECONDS = 0.25
+SETTLE_SECONDS = 1.0  # let a worker finish what it was doing before its memory is read
+CPU_WINDOW_SECONDS = 3.0
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# -- the workflows (the bench and the worker process both build them) ------------------------
+
+
+@dataclass
+class Bench:
+    """An app on one store with the benchmark's workflows."""
+
+    app: stalwart.Stalwart
+    on_event: Any
+    timer: Any
+
+
+def build(url: str) -> Bench:
+    """The app on ``url`` and its workflows, named explicitly so both processes agree."""
+    app = stalwart.Stalwart(url)
+
+    @app.step(name="bench_stamp")
+    def stamp() -> float:
+        return time.time()
+
+    @app.workflow(name="bench_on_event")
+    def on_event() -> float:
+        stalwart.wait_for_event("go")
+        return stamp()
+
+    @app.workflow(name="bench_timer")
+    def timer(due: float) -> float:
+        started = stalwart.now().timestamp()
+        stalwart.sleep(max(0.0, due - started))
+        return stamp()
+
+    return Bench(app, on_event, timer)
+
+
+def serve(url: str, concurrency: int) -> int:
+    """The worker process: serve the benchmark's workflows until SIGTERM."""
+    bench = build(url)
+    print("ready", flush=True)
+    try:
+        bench.app.serve(concurrency=concurrency)
+    finally:
+        bench.app.close()
+    return 0
+
+
+# -- the worker subprocess and what /proc says about it --------------------------------------
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The worker's resident memory (MB) and thread count at one moment."""
+
+    rss_mb: float
+    threads: int
+
+
+class Worker:
+    """A worker subprocess on one store."""
+
+    def __init__(self, url: str, folder: str, concurrency: int) -> None:
+        self.log_path = Path(folder) / "worker.log"
+        self._log: IO[bytes] = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                "--serve",
+                url,
+                "--concurrency",
+                str(concurrency),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            cwd=folder,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if line.strip() != b"ready":
+            self.stop()
+            raise RuntimeError(f"the worker did not start:\n{self.log_tail()}")
+        time.sleep(SETTLE_SECONDS)  # past imports, the first claim polls and its page cache
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def check(self) -> None:
+        """Raise if the worker process died."""
+        if self.proc.poll() is not None:
+            raise RuntimeError(
+                f"the worker exited with code {self.proc.returncode}:\n{self.log_tail()}"
+            )
+
+    def log_tail(self, lines: int = 30) -> str:
+        self._log.flush()
+        text = self.log_path.read_text("utf-8", errors="replace").splitlines()
+        return "\n".join(text[-lines:]) or "(the worker wrote nothing to stderr)"
+
+    def warnings(self) -> int:
+        """How many lines the worker logged (stalwart logs warnings and errors only here)."""
+        self._log.flush()
+        return len(self.log_path.read_text("utf-8", errors="replace").splitlines())
+
+    def sample(self) -> Sample:
+        """The median of a few readings of ``/proc/PID/status``, a moment apart."""
+        readings = []
+        for i in range(3):
+            if i:
+                time.sleep(0.2)
+            self.check()
+            fields = {}
+            with open(f"/proc/{self.pid}/status", encoding="ascii") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    fields[key] = value.split()
+            readings.append((int(fields["VmRSS"][0]) / 1024, int(fields["Threads"][0])))
+        return Sample(statistics.median(r for r, _ in readings), max(t for _, t in readings))
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU the worker has used so far."""
+        with open(f"/proc/{self.pid}/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+    def idle_cpu_percent(self, window: float = CPU_WINDOW_SECONDS) -> float:
+        """The share of one core the worker uses over ``window`` seconds of doing nothing."""
+        before, start = self.cpu_seconds(), time.monotonic()
+        time.sleep(window)
+        return 100 * (self.cpu_seconds() - before) / (time.monotonic() - start)
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful stop), then SIGKILL if it lingers."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def count(app: stalwart.Stalwart, status: str, limit: int) -> int:
+    return len(app.list_workflows(status=status, limit=limit))
+
+
+def wait_for(
+    app: stalwart.Stalwart, worker: Worker, status: str, n: int, *, timeout: float, what: str
+) -> float:
+    """Poll until ``n`` runs have ``status``; returns ``time.time()`` when seen."""
+    deadline = time.monotonic() + timeout
+    seen = 0
+    while True:
+        worker.check()
+        seen = count(app, status, n)
+        if seen >= n:
+            return time.time()
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"{what}: only {seen} of {n} runs are {status} after {timeout:.0f} s\n"
+                f"{worker.log_tail()}"
+            )
+        time.sleep(POLL_SECONDS)
+
+
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def results(app: stalwart.Stalwart, ids: list[str]) -> list[float]:
+    """Each run's result (the ``time.time()`` its stamp step recorded)."""
+    return [float(app.handle(wid).result(timeout=30)) for wid in ids]
+
+
+@dataclass
+class Report:
+    """The summary table: metric | value | target | met."""
+
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, metric: str, value: str, target: str = "-", met: bool | None = None) -> None:
+        self.rows.append((metric, value, target, "-" if met is None else "yes" if met else "NO"))
+
+    def print(self) -> None:
+        header = ("metric", "value", "target", "met")
+        widths = [max(len(r[i]) for r in [header, *self.rows]) for i in range(4)]
+        line = "  ".join("-" * w for w in widths)
+        print(line)
+        print("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip())
+        print(line)
+        for row in self.rows:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        print(line)
+        for note in self.notes:
+            print(f"note: {note}")
+
+
+# -- the three parts -------------------------------------------------------------------------
+
+
+def part_suspended(folder: str, args: argparse.Namespace, report: Report) -> None:
+    n = args.runs
+    warm = max(1, n // 10)
+    url = f"sqlite:///{folder}/stalwart.db"
+    bench = build(url)
+    worker = Worker(url, folder, args.concurrency)
+    try:
+        idle = worker.sample()
+        idle_cpu = worker.idle_cpu_percent()
+        print(
+            f"  idle worker (no runs): RSS {idle.rss_mb:.1f} MB, {idle.threads} threads, "
+            f"CPU {idle_cpu:.1f}% of a core"
+        )
+        creating = 0.0
+        t0 = time.perf_counter()
+        for i in range(warm):
+            bench.app.start(bench.on_event, workflow_id=f"sus-{i:06d}")
+        creating += time.perf_counter() - t0
+        wait_for(
+            bench.app, worker, "suspended", warm, timeout=60 + warm / 10, what="suspended runs"
+        )
+        time.sleep(SETTLE_SECONDS)
+        first = worker.sample()
+        print(f"  first {warm} suspended: RSS {first.rss_mb:.1f} MB, {first.threads} threads")
+        t1 = time.perf_counter()
+        w1 = time.time()
+        for i in range(warm, n):
+            bench.app.start(bench.on_event, workflow_id=f"sus-{i:06d}")
+        creating += time.perf_counter() - t1
+        created = time.time()
+        done = wait_for(
+            bench.app, worker, "suspended", n, timeout=60 + n / 10, what="suspended runs"
+        )
+        rest = n - warm
+        rate = rest / (done - w1) if rest else float("nan")
+        print(
+            f"  app.start x{n}: {creating:.1f} s ({n / creating:.0f}/s, one thread, the worker "
+            f"claiming meanwhile); the last {rest} were all suspended "
+            f"{done - created:.1f} s after the last start ({rate:.0f} runs/s start-to-suspended)"
+        )
+        time.sleep(SETTLE_SECONDS)
+        full = worker.sample()
+        full_cpu = worker.idle_cpu_percent()
+        print(
+            f"  all {n} suspended: RSS {full.rss_mb:.1f} MB, {full.threads} threads, "
+            f"CPU {full_cpu:.1f}% of a core while idle"
+        )
+        if worker.warnings():
+            print(f"  the worker logged:\n{worker.log_tail(10)}")
+    finally:
+        worker.stop()
+        bench.app.close()
+
+    rss = full.rss_mb - idle.rss_mb
+    threads = full.threads - idle.threads
+    report.add(
+        f"RSS added by {n} suspended runs",
+        f"{rss:.1f} MB",
+        f"< {TARGET_RSS_MB:.0f} MB",
+        rss < TARGET_RSS_MB,
+    )
+    report.add(f"threads added by {n} suspended runs", f"{threads:+d}", "0", threads <= 0)
+    if rest:
+        per_k = (full.rss_mb - first.rss_mb) / rest * 1000
+        report.add(f"  RSS per 1k suspended runs ({warm}->{n})", f"{per_k:.2f} MB")
+        report.add(f"  threads added {warm}->{n} suspended", f"{full.threads - first.threads:+d}")
+    if rest and threads > 0 and first.threads - idle.threads == threads:
+        report.notes.append(
+            f"the {threads} added threads all appeared with the first {warm} runs and none "
+            f"after: the worker's run pool (concurrency {args.concurrency}) and lease keeper "
+            "start their threads on first use; suspended runs hold none"
+        )
+    report.add("  app.start rate (bench, 1 thread)", f"{n / creating:.0f} runs/s")
+    if rest:
+        report.add("  start -> suspended throughput", f"{rate:.0f} runs/s")
+    report.add(f"  idle worker CPU: 0 / {n} suspended", f"{idle_cpu:.1f}% / {full_cpu:.1f}%")
+
+
+def part_timers(folder: str, args: argparse.Namespace, report: Report) -> None:
+    n = args.timers
+    url = f"sqlite:///{folder}/stalwart.db"
+    bench = build(url)
+    worker = Worker(url, folder, args.concurrency)
+    try:
+        lead = args.timer_lead if args.timer_lead is not None else 3 + n / 250
+        due = float(math.ceil(time.time() + lead))
+        ids = [f"tmr-{i:06d}" for i in range(n)]
+        t0 = time.perf_counter()
+        for wid in ids:
+            bench.app.start(bench.timer, due, workflow_id=wid)
+        creating = time.perf_counter() - t0
+        armed = wait_for(bench.app, worker, "suspended", n, timeout=60 + n / 10, what="timers")
+        print(
+            f"  {n} timers started in {creating:.1f} s, all armed {due - armed:.1f} s "
+            f"before they are due"
+        )
+        if armed > due:
+            report.notes.append(
+                f"the timers were armed only {armed - due:.1f} s after they were due: the lag "
+                "includes arming; raise --timer-lead"
+            )
+        limit = 60 + n / 10 + max(0.0, due - time.time())
+        wait_for(bench.app, worker, "completed", n, timeout=limit, what="timers")
+        lags = [woke - due for woke in results(bench.app, ids)]
+        if worker.warnings():
+            print(f"  the worker logged:\n{worker.log_tail(10)}")
+    finally:
+        worker.stop()
+        bench.app.close()
+
+    early = sum(1 for lag in lags if lag < 0)
+    p50, p99, first, worst = percentile(lags, 50), percentile(lags, 99), min(lags), max(lags)
+    drain = n / (worst - first) if worst > first else float("inf")
+    print(
+        f"  firing lag: first {ms(first)}, p50 {ms(p50)}, p99 {ms(p99)}, last {ms(worst)}, "
+        f"early {early}; {drain:.0f} wakes/s from the first to the last"
+    )
+    report.add(f"timer lag p50 ({n} due in one second)", ms(p50))
+    report.add(
+        f"timer lag p99 ({n} due in one second)",
+        ms(p99),
+        f"< {TARGET_TIMER_P99_S:.0f} s",
+        p99 < TARGET_TIMER_P99_S,
+    )
+    report.add("  timer lag min / max (first / last fired)", f"{ms(first)} / {ms(worst)}")
+    if worst > first:
+        report.add("  wake rate, first to last timer", f"{drain:.0f} runs/s")
+    report.add("  timers fired before due", str(early), "0", early == 0)
+
+
+def part_events(folder: str, args: argparse.Namespace, report: Report) -> None:
+    n = args.events
+    url = f"sqlite:///{folder}/stalwart.db"
+    bench = build(url)
+    worker = Worker(url, folder, args.concurrency)
+    try:
+        ids = [f"evt-{i:06d}" for i in range(n)]
+        for wid in ids:
+            bench.app.start(bench.on_event, workflow_id=wid)
+        wait_for(bench.app, worker, "suspended", n, timeout=60 + n / 10, what="event waiters")
+        time.sleep(SETTLE_SECONDS)
+        sent: list[float] = []
+        calls: list[float] = []
+        interval = 1 / args.event_rate
+        start = time.monotonic()
+        for i, wid in enumerate(ids):
+            pause = start + i * interval - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            sent.append(time.time())
+            t = time.perf_counter()
+            bench.app.send_event(wid, "go", i)
+            calls.append(time.perf_counter() - t)
+        wait_for(bench.app, worker, "completed", n, timeout=60, what="event waiters")
+        latency = [resumed - s for resumed, s in zip(results(bench.app, ids), sent, strict=True)]
+        if worker.warnings():
+            print(f"  the worker logged:\n{worker.log_tail(10)}")
+    finally:
+        worker.stop()
+        bench.app.close()
+
+    p50, p99 = percentile(latency, 50), percentile(latency, 99)
+    print(
+        f"  {n} events at {args.event_rate:g}/s: resume latency p50 {ms(p50)}, p99 {ms(p99)}, "
+        f"max {ms(max(latency))}; app.send_event itself p50 {ms(statistics.median(calls))}"
+    )
+    report.add(f"event->resume p50 ({n} at {args.event_rate:g}/s)", ms(p50))
+    report.add(
+        f"event->resume p99 ({n} at {args.event_rate:g}/s)",
+        ms(p99),
+        f"< {TARGET_EVENT_P99_S * 1000:.0f} ms",
+        p99 < TARGET_EVENT_P99_S,
+    )
+    report.add("  app.send_event call p50", ms(statistics.median(calls)))
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=10_000, help="suspended runs (10000)")
+    parser.add_argument("--timers", type=int, default=1000, help="timers due at once (1000)")
+    parser.add_argument("--events", type=int, default=200, help="events sent (200)")
+    parser.add_argument("--event-rate", type=float, default=20.0, help="events per second (20)")
+    parser.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
+    parser.add_argument(
+        "--timer-lead",
+        type=float,
+        default=None,
+        help="seconds from the first start to the timers' due second "
+        "(default 3 + timers/250: enough to arm them all first)",
+    )
+    parser.add_argument(
+        "--only", action="append", choices=PARTS, help="run only this part (repeatable)"
+    )
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="where the temporary databases go (default: the system temp folder)",
+    )
+    parser.add_argument("--serve", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        return serve(args.serve, args.concurrency)
+    if min(args.runs, args.timers, args.events, args.concurrency) < 1 or args.event_rate <= 0:
+        parser.error("counts, --concurrency and --event-rate must be positive")
+    if not Path("/proc/self/status").exists():
+        parser.error("this benchmark reads /proc/PID/status: it needs Linux")
+
+    where = os.path.abspath(args.dir or tempfile.gettempdir())
+    print(
+        f"stalwart {stalwart.__version__} durable waits: worker concurrency {args.concurrency}, "
+        f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, "
+        f"{os.cpu_count()} CPUs, DBs in {where}",
+        flush=True,
+    )
+    report = Report()
+    parts = {
+        "suspended": (f"1. {args.runs} runs suspended on wait_for_event", part_suspended),
+        "timers": (f"2. {args.timers} timers due in the same second", part_timers),
+        "events": (f"3. event -> resume latency, {args.events} events", part_events),
+    }
+    for name in PARTS:
+        if args.only and name not in args.only:
+            continue
+        title, run = parts[name]
+        print(f"\n{title}", flush=True)
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=args.dir) as folder:
+            run(folder, args, report)
+        print(f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+    print()
+    report.print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
