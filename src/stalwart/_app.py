@@ -9,10 +9,12 @@ import inspect
 import itertools
 import json
 import logging
+import os
 import random
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
@@ -141,8 +143,15 @@ class Core:
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)
+        core = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(core, "_forked"))
         self.keeper = _LeaseKeeper(self)
         self.wakeup = threading.Event()  # set when this process changes something to claim
+
+    def _forked(self) -> None:
+        """In a forked child: a process of its own, so an owner of its own."""
+        self.owner = new_owner()
+        self._claims = itertools.count(1)
 
     def claim_owner(self) -> str:
         """A lease owner for one claim: this process and app, and which claim it is, so that
@@ -234,6 +243,12 @@ class Handle:
     def cancel(self) -> None:
         """Cancel the run: at once if it waits, else at its next step boundary."""
         self._app.cancel(self.workflow_id)
+
+
+def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
+    target = ref()
+    if target is not None:
+        getattr(target, method)()
 
 
 def _loop_running() -> bool:
@@ -721,6 +736,8 @@ class Stalwart:
             raise WorkflowCancelled(f"run {row.workflow_id!r} was cancelled")
         if row.status == NEEDS_ATTENTION:
             reason = error.get("reason") or error.get("message", "")
+            if error.get("type") == "CorruptRecord":
+                raise CorruptRecord(reason, workflow_id=row.workflow_id, seq=error.get("seq"))
             raise NeedsAttention(
                 f"run {row.workflow_id!r} needs attention: {reason}",
                 workflow_id=row.workflow_id,

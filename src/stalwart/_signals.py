@@ -3,7 +3,7 @@ Exception:`` in workflow or step code cannot swallow them."""
 
 from __future__ import annotations
 
-__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Release", "Suspend"]
+__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Release", "StoreFailed", "Suspend"]
 
 
 class EngineSignal(BaseException):
@@ -34,6 +34,14 @@ class Suspend(EngineSignal):
 
 class Cancel(EngineSignal):
     """Stop the run at this boundary: it was cancelled or its deadline passed."""
+
+
+class StoreFailed(EngineSignal):
+    """The store failed while the engine journaled: stop without deciding the run's fate."""
+
+    def __init__(self, error: Exception):
+        super().__init__(str(error))
+        self.error = error
 
 
 class Release(EngineSignal):

@@ -199,5 +199,8 @@ def test_corrupt_output_names_run_and_seq_and_harms_nothing_else(app: stalwart.S
         app.journal("bad")
     assert app.run(agent, workflow_id="good") == 3
     assert len(app.journal("good")) > 0
-    _raw(app).execute("UPDATE journal SET output = X'4A32' WHERE workflow_id = 'bad' AND seq = 2")
-    assert app.run(agent, workflow_id="bad") == 3  # once repaired, the run resumes
+    # It waits for an operator (a retry would only fail again), and says why each time.
+    assert app.handle("bad").status() == "needs_attention"
+    with pytest.raises(stalwart.CorruptRecord, match=r"run 'bad', seq 2"):
+        app.run(agent, workflow_id="bad")
+    assert calls == [1, 2, 1, 2]

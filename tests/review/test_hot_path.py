@@ -14,12 +14,6 @@ from stalwart.testing import FakeClock
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the lease keeper runs cancel_requested_for every 0.25 s while it holds any run, "
-    "and its substr(lease_owner, ...) predicate cannot use an index: a full scan of runs, "
-    "which grows with every finished run ever kept",
-)
 def test_cancel_poll_does_not_scan_every_run(tmp_path: Path) -> None:
     path = tmp_path / "review.db"
     with stalwart.Stalwart(f"sqlite:///{path}", clock=FakeClock()):

@@ -120,11 +120,6 @@ def test_same_app_takeover_does_not_record_a_step_twice(tmp_path: Path) -> None:
         assert len(completed) == 1, completed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a StoreError while journaling a step result is raised into workflow code as an "
-    "ordinary Exception; the engine then records the run as failed (dead-lettered)",
-)
 def test_transient_store_error_does_not_dead_letter_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -155,11 +150,6 @@ def test_transient_store_error_does_not_dead_letter_the_run(
         assert app.run(wf, workflow_id="w") == "ok"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="user code can swallow a StoreError raised while journaling, so the run goes on "
-    "as if the (successful) step had failed",
-)
 def test_store_error_cannot_be_swallowed_by_workflow_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -149,12 +149,6 @@ def test_cancel_of_a_needs_attention_run_cancels_it_or_says_why_not(tmp_path: Pa
         assert v2.handle("r1").status() == "cancelled"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a corrupt record aborts the invocation but leaves the run 'running' with no holder; "
-    "each later app.run() counts it as a crash, until the poison check reports 'crashed its "
-    "worker N times' instead of the CorruptRecord",
-)
 def test_corrupt_record_is_not_reported_as_a_crash_loop(tmp_path: Path) -> None:
     crash = True
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock(), max_recoveries=3) as app:
@@ -225,12 +219,6 @@ def _report_owner(app: stalwart.Stalwart, conn: Any) -> None:
     conn.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="after os.fork() the child keeps the parent's lease owner (host/pid/start) and its "
-    "claim counter, and the parent's SQLite connection: holder_is_gone() checks the wrong pid "
-    "and parent and child can mint the same owner",
-)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_forked_process_gets_its_own_lease_owner(tmp_path: Path) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:

@@ -33,12 +33,6 @@ def test_str_enums_round_trip_exactly(member: enum.Enum) -> None:
     assert type(value["choice"]) is type(member)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="created_at goes float -> datetime (rounded to the microsecond) -> float, so "
-    "before=<last row's created_at> can be later than the stored value and the next page "
-    "repeats that row",
-)
 def test_paging_with_before_does_not_repeat_the_boundary_row(tmp_path: Path) -> None:
     clock = FakeClock(start=1_767_225_600.0000007)  # sub-microsecond, as time.time() gives
     with stalwart.Stalwart(_url(tmp_path), clock=clock) as app:
@@ -56,11 +50,6 @@ def test_paging_with_before_does_not_repeat_the_boundary_row(tmp_path: Path) -> 
         assert [r.workflow_id for r in second] == ["older"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="app.journal() lets the store's CorruptRecord('payload piece ... is missing') "
-    "through without naming the run or the seq (API: names the run and seq)",
-)
 def test_journal_names_run_and_seq_of_a_row_with_a_missing_payload(tmp_path: Path) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
 
@@ -82,12 +71,6 @@ def test_journal_names_run_and_seq_of_a_row_with_a_missing_payload(tmp_path: Pat
         assert info.value.seq == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with timeout= set, an async step's own TimeoutError is caught by the "
-    "asyncio.wait_for handler and relabelled StepTimeout (cause_type must be the original "
-    "class name; the message claims the step overran its timeout)",
-)
 def test_async_step_own_timeout_error_keeps_its_type(tmp_path: Path) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import logging
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
 from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
 from .._serde import UnsupportedValue, decode
-from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
+from .._signals import Abort, Cancel, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 
@@ -126,14 +127,19 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
             reason = str(signal.error)
             detail = _error_json(signal.error, reason=reason)
             return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=signal.error)
-        return Outcome("abort", signal.error)
+        return _corrupt(core, inv, signal.error)
     except CorruptRecord as exc:
-        return Outcome("abort", exc)
+        return _corrupt(core, inv, exc)
     except Suspend as signal:
         return _suspend(core, inv, signal)
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _finish(core, inv, CANCELLED, output=None, error=detail, exc=None)
+    except StoreFailed as signal:
+        log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
+        with contextlib.suppress(Exception):
+            core.store.release_lease(wid, owner=inv.owner, now=core.clock.time())
+        return Outcome("abort", signal.error)
     except Release:
         core.store.release_run(wid, owner=inv.owner, now=core.clock.time())
         log.info("run %s: given back at a step boundary (worker shutting down)", wid)
@@ -141,6 +147,15 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped without writing", wid)
         return Outcome("lease_lost")
+
+
+def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:
+    """A record replay needs cannot be read: the run waits for an operator (it is not a crash,
+    and retrying it would only fail again); the caller sees the ``CorruptRecord``."""
+    seq = getattr(error, "seq", None)
+    detail = _error_json(error, reason=str(error), seq=seq)
+    _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=error)
+    return Outcome("abort", error)
 
 
 def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:

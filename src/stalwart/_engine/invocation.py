@@ -12,12 +12,14 @@ import asyncio
 import contextvars
 import json
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CorruptRecord, NonDeterminismError
+from .._errors import CorruptRecord, NonDeterminismError, StoreError
 from .._serde import decode
-from .._signals import Abort, Cancel, LeaseLost, Release, Suspend
+from .._signals import Abort, Cancel, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
 
 if TYPE_CHECKING:
@@ -228,7 +230,9 @@ class Invocation:
         if rec.output is None:
             return None
         try:
-            return decode(self.core.store.load_payload(rec.output))
+            with self.journaling():
+                stored = self.core.store.load_payload(rec.output)
+            return decode(stored)
         except (ValueError, CorruptRecord) as exc:
             error = CorruptRecord(
                 f"run {self.workflow_id!r}, seq {rec.seq} ({rec.kind} {rec.name!r}): the "
@@ -239,9 +243,22 @@ class Invocation:
             )
             raise self.abort(error, attention=False) from exc
 
+    @contextmanager
+    def journaling(self) -> Iterator[None]:
+        """Store calls made on behalf of workflow code: a store failure becomes a signal that
+        user code cannot catch, and never the run's outcome."""
+        try:
+            yield
+        except CorruptRecord:
+            raise
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+
     def append(self, entry: Entry) -> None:
         """Journal ``entry`` while this invocation still holds the run's lease."""
-        if not self.core.store.append(self.workflow_id, entry, owner=self.owner):
+        with self.journaling():
+            held = self.core.store.append(self.workflow_id, entry, owner=self.owner)
+        if not held:
             self.lease_lost.set()
             raise LeaseLost()
 

@@ -262,9 +262,13 @@ async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs:
         coro: Awaitable[Any] = step.fn(*args, **kwargs)
         if step.timeout is None:
             return await coro
+        deadline = asyncio.timeout(step.timeout)
         try:
-            return await asyncio.wait_for(coro, step.timeout)
+            async with deadline:
+                return await coro
         except TimeoutError:
+            if not deadline.expired():
+                raise
             raise StepTimeout(
                 f"step {step.name!r} attempt {scope.attempt} ran longer than its timeout of "
                 f"{step.timeout}s and was cancelled"

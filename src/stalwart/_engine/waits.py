@@ -70,7 +70,11 @@ class _Wait:
             started_at=self.now,
             input=inv.core.codec.encode(spec),
         )
-        if not inv.core.store.open_wait(inv.workflow_id, entry, owner=inv.owner, approval=approval):
+        with inv.journaling():
+            opened = inv.core.store.open_wait(
+                inv.workflow_id, entry, owner=inv.owner, approval=approval
+            )
+        if not opened:
             inv.lease_lost.set()
             raise LeaseLost()
         inv.recovering = False
@@ -97,17 +101,18 @@ class _Wait:
             started_at=self.now,
             finished_at=self.now,
         )
-        winner, data = inv.core.store.resolve_wait(
-            inv.workflow_id,
-            entry,
-            owner=inv.owner,
-            event_name=event_name,
-            approval_id=approval_id,
-            time_out=time_out,
-            now=self.now,
-            encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
-            until=until,
-        )
+        with inv.journaling():
+            winner, data = inv.core.store.resolve_wait(
+                inv.workflow_id,
+                entry,
+                owner=inv.owner,
+                event_name=event_name,
+                approval_id=approval_id,
+                time_out=time_out,
+                now=self.now,
+                encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
+                until=until,
+            )
         if winner == "lost":
             inv.lease_lost.set()
             raise LeaseLost()

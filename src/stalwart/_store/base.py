@@ -14,7 +14,7 @@ from typing import Any, Protocol
 __all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
 
 # Schema versions this code knows; a store may be at most one release ahead of it.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 OLDEST_COMPATIBLE = 1
 
 

@@ -411,7 +411,15 @@ class SQLiteStore:
             values = list(row)
             for i in (8, 9):
                 if values[i] is not None:
-                    values[i] = self.load_payload(bytes(values[i]))
+                    try:
+                        values[i] = self.load_payload(bytes(values[i]))
+                    except CorruptRecord as exc:
+                        raise CorruptRecord(
+                            f"run {workflow_id!r}, seq {values[1]} ({values[2]} {values[3]!r}): "
+                            f"{exc}; restore the payloads table from a backup",
+                            workflow_id=workflow_id,
+                            seq=values[1],
+                        ) from exc
             out.append(JournalRow(*values))
         return out
 

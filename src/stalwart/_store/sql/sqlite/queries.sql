@@ -13,7 +13,7 @@ INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :olde
 -- name: create_run
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
                   lease_owner, lease_expires_at, deadline)
-VALUES (:workflow_id, :name, :status, :queue, :priority, :input, :now, :now,
+VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(:now, 6), :now,
         :owner, :lease_until, :deadline)
 ON CONFLICT (workflow_id) DO NOTHING;
 
@@ -97,7 +97,7 @@ SELECT workflow_id, name, status, queue, priority, input, output, error, created
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
-  AND (:before IS NULL OR created_at < :before)
+  AND (:before IS NULL OR created_at < :before - 0.0000005)
 ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
 
@@ -197,7 +197,8 @@ WHERE workflow_id = :workflow_id
 
 -- name: cancel_requested_for
 SELECT workflow_id FROM runs
-WHERE substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix AND cancel_requested = 1;
+WHERE cancel_requested = 1 AND status = 'running'
+  AND substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix;
 
 -- name: close_approvals
 UPDATE approvals SET decided_at = :now, reason = :reason
