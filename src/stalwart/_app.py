@@ -79,6 +79,11 @@ class _LeaseKeeper:
     def hold(self, inv: Invocation) -> None:
         with self._lock:
             self.held[inv.workflow_id] = inv
+        self.start()
+
+    def start(self) -> None:
+        """Start the renewal thread (once)."""
+        with self._lock:
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._loop, name="stalwart-leases", daemon=True

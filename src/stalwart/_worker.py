@@ -73,12 +73,21 @@ class Worker:
             self.concurrency,
         )
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
+        self._start_threads(pool)
         try:
             self._loop(names, pool)
         finally:
             self._shut_down(pool)
             restore()
         log.info("worker %s: stopped", self.core.owner)
+
+    def _start_threads(self, pool: ThreadPoolExecutor) -> None:
+        """Start every thread the worker will use now, so its footprint is fixed from the
+        start: runs add none, executing or suspended."""
+        self.core.keeper.start()
+        barrier = threading.Barrier(self.concurrency)
+        for future in [pool.submit(barrier.wait) for _ in range(self.concurrency)]:
+            future.result()
 
     def stop(self) -> None:
         """Ask the loop to stop claiming and shut down gracefully."""

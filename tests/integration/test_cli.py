@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import stalwart
@@ -53,3 +55,53 @@ def test_exit_codes(tmp_path: Path) -> None:
     assert _cli("no-such-command", cwd=tmp_path).returncode == 2
     bad = _cli("--url", "mysql://u:pw@h/db", "ls", cwd=tmp_path)
     assert bad.returncode == 1 and "***" in bad.stderr and "pw@" not in bad.stderr
+
+
+def test_operator_commands(tmp_path: Path) -> None:
+    from stalwart._worker import Worker
+
+    url = f"sqlite:///{tmp_path / 'ops.db'}"
+    with stalwart.Stalwart(url) as app:
+
+        @app.workflow(name="gate")
+        def gate() -> object:
+            decision = stalwart.request_approval("ship it?", details={"risk": "low"})
+            return decision and decision.approved
+
+        @app.workflow(name="inbox")
+        def inbox() -> object:
+            return stalwart.wait_for_event("ping")
+
+        worker = Worker(app, concurrency=2)
+        serving = threading.Thread(target=worker.serve, daemon=True)
+        serving.start()
+        for wid, wf in (("g1", gate), ("g2", gate), ("i1", inbox), ("i2", inbox)):
+            app.start(wf, workflow_id=wid)
+        deadline = time.monotonic() + 10
+        while len(app.list_workflows(status="suspended")) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        worker.stop()
+        serving.join(timeout=10)
+
+    listed = _cli("--url", url, "approvals", "--json", cwd=tmp_path)
+    assert sorted(json.loads(line)["workflow_id"] for line in listed.stdout.splitlines()) == [
+        "g1",
+        "g2",
+    ]
+    approved = _cli("--url", url, "approve", "g1", "--reason", "ok", "--by", "ana", cwd=tmp_path)
+    assert approved.returncode == 0 and "approved g1" in approved.stdout
+    assert _cli("--url", url, "reject", "g2", cwd=tmp_path).stdout.startswith("rejected g2")
+    again = _cli("--url", url, "approve", "g1", cwd=tmp_path)
+    assert again.returncode == 1 and "no pending approval" in again.stderr
+    sent = _cli(
+        "--url", url, "send-event", "i1", "ping", '{"n": 1}', "--dedup-key", "k", cwd=tmp_path
+    )
+    assert sent.returncode == 0
+    assert _cli("--url", url, "send-event", "i1", "ping", "{bad", cwd=tmp_path).returncode == 2
+    assert _cli("--url", url, "cancel", "i2", "--by", "oncall", cwd=tmp_path).returncode == 0
+    with stalwart.Stalwart(url) as app:
+        assert app.handle("i2").status() == "cancelled"
+        ops = {(e.name, e.by) for wid in ("g1", "i2") for e in app.journal(wid) if e.by}
+        assert ops == {("approve", "ana"), ("cancel", "oncall")}
+    finished = _cli("--url", url, "cancel", "i2", cwd=tmp_path)
+    assert finished.returncode == 1 and "nothing to cancel" in finished.stderr
