@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import getpass
 import inspect
@@ -54,7 +55,7 @@ from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
 from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
-from ._store.base import ApprovalRow
+from ._store.base import ApprovalRow, IndexRow
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -254,6 +255,20 @@ def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
     target = ref()
     if target is not None:
         getattr(target, method)()
+
+
+def _failed_for_good(index: list[IndexRow]) -> list[IndexRow]:
+    """The step positions whose latest journal row is a final failure."""
+    latest: dict[str, IndexRow] = {}
+    for row in index:
+        latest[row.position] = row
+    failed = []
+    for row in latest.values():
+        if row.kind == "step" and row.status == FAILED and row.error:
+            with contextlib.suppress(ValueError):
+                if json.loads(row.error).get("final"):
+                    failed.append(row)
+    return failed
 
 
 def _loop_running() -> bool:
@@ -1000,8 +1015,50 @@ class Stalwart:
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
 
     def retry(self, workflow_id: str, by: str | None = None) -> None:
-        """Redrive a failed run (arrives with dead-letter redrive)."""
-        raise not_built("app.retry()", "dead-letter redrive")
+        """Dead-letter redrive: a ``failed`` run resumes from its failed step with a fresh
+        attempt budget; a ``needs_attention`` run (a divergence after a fix was deployed, an
+        exhausted compensation, a repaired record) replays again. An in-doubt irreversible
+        step is settled with :meth:`resolve` instead."""
+        row = self._row(workflow_id)
+        if row.status not in (FAILED, NEEDS_ATTENTION):
+            raise ValueError(
+                f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
+                "can be retried"
+            )
+        error = json.loads(row.error) if row.error else {}
+        if error.get("type") == "InDoubt":
+            raise ValueError(
+                f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
+                f"{error.get('seq')}); settle it with resolve(), not retry()"
+            )
+        now = self._core.clock.time()
+        who = _who(by)
+        entries = [
+            Entry(
+                kind="step",
+                name=rec.name,
+                status=FAILED,
+                seq=rec.seq,
+                position=rec.position,
+                attempt=0,
+                started_at=now,
+                finished_at=now,
+                error=json.dumps(
+                    {
+                        "type": "Redriven",
+                        "message": f"retried by {who}",
+                        "final": False,
+                        "retry_at": None,
+                    }
+                ),
+            )
+            for rec in _failed_for_good(self._core.store.replay_index(workflow_id))
+        ]
+        entries.append(self._operator("retry", now, who, {"from_status": row.status}))
+        if not self._core.store.redrive(workflow_id, now=now, entries=entries):
+            raise ValueError(f"run {workflow_id!r} changed while it was being retried; look again")
+        self._core.wakeup.set()
+        log.info("run %s: retried by %s", workflow_id, who)
 
     def resolve(
         self,

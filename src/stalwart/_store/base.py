@@ -292,5 +292,8 @@ class Store(Protocol):
     def cancel_requested_for(self, owner_prefix: str) -> set[str]:
         """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
 
+    def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
+        """Make a failed or needs_attention run pending again and journal ``entries``."""
+
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

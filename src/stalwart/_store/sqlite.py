@@ -683,6 +683,20 @@ class SQLiteStore:
         params = {"owner_prefix": owner_prefix}
         return {row[0] for row in self._rows("cancel_requested_for", params)}
 
+    def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
+        """Make a failed or needs_attention run pending again, journaling ``entries`` (the
+        resets and the operator action) in the same transaction."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            params = {"workflow_id": workflow_id, "now": now}
+            if conn.execute(_Q["redrive_run"], params).rowcount != 1:
+                return False
+            for entry in entries:
+                conn.execute(_Q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+            return True
+
+        return self._write(work)
+
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending``: a graceful stop, not a recovery."""
         params = {"workflow_id": workflow_id, "owner": owner, "now": now}

@@ -208,6 +208,13 @@ WHERE workflow_id = :workflow_id AND decided_at IS NULL;
 UPDATE approvals SET decided_at = :now, reason = 'expired'
 WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
 
+-- name: redrive_run
+UPDATE runs
+SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
+    cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
+    waiting_for = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
+
 -- name: release_run
 UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
     updated_at = :now
