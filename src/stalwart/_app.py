@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import getpass
 import inspect
@@ -403,10 +404,10 @@ class Stalwart:
         name: str | None = None,
     ) -> Any:
         """Declare a step: journaled when called inside a workflow, retried by ``retry``."""
-        if irreversible:
-            raise not_built("@app.step(irreversible=True)", "irreversible effects")
-        if verify is not None:
-            raise not_built("@app.step(verify=...)", "irreversible effects")
+        if verify is not None and not irreversible:
+            raise ValueError("verify= checks an irreversible step: add irreversible=True")
+        if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
+            raise TypeError("verify= must be a plain function (def) taking the step's arguments")
         if compensate is not None:
             raise not_built("@app.step(compensate=...)", "compensation")
         if retry is not None and not isinstance(retry, Retry):
@@ -419,10 +420,16 @@ class Stalwart:
         def decorate(func: Any) -> Any:
             if not callable(func):
                 raise TypeError("@app.step decorates a function")
+            policy = retry or Retry()
+            if irreversible and verify is None:
+                # Never re-executed blindly: without verify there is no second attempt.
+                policy = dataclasses.replace(policy, max_attempts=1)
             step = StepDef(
                 fn=func,
                 name=name or func.__qualname__,
-                retry=retry or Retry(),
+                retry=policy,
+                irreversible=bool(irreversible),
+                verify=verify,
                 timeout=None if timeout is None else float(timeout),
                 output=output,
                 is_async=inspect.iscoroutinefunction(func),
@@ -1068,8 +1075,67 @@ class Stalwart:
         rerun: bool = False,
         by: str | None = None,
     ) -> None:
-        """Settle an in-doubt irreversible step (arrives with irreversible effects)."""
-        raise not_built("app.resolve()", "irreversible effects")
+        """Settle an in-doubt irreversible step: record ``result`` (which may be ``None``) as
+        what happened, or ``rerun=True`` to run it again. The run leaves ``needs_attention``."""
+        if (result is _MISSING) == (not rerun):
+            raise ValueError("resolve() takes exactly one of result=... or rerun=True")
+        row = self._row(workflow_id)
+        error = json.loads(row.error) if row.error else {}
+        if row.status != NEEDS_ATTENTION or error.get("type") != "InDoubt":
+            raise ValueError(f"run {workflow_id!r} has no in-doubt step to resolve")
+        if error.get("seq") != seq:
+            raise ValueError(
+                f"run {workflow_id!r} is in doubt about seq {error.get('seq')}, not {seq}"
+            )
+        rec = next(r for r in reversed(self._core.store.replay_index(workflow_id)) if r.seq == seq)
+        now = self._core.clock.time()
+        who = _who(by)
+        if rerun:
+            entry = Entry(
+                kind="step",
+                name=rec.name,
+                status=FAILED,
+                seq=seq,
+                position=rec.position,
+                attempt=rec.attempt,
+                started_at=now,
+                finished_at=now,
+                error=json.dumps(
+                    {
+                        "type": "ResolvedRerun",
+                        "message": f"rerun by {who}",
+                        "final": False,
+                        "retry_at": None,
+                        "rerun": True,
+                    }
+                ),
+            )
+        else:
+            try:
+                payload = self._core.codec.encode(result)
+            except UnsupportedValue as exc:
+                raise SerializationError(
+                    f"resolve({workflow_id!r}, {seq}): cannot serialize a result value of type "
+                    f"{exc.type_name}"
+                ) from None
+            entry = Entry(
+                kind="step",
+                name=rec.name,
+                status=COMPLETED,
+                seq=seq,
+                position=rec.position,
+                attempt=rec.attempt,
+                started_at=now,
+                finished_at=now,
+                output=payload,
+                by=who,
+            )
+        detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
+        entries = [entry, self._operator("resolve", now, who, detail)]
+        if not self._core.store.redrive(workflow_id, now=now, entries=entries):
+            raise ValueError(f"run {workflow_id!r} changed while it was being resolved")
+        self._core.wakeup.set()
+        log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
 
     def fork(
         self,

@@ -283,6 +283,48 @@ def cancel_command(ctx: click.Context, workflow_id: str, by: str | None) -> None
     click.echo(f"cancel requested for {workflow_id} (now {status})")
 
 
+@cli.command("retry")
+@click.argument("workflow_id")
+@_by_option
+@click.pass_context
+def retry_command(ctx: click.Context, workflow_id: str, by: str | None) -> None:
+    """Redrive a failed (or needs_attention) run from its failed step."""
+    with _app(ctx.obj["url"]) as app:
+        app.retry(workflow_id, by=by)
+    click.echo(f"retried {workflow_id}: pending")
+
+
+@cli.command("resolve")
+@click.argument("workflow_id")
+@click.argument("seq", type=int)
+@click.option("--result", "result", default=None, help="What happened, as JSON.")
+@click.option("--rerun", is_flag=True, help="Run the step again.")
+@_by_option
+@click.pass_context
+def resolve_command(
+    ctx: click.Context,
+    workflow_id: str,
+    seq: int,
+    result: str | None,
+    rerun: bool,
+    by: str | None,
+) -> None:
+    """Settle an in-doubt irreversible step: --result JSON or --rerun."""
+    if (result is None) == (not rerun):
+        raise click.UsageError("give exactly one of --result JSON or --rerun")
+    with _app(ctx.obj["url"]) as app:
+        if rerun:
+            app.resolve(workflow_id, seq, rerun=True, by=by)
+        else:
+            assert result is not None
+            try:
+                value = json.loads(result)
+            except ValueError as exc:
+                raise click.UsageError(f"--result is not JSON: {exc}") from exc
+            app.resolve(workflow_id, seq, result=value, by=by)
+    click.echo(f"resolved {workflow_id} seq {seq}: pending")
+
+
 @cli.command("demo")
 def demo_command() -> None:
     """Crash a multi-step agent with SIGKILL mid-run, resume it, and print its journal."""

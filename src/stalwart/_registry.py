@@ -58,6 +58,9 @@ class StepDef:
     timeout: float | None
     output: Callable[[Any], Any] | None
     is_async: bool
+    irreversible: bool = False
+    verify: Callable[..., Any] | None = None
+    compensate: Callable[..., Any] | None = None
     signature: inspect.Signature = field(init=False)
     check_arguments: ArgumentCheck = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)

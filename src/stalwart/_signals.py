@@ -3,7 +3,16 @@ Exception:`` in workflow or step code cannot swallow them."""
 
 from __future__ import annotations
 
-__all__ = ["Abort", "Cancel", "EngineSignal", "LeaseLost", "Release", "StoreFailed", "Suspend"]
+__all__ = [
+    "Abort",
+    "Cancel",
+    "EngineSignal",
+    "InDoubt",
+    "LeaseLost",
+    "Release",
+    "StoreFailed",
+    "Suspend",
+]
 
 
 class EngineSignal(BaseException):
@@ -42,6 +51,15 @@ class StoreFailed(EngineSignal):
     def __init__(self, error: Exception):
         super().__init__(str(error))
         self.error = error
+
+
+class InDoubt(EngineSignal):
+    """An irreversible step may have taken effect and cannot be checked: ask an operator."""
+
+    def __init__(self, reason: str, *, seq: int):
+        super().__init__(reason)
+        self.reason = reason
+        self.seq = seq
 
 
 class Release(EngineSignal):

@@ -88,3 +88,135 @@ def test_a_divergence_is_retried_after_the_fix(app: stalwart.Stalwart) -> None:
     version["v"] = 3  # the fix
     app.retry("d")
     assert app.run(w, workflow_id="d") == "a"
+
+
+def test_an_irreversible_step_in_doubt_waits_for_resolve(app: stalwart.Stalwart) -> None:
+    calls = Counter[str]()
+    crash = {"on": True}
+
+    @app.step(name="charge", irreversible=True)
+    def charge(order: str, amount: int) -> str:
+        calls["charge"] += 1
+        if crash["on"]:
+            raise KeyboardInterrupt  # stands in for a crash right after the effect
+        return "ch_2"
+
+    @app.workflow(name="pay")
+    def pay() -> str:
+        return charge("o-1", 5)
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(pay, workflow_id="p1")
+    with pytest.raises(stalwart.NeedsAttention) as info:
+        app.run(pay, workflow_id="p1")
+    reason = info.value.reason
+    assert "'charge'" in reason and "('o-1', 5)" in reason and "p1/0" in reason
+    assert calls["charge"] == 1  # never re-executed blindly
+    statuses = [e.status for e in app.journal("p1") if e.name == "charge"]
+    assert statuses == ["scheduled", "in_doubt"]
+    with pytest.raises(ValueError, match="exactly one"):
+        app.resolve("p1", 1)
+    with pytest.raises(ValueError, match="retry"):
+        app.retry("p1")
+    app.resolve("p1", 1, result="ch_1", by="finance")
+    assert app.run(pay, workflow_id="p1") == "ch_1"
+    assert calls["charge"] == 1
+
+
+def test_resolve_with_rerun_runs_the_step_again(app: stalwart.Stalwart) -> None:
+    calls = Counter[str]()
+    crash = {"on": True}
+
+    @app.step(name="email", irreversible=True)
+    def email(to: str) -> str:
+        calls["email"] += 1
+        if crash["on"]:
+            raise KeyboardInterrupt
+        return f"sent to {to}"
+
+    @app.workflow(name="notify")
+    def notify() -> str:
+        return email("ada@example.com")
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(notify, workflow_id="n1")
+    with pytest.raises(stalwart.NeedsAttention):
+        app.run(notify, workflow_id="n1")
+    crash["on"] = False
+    app.resolve("n1", 1, rerun=True)
+    assert app.run(notify, workflow_id="n1") == "sent to ada@example.com"
+    assert calls["email"] == 2
+
+
+def test_verify_is_check_then_act(app: stalwart.Stalwart) -> None:
+    charges: dict[str, str] = {}
+    crash = {"on": True}
+
+    def find_charge(order: str) -> str | None:
+        return charges.get(stalwart.idempotency_key())
+
+    @app.step(
+        name="charge",
+        irreversible=True,
+        verify=find_charge,
+        retry=stalwart.Retry(max_attempts=3, initial_delay=0),
+    )
+    def charge(order: str) -> str:
+        charges[stalwart.idempotency_key()] = f"ch-{order}"
+        if crash["on"]:
+            raise KeyboardInterrupt
+        return f"ch-{order}"
+
+    @app.workflow(name="pay")
+    def pay() -> str:
+        return charge("o-9")
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(pay, workflow_id="v1")
+    assert app.run(pay, workflow_id="v1") == "ch-o-9"
+    assert len(charges) == 1
+    statuses = [e.status for e in app.journal("v1") if e.name == "charge"]
+    assert statuses == ["scheduled", "completed"]
+
+
+def test_an_exception_means_no_effect_and_verify_guards_the_retry(app: stalwart.Stalwart) -> None:
+    effects: list[str] = []
+    checks: list[int] = []
+
+    def verify(x: int) -> str | None:
+        checks.append(stalwart.attempt())
+        return None
+
+    @app.step(
+        irreversible=True, verify=verify, retry=stalwart.Retry(max_attempts=2, initial_delay=0)
+    )
+    def act(x: int) -> str:
+        if stalwart.attempt() == 1:
+            raise ConnectionError("refused before the effect")
+        effects.append("done")
+        return "ok"
+
+    @app.workflow
+    def wf() -> str:
+        return act(1)
+
+    assert app.run(wf) == "ok"
+    assert effects == ["done"] and checks == [2]
+
+
+def test_irreversible_without_verify_has_one_attempt(app: stalwart.Stalwart) -> None:
+    @app.step(irreversible=True, retry=stalwart.Retry(max_attempts=5))
+    def once() -> None:
+        raise ConnectionError("no")
+
+    @app.workflow
+    def wf() -> int:
+        try:
+            once()
+        except stalwart.StepFailed as exc:
+            return exc.attempts
+        return 0
+
+    assert app.run(wf) == 1
+    with pytest.raises(ValueError, match="irreversible=True"):
+        app.step(verify=lambda: None)

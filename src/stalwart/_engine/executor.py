@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
 from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
 from .._serde import UnsupportedValue, decode
-from .._signals import Abort, Cancel, LeaseLost, Release, StoreFailed, Suspend
+from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 
@@ -135,6 +135,17 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _finish(core, inv, CANCELLED, output=None, error=detail, exc=None)
+    except InDoubt as signal:
+        detail = json.dumps(
+            {
+                "type": "InDoubt",
+                "message": signal.reason,
+                "reason": signal.reason,
+                "seq": signal.seq,
+            }
+        )
+        log.warning("run %s: %s", wid, signal.reason)
+        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=None)
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         with contextlib.suppress(Exception):

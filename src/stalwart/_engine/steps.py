@@ -12,7 +12,7 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
-from .._signals import EngineSignal, Suspend
+from .._signals import EngineSignal, InDoubt, Suspend
 from .._store import Entry
 from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
 
@@ -21,6 +21,15 @@ __all__ = ["call_step", "call_step_async"]
 _DONE = object()
 # A backoff longer than this unwinds the run as a durable timer instead of holding a thread.
 DURABLE_BACKOFF_SECONDS = 5.0
+
+
+SCHEDULED, IN_DOUBT = "scheduled", "in_doubt"
+
+
+def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    text = "(" + ", ".join(parts) + ")"
+    return text if len(text) <= 300 else text[:297] + "...)"
 
 
 class AttemptInterrupted(Exception):
@@ -42,6 +51,7 @@ class StepCall:
         self.rec: Recorded | None = inv.lookup(self.position, "step", step.name)
         self.value: Any = None
         self.started_at = 0.0
+        self.rerun = False
 
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""
@@ -54,6 +64,10 @@ class StepCall:
             value = self.inv.load_value(rec)
             self.value = self.step.restore(value) if self.step.restore else value
             return True
+        elif rec.status in (SCHEDULED, IN_DOUBT):  # only irreversible steps write these
+            self.seq, self.attempt, self.retry_at = rec.seq, rec.attempt, 0.0
+            self.input = self._encode_input()
+            return self._in_doubt(marked=rec.status == IN_DOUBT)
         else:
             error = rec.error or {}
             if error.get("final"):
@@ -66,10 +80,89 @@ class StepCall:
             self.seq = rec.seq
             self.attempt = rec.attempt + 1
             self.retry_at = float(error.get("retry_at") or 0.0)
+            self.rerun = bool(error.get("rerun"))
         self.input = self._encode_input()
-        if self.inv.recovering:
+        if self.inv.recovering and not self.step.irreversible:
             self._charge_interruption()
         return False
+
+    # -- irreversible steps ---------------------------------------------------------------
+
+    def _verify(self) -> Any:
+        """Ask the step's ``verify`` whether the effect already happened (its result or None)."""
+        assert self.step.verify is not None
+        token = CURRENT_STEP.set(self.scope())
+        try:
+            return self.step.verify(*self.args, **self.kwargs)
+        finally:
+            CURRENT_STEP.reset(token)
+
+    def _in_doubt(self, *, marked: bool) -> bool:
+        """An attempt may have taken effect: check it, or stop and ask an operator."""
+        if self.step.verify is None:
+            if not marked:
+                self._record(IN_DOUBT, self.inv.core.clock.time())
+            key = f"{self.inv.workflow_id}/{self.position}"
+            reason = (
+                f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
+                f"attempt {self.attempt} was interrupted before its outcome was recorded. It was "
+                f"called with {_describe(self.args, self.kwargs)} and idempotency key {key!r}. "
+                "Check the effect downstream, then call app.resolve("
+                f"{self.inv.workflow_id!r}, {self.seq}, result=...) with what happened, or "
+                "rerun=True to run it again"
+            )
+            raise InDoubt(reason, seq=self.seq)
+        if self.pre_attempt(force=True):
+            return True
+        exc = AttemptInterrupted(
+            f"attempt {self.attempt} was interrupted; verify found no effect, so it runs again"
+        )
+        now = self.inv.core.clock.time()
+        final = self.attempt >= self.step.retry.max_attempts
+        self._record_failure(exc, now, now, delay=0.0, final=final)
+        if final:
+            raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
+        self.attempt += 1
+        return False
+
+    def pre_attempt(self, *, force: bool = False) -> bool:
+        """Before an irreversible step runs again, check-then-act: a non-``None`` answer from
+        ``verify`` is recorded as the step's result. True when that settled the call."""
+        step = self.step
+        if not step.irreversible or step.verify is None or self.rerun:
+            return False
+        if self.attempt <= 1 and not force:
+            return False
+        found = self._verify()
+        if found is None:
+            return False
+        payload = self._validate_and_encode(found)
+        self._record(COMPLETED, self.inv.core.clock.time(), output=payload)
+        value = decode(payload)
+        self.value = step.restore(value) if step.restore else value
+        return True
+
+    def begin_attempt(self) -> None:
+        """Irreversible steps record ``scheduled`` before each attempt, so a crash leaves the
+        attempt visibly in doubt."""
+        if self.step.irreversible:
+            self._record(SCHEDULED, self.started_at)
+
+    def _record(self, status: str, now: float, *, output: bytes | None = None) -> None:
+        self.inv.append(
+            Entry(
+                kind="step",
+                name=self.step.name,
+                status=status,
+                seq=self.seq,
+                position=self.position,
+                attempt=self.attempt,
+                started_at=self.started_at or now,
+                finished_at=None if status == SCHEDULED else now,
+                input=self.input,
+                output=output,
+            )
+        )
 
     def _encode_input(self) -> bytes:
         try:
@@ -118,6 +211,11 @@ class StepCall:
                 payload = self._validate_and_encode(outcome)
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
+        if isinstance(error, StepTimeout) and self.step.irreversible:
+            self._record(IN_DOUBT, now)  # abandoned, not failed: it may still take effect
+            if self._in_doubt(marked=True):
+                return _DONE
+            return 0.0
         if error is not None:
             retry = self.step.retry
             final = not retry.should_retry(error, self.attempt)
@@ -242,7 +340,10 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
         _back_off(inv, call, call.wait_before_attempt())
     while True:
         inv.check_alive()
+        if call.pre_attempt():
+            return call.value
         scope = call.scope()
+        call.begin_attempt()
         try:
             outcome, error = _run_sync_attempt(step, scope, args, kwargs), None
         except EngineSignal:
@@ -313,7 +414,10 @@ async def _attempts_async(
         await _backoff(inv, call, call.wait_before_attempt())
     while True:
         inv.check_alive()
+        if call.pre_attempt():
+            return call.value
         scope = call.scope()
+        call.begin_attempt()
         try:
             outcome, error = await _run_async_attempt(step, scope, args, kwargs), None
         except EngineSignal:
