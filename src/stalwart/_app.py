@@ -408,8 +408,8 @@ class Stalwart:
             raise ValueError("verify= checks an irreversible step: add irreversible=True")
         if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
             raise TypeError("verify= must be a plain function (def) taking the step's arguments")
-        if compensate is not None:
-            raise not_built("@app.step(compensate=...)", "compensation")
+        if compensate is not None and not callable(compensate):
+            raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"retry={retry!r}: pass a stalwart.Retry(...)")
         if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
@@ -430,6 +430,7 @@ class Stalwart:
                 retry=policy,
                 irreversible=bool(irreversible),
                 verify=verify,
+                compensate=compensate,
                 timeout=None if timeout is None else float(timeout),
                 output=output,
                 is_async=inspect.iscoroutinefunction(func),
@@ -1061,9 +1062,31 @@ class Stalwart:
             )
             for rec in _failed_for_good(self._core.store.replay_index(workflow_id))
         ]
+        if error.get("type") == "CompensationFailed":  # the rollback gets a fresh budget
+            entries.append(
+                Entry(
+                    kind="compensation",
+                    name="reset",
+                    status=FAILED,
+                    seq=error.get("seq"),
+                    attempt=0,
+                    started_at=now,
+                    finished_at=now,
+                    error=json.dumps(
+                        {"type": "Redriven", "message": f"retried by {who}", "final": False}
+                    ),
+                )
+            )
         entries.append(self._operator("retry", now, who, {"from_status": row.status}))
         if not self._core.store.redrive(workflow_id, now=now, entries=entries):
             raise ValueError(f"run {workflow_id!r} changed while it was being retried; look again")
+        if error.get("then") == CANCELLED:  # a cancelled run's rollback goes on, not the run
+            self._core.store.cancel_run(
+                workflow_id,
+                now=now,
+                error=row.error or "",
+                entry=self._operator("cancel", now, who, {"continuing": "rollback"}),
+            )
         self._core.wakeup.set()
         log.info("run %s: retried by %s", workflow_id, who)
 

@@ -131,7 +131,6 @@ def test_async_step_in_a_sync_workflow(app: stalwart.Stalwart) -> None:
 @pytest.mark.parametrize(
     ("decorate", "feature"),
     [
-        (lambda app: app.step(compensate=lambda r: None), "compensate"),
         (lambda app: app.workflow(queue="llm"), "queue"),
     ],
 )

@@ -15,6 +15,7 @@ from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, f
 from .._serde import UnsupportedValue, decode
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
+from .compensation import CompensationFailed, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 
 if TYPE_CHECKING:
@@ -109,7 +110,7 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _finish(core, inv, FAILED, output=None, error=_error_json(exc), exc=exc)
+            return _roll_back(core, inv, FAILED, _error_json(exc), exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
@@ -134,7 +135,7 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
         return _suspend(core, inv, signal)
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
-        return _finish(core, inv, CANCELLED, output=None, error=detail, exc=None)
+        return _roll_back(core, inv, CANCELLED, detail, None)
     except InDoubt as signal:
         detail = json.dumps(
             {
@@ -158,6 +159,29 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped without writing", wid)
         return Outcome("lease_lost")
+
+
+def _roll_back(
+    core: Core, inv: Invocation, status: str, detail: str, exc: BaseException | None
+) -> Outcome:
+    """Run the compensations of completed steps, then end the run as ``status``; a
+    compensation that exhausts its retries sends it to an operator instead."""
+    try:
+        with inv.journaling():
+            run_compensations(core, inv)
+    except CompensationFailed as failure:
+        reason = str(failure)
+        error = json.dumps(
+            {
+                "type": "CompensationFailed",
+                "message": reason,
+                "reason": reason,
+                "seq": failure.seq,
+                "then": status,
+            }
+        )
+        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=error, exc=failure)
+    return _finish(core, inv, status, output=None, error=detail, exc=exc)
 
 
 def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:

@@ -23,7 +23,7 @@ _DONE = object()
 DURABLE_BACKOFF_SECONDS = 5.0
 
 
-SCHEDULED, IN_DOUBT = "scheduled", "in_doubt"
+SCHEDULED, IN_DOUBT, COMPENSATED = "scheduled", "in_doubt", "compensated"
 
 
 def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -64,6 +64,8 @@ class StepCall:
             value = self.inv.load_value(rec)
             self.value = self.step.restore(value) if self.step.restore else value
             return True
+        elif rec.status == COMPENSATED:  # undone: a retry or fork runs it again
+            self.seq, self.attempt, self.retry_at = rec.seq, 1, 0.0
         elif rec.status in (SCHEDULED, IN_DOUBT):  # only irreversible steps write these
             self.seq, self.attempt, self.retry_at = rec.seq, rec.attempt, 0.0
             self.input = self._encode_input()
@@ -161,6 +163,7 @@ class StepCall:
                 finished_at=None if status == SCHEDULED else now,
                 input=self.input,
                 output=output,
+                compensable=status == COMPLETED and self.step.compensate is not None,
             )
         )
 
@@ -240,6 +243,7 @@ class StepCall:
                 finished_at=now,
                 input=self.input,
                 output=payload,
+                compensable=self.step.compensate is not None,
             )
         )
         value = decode(payload)

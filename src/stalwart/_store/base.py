@@ -14,7 +14,7 @@ from typing import Any, Protocol
 __all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
 
 # Schema versions this code knows; a store may be at most one release ahead of it.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 OLDEST_COMPATIBLE = 1
 
 
@@ -105,6 +105,7 @@ class Entry:
     output: bytes | None = None
     error: str | None = None
     by: str | None = None
+    compensable: bool = False
 
 
 class Store(Protocol):
@@ -294,6 +295,12 @@ class Store(Protocol):
 
     def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
         """Make a failed or needs_attention run pending again and journal ``entries``."""
+
+    def compensation_plan(self, workflow_id: str) -> list[tuple[Any, ...]]:
+        """Rows of compensable steps and compensations, in order, payloads resolved."""
+
+    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
+        """Append several entries in one transaction, fenced by the lease."""
 
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

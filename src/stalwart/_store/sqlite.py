@@ -41,6 +41,10 @@ BUSY_GIVE_UP_S = 300.0
 _Q = load_queries("sqlite")
 
 
+class _Fenced(Exception):
+    """Rolls back a multi-entry append whose lease was lost midway."""
+
+
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
@@ -217,6 +221,7 @@ class SQLiteStore:
             "output": self._stash(conn, entry.output),
             "error": entry.error,
             "by": entry.by,
+            "compensable": int(entry.compensable),
         }
 
     # -- verbs ----------------------------------------------------------------------------
@@ -660,16 +665,14 @@ class SQLiteStore:
 
         def work(conn: sqlite3.Connection) -> str:
             params = {"workflow_id": workflow_id, "now": now, "error": error}
+            key = {"workflow_id": workflow_id, "now": now}
             if conn.execute(_Q["cancel_waiting_run"], params).rowcount == 1:
                 verdict = "cancelled"
                 close = {"workflow_id": workflow_id, "now": now, "reason": "run cancelled"}
                 conn.execute(_Q["close_approvals"], close)
-            elif (
-                conn.execute(
-                    _Q["request_cancel"], {"workflow_id": workflow_id, "now": now}
-                ).rowcount
-                == 1
-            ):
+            elif conn.execute(_Q["cancel_to_roll_back"], key).rowcount == 1:
+                verdict = "requested"  # its compensations run first: the next executor does it
+            elif conn.execute(_Q["request_cancel"], key).rowcount == 1:
                 verdict = "requested"
             else:
                 return "finished"
@@ -701,3 +704,31 @@ class SQLiteStore:
         """Give a held run back as ``pending``: a graceful stop, not a recovery."""
         params = {"workflow_id": workflow_id, "owner": owner, "now": now}
         return self._changes("release_run", params) == 1
+
+    def compensation_plan(self, workflow_id: str) -> list[tuple[Any, ...]]:
+        """Journal rows of compensable steps and of compensations, in order, payloads
+        resolved: ``(id, seq, position, name, status, attempt, input, output, kind, error)``."""
+        rows = self._rows("compensation_plan", {"workflow_id": workflow_id})
+        out = []
+        for row in rows:
+            values = list(row)
+            for i in (6, 7):
+                if values[i] is not None:
+                    values[i] = self.load_payload(bytes(values[i]))
+            out.append(tuple(values))
+        return out
+
+    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
+        """Append several entries in one transaction, fenced by the lease."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            for entry in entries:
+                params = self._entry_params(conn, workflow_id, entry, owner)
+                if conn.execute(_Q["append_entry_if_owner"], params).rowcount != 1:
+                    raise _Fenced()
+            return True
+
+        try:
+            return self._write(work)
+        except _Fenced:
+            return False

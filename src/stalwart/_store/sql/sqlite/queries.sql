@@ -62,16 +62,16 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by)
+                     finished_at, input, output, error, by, compensable)
 SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-       :finished_at, :input, :output, :error, :by
+       :finished_at, :input, :output, :error, :by, :compensable
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner);
 
 -- name: append_entry
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by)
+                     finished_at, input, output, error, by, compensable)
 VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-        :finished_at, :input, :output, :error, :by);
+        :finished_at, :input, :output, :error, :by, :compensable);
 
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
@@ -83,7 +83,7 @@ SELECT data FROM payloads WHERE digest = :digest;
 SELECT seq, position, kind, name, status, attempt, output, error,
        CASE WHEN status = 'scheduled' THEN input END AS input
 FROM journal
-WHERE workflow_id = :workflow_id AND seq IS NOT NULL
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
 ORDER BY id;
 
 -- name: journal
@@ -188,7 +188,25 @@ SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expire
     wake_at = NULL, waiting_for = NULL, updated_at = :now,
     error = :error
 WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
+  AND lease_owner IS NULL
+  AND NOT EXISTS (SELECT 1 FROM journal
+                  WHERE journal.workflow_id = :workflow_id AND compensable = 1
+                    AND status = 'completed');
+
+-- name: cancel_to_roll_back
+UPDATE runs
+SET cancel_requested = 1, status = CASE WHEN status = 'needs_attention' THEN 'pending'
+                                        ELSE status END,
+    wake_at = CASE WHEN status = 'suspended' THEN :now ELSE wake_at END, updated_at = :now
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
   AND lease_owner IS NULL;
+
+-- name: compensation_plan
+SELECT id, seq, position, name, status, attempt, input, output, kind, error
+FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL
+  AND (kind = 'compensation' OR (kind = 'step' AND (compensable = 1 OR status = 'compensated')))
+ORDER BY id;
 
 -- name: request_cancel
 UPDATE runs SET cancel_requested = 1, updated_at = :now

@@ -1,0 +1,166 @@
+"""Compensation (saga): when a run fails or is cancelled, undo its completed steps.
+
+Compensations of completed steps that declared one run newest first, each journaled (kind
+``compensation``) and retried with its step's policy. A compensated step gets a ``compensated``
+row in the same transaction as its compensation's success, so after a crash the rollback goes
+on where it stopped (none skipped, none run twice) and a later retry or fork runs the step again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._serde import decode
+from .._signals import LeaseLost
+from .._store import Entry
+from .invocation import CURRENT_STEP, Invocation, StepScope
+
+if TYPE_CHECKING:
+    from .._app import Core
+
+__all__ = ["CompensationFailed", "pending_compensations", "run_compensations"]
+
+log = logging.getLogger("stalwart")
+
+
+class CompensationFailed(Exception):
+    """A compensation exhausted its retries; the run needs an operator."""
+
+    def __init__(self, message: str, *, seq: int):
+        super().__init__(message)
+        self.seq = seq
+
+
+@dataclass
+class Undo:
+    """One completed step to compensate, and what its compensation has done so far."""
+
+    seq: int
+    position: str
+    name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    result: Any
+    attempts: int
+
+
+def pending_compensations(rows: list[tuple[Any, ...]]) -> list[Undo]:
+    """Pure: from the journal rows of compensable steps and compensations (in order), the
+    completed steps still to undo, newest completion first."""
+    completed: dict[int, tuple[int, tuple[Any, ...]]] = {}
+    undone: set[int] = set()
+    attempts: dict[int, int] = {}
+    for row in rows:
+        row_id, seq, _position, _name, status, attempt, _input, _output, kind, _error = row
+        if kind == "step" and status == "completed":
+            completed[seq] = (row_id, row)
+            undone.discard(seq)
+            attempts.pop(seq, None)
+        elif kind == "step" and status == "compensated":
+            undone.add(seq)
+        elif kind == "compensation" and status == "failed":
+            attempts[seq] = int(attempt or 0)
+    plan = []
+    for seq, (_row_id, row) in sorted(completed.items(), key=lambda item: -item[1][0]):
+        if seq in undone:
+            continue
+        call = decode(row[6]) if row[6] is not None else {"args": [], "kwargs": {}}
+        result = decode(row[7]) if row[7] is not None else None
+        plan.append(
+            Undo(
+                seq,
+                row[2],
+                row[3],
+                list(call.get("args", [])),
+                dict(call.get("kwargs", {})),
+                result,
+                attempts.get(seq, 0),
+            )
+        )
+    return plan
+
+
+def run_compensations(core: Core, inv: Invocation) -> None:
+    """Undo the run's completed steps, newest first; raise ``CompensationFailed`` when one
+    exhausts its retries (the run then needs an operator)."""
+    for undo in pending_compensations(core.store.compensation_plan(inv.workflow_id)):
+        step = core.registry.steps.get(undo.name)
+        if step is None or step.compensate is None:
+            raise CompensationFailed(
+                f"step {undo.name!r} (seq {undo.seq}) completed with a compensation, but this "
+                "code declares none for it: deploy code that does, then retry the run",
+                seq=undo.seq,
+            )
+        _compensate(core, inv, step, undo)
+
+
+def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
+    attempt = undo.attempts
+    result = step.restore(undo.result) if step.restore else undo.result
+    while True:
+        attempt += 1
+        started = core.clock.time()
+        scope = StepScope(inv, step.name, undo.seq, undo.position, attempt)
+        token = CURRENT_STEP.set(scope)
+        try:
+            outcome = step.compensate(result, *undo.args, **undo.kwargs)
+            if inspect.isawaitable(outcome):
+                asyncio.run(_await(outcome))
+            error: Exception | None = None
+        except Exception as exc:
+            error = exc
+        finally:
+            CURRENT_STEP.reset(token)
+        now = core.clock.time()
+        base = {
+            "kind": "compensation",
+            "name": step.name,
+            "seq": undo.seq,
+            "position": undo.position,
+            "attempt": attempt,
+            "started_at": started,
+            "finished_at": now,
+        }
+        if error is None:
+            entries = [
+                Entry(status="completed", **base),
+                Entry(
+                    kind="step",
+                    name=step.name,
+                    status="compensated",
+                    seq=undo.seq,
+                    position=undo.position,
+                    attempt=attempt,
+                    started_at=now,
+                    finished_at=now,
+                ),
+            ]
+            _append(core, inv, entries)
+            log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
+            return
+        final = not step.retry.should_retry(error, attempt)
+        detail = {"type": type(error).__name__, "message": str(error), "final": final}
+        _append(core, inv, [Entry(status="failed", error=json.dumps(detail), **base)])
+        if final:
+            raise CompensationFailed(
+                f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
+                f"{attempt} attempt(s): {type(error).__name__}: {error}; fix the cause, then "
+                "retry the run to continue the rollback",
+                seq=undo.seq,
+            )
+        core.clock.sleep(step.retry.delay(attempt, core.rng))
+
+
+async def _await(outcome: Any) -> Any:
+    return await outcome
+
+
+def _append(core: Core, inv: Invocation, entries: list[Entry]) -> None:
+    if not core.store.append_many(inv.workflow_id, entries, owner=inv.owner):
+        inv.lease_lost.set()
+        raise LeaseLost()

@@ -1,0 +1,119 @@
+"""Compensation (saga) on every backend."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import stalwart
+
+
+def saga(app: stalwart.Stalwart, log: list[str], fail: dict[str, bool]) -> Any:
+    @app.step(name="reserve", compensate=lambda result, item: log.append(f"release {result}"))
+    def reserve(item: str) -> str:
+        log.append(f"reserve {item}")
+        return f"r-{item}"
+
+    def refund(result: str, amount: int) -> None:
+        if fail.get("refund"):
+            raise ConnectionError("refund API down")
+        log.append(f"refund {result}")
+
+    @app.step(
+        name="charge", compensate=refund, retry=stalwart.Retry(max_attempts=2, initial_delay=0)
+    )
+    def charge(amount: int) -> str:
+        log.append(f"charge {amount}")
+        return "ch-1"
+
+    @app.step(name="note")
+    def note() -> None:
+        log.append("note")
+
+    @app.step(name="ship", retry=stalwart.Retry.never())
+    def ship() -> str:
+        if fail.get("ship"):
+            raise RuntimeError("no courier")
+        log.append("ship")
+        return "shipped"
+
+    @app.workflow(name="order")
+    def order() -> str:
+        reserve("book")
+        charge(30)
+        note()
+        if fail.get("wait"):
+            stalwart.wait_for_event("never")
+        return ship()
+
+    return order
+
+
+def test_a_failure_compensates_completed_steps_newest_first(app: stalwart.Stalwart) -> None:
+    log: list[str] = []
+    order = saga(app, log, {"ship": True})
+    with pytest.raises(stalwart.WorkflowFailed, match="no courier"):
+        app.run(order, workflow_id="o1")
+    assert log == ["reserve book", "charge 30", "note", "refund ch-1", "release r-book"]
+    kinds = [
+        (e.kind, e.name, e.status)
+        for e in app.journal("o1")
+        if e.kind in ("compensation",) or e.status == "compensated"
+    ]
+    assert kinds == [
+        ("compensation", "charge", "completed"),
+        ("step", "charge", "compensated"),
+        ("compensation", "reserve", "completed"),
+        ("step", "reserve", "compensated"),
+    ]
+    assert app.handle("o1").status() == "failed"
+
+
+def test_a_failing_compensation_goes_to_an_operator_and_retry_continues(
+    app: stalwart.Stalwart,
+) -> None:
+    log: list[str] = []
+    fail = {"ship": True, "refund": True}
+    order = saga(app, log, fail)
+    with pytest.raises(stalwart.NeedsAttention, match="compensation of step 'charge'"):
+        app.run(order, workflow_id="o2")
+    assert "release r-book" not in log  # newest first: the rollback stopped at charge
+    fail["refund"] = False
+    app.retry("o2")
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(order, workflow_id="o2")
+    assert log[-2:] == ["refund ch-1", "release r-book"]
+    assert log.count("reserve book") == 1
+
+
+def test_cancel_compensates(app: stalwart.Stalwart) -> None:
+    log: list[str] = []
+    order = saga(app, log, {"wait": True})
+
+    def cancel_when_waiting() -> None:
+        while app.handle("o3").status() != "suspended":
+            time.sleep(0.01)
+        app.cancel("o3", by="support")
+
+    app.start(order, workflow_id="o3")
+    threading.Thread(target=cancel_when_waiting, daemon=True).start()
+    with pytest.raises(stalwart.WorkflowCancelled):
+        app.run(order, workflow_id="o3")
+    assert log[-2:] == ["refund ch-1", "release r-book"]
+    assert app.handle("o3").status() == "cancelled"
+
+
+def test_a_compensated_step_runs_again_after_retry(app: stalwart.Stalwart) -> None:
+    log: list[str] = []
+    fail = {"ship": True}
+    order = saga(app, log, fail)
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(order, workflow_id="o4")
+    fail["ship"] = False
+    app.retry("o4")
+    assert app.run(order, workflow_id="o4") == "shipped"
+    assert log.count("reserve book") == 2 and log.count("charge 30") == 2
+    assert log.count("note") == 1  # not compensable, not undone: replayed
