@@ -29,6 +29,7 @@ from ._errors import (
     CorruptRecord,
     NeedsAttention,
     SerializationError,
+    UnsafeFork,
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowNotFound,
@@ -256,6 +257,29 @@ def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
     target = ref()
     if target is not None:
         getattr(target, method)()
+
+
+def _fork_plan(
+    rows: list[tuple[Any, ...]], from_seq: int
+) -> tuple[list[int], list[tuple[int, str]]]:
+    """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
+    position before it), and the completed irreversible steps it would run again."""
+    latest: dict[str, tuple[Any, ...]] = {}
+    irreversible: set[int] = set()
+    for row in rows:
+        seq, position, kind, status = row[1], row[2], row[3], row[5]
+        latest[position] = row
+        if kind == "step" and status in ("scheduled", "in_doubt"):
+            irreversible.add(seq)
+    reuse: list[int] = []
+    again: list[tuple[int, str]] = []
+    for row_id, seq, _position, kind, name, status, _compensable in latest.values():
+        done = status in ("completed", "reused")
+        if seq < from_seq and done:
+            reuse.append(row_id)
+        elif seq >= from_seq and done and kind == "step" and seq in irreversible:
+            again.append((seq, name))
+    return sorted(reuse), sorted(again)
 
 
 def _failed_for_good(index: list[IndexRow]) -> list[IndexRow]:
@@ -1168,5 +1192,45 @@ class Stalwart:
         allow_reexecute: bool = False,
         by: str | None = None,
     ) -> Handle:
-        """Fork a run from a journal position (arrives with fork)."""
-        raise not_built("app.fork()", "fork")
+        """A new run that reuses this run's journal before ``from_seq`` and executes from there.
+
+        Refused with :class:`UnsafeFork` when a completed irreversible step at or after
+        ``from_seq`` would run again, unless ``allow_reexecute=True``.
+        """
+        row = self._row(workflow_id)
+        if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
+            raise ValueError(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
+        rows = self._core.store.fork_candidates(workflow_id)
+        reuse, rerun_irreversible = _fork_plan(rows, from_seq)
+        if rerun_irreversible and not allow_reexecute:
+            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
+            raise UnsafeFork(
+                f"forking run {workflow_id!r} from seq {from_seq} would run the completed "
+                f"irreversible step(s) {names} again; fork from after them, or pass "
+                "allow_reexecute=True if running them again is what you want"
+            )
+        fork_id = new_id or uuid.uuid4().hex
+        now = self._core.clock.time()
+        who = _who(by)
+        origin = {"forked_from": workflow_id, "from_seq": from_seq}
+        started = _lifecycle(
+            "started", now, input=row.input, output=self._core.codec.encode(origin)
+        )
+        started.by = who
+        note = self._operator("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
+        if not self._core.store.fork_run(
+            workflow_id,
+            new_id=fork_id,
+            name=row.name,
+            queue=row.queue,
+            input=row.input,
+            now=now,
+            reuse=reuse,
+            started=started,
+            by=who,
+            notes=note,
+        ):
+            raise ValueError(f"a run with workflow_id {fork_id!r} already exists")
+        self._core.wakeup.set()
+        log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)
+        return Handle(self, fork_id)

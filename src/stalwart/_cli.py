@@ -325,6 +325,31 @@ def resolve_command(
     click.echo(f"resolved {workflow_id} seq {seq}: pending")
 
 
+@cli.command("fork")
+@click.argument("workflow_id")
+@click.option("--from", "from_seq", type=int, required=True, help="First seq to execute again.")
+@click.option("--new-id", default=None, help="The new run's id (default: random).")
+@click.option(
+    "--allow-reexecute", is_flag=True, help="Allow completed irreversible steps to run again."
+)
+@_by_option
+@click.pass_context
+def fork_command(
+    ctx: click.Context,
+    workflow_id: str,
+    from_seq: int,
+    new_id: str | None,
+    allow_reexecute: bool,
+    by: str | None,
+) -> None:
+    """Start a new run that reuses the journal before --from and executes from there."""
+    with _app(ctx.obj["url"]) as app:
+        handle = app.fork(
+            workflow_id, from_seq, new_id=new_id, allow_reexecute=allow_reexecute, by=by
+        )
+    click.echo(f"forked {workflow_id} at seq {from_seq}: {handle.workflow_id} (pending)")
+
+
 @cli.command("demo")
 def demo_command() -> None:
     """Crash a multi-step agent with SIGKILL mid-run, resume it, and print its journal."""

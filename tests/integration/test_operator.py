@@ -220,3 +220,45 @@ def test_irreversible_without_verify_has_one_attempt(app: stalwart.Stalwart) -> 
     assert app.run(wf) == 1
     with pytest.raises(ValueError, match="irreversible=True"):
         app.step(verify=lambda: None)
+
+
+def test_fork_reuses_the_journal_and_refuses_to_repeat_irreversible_steps(
+    app: stalwart.Stalwart,
+) -> None:
+    calls = Counter[str]()
+
+    @app.step(name="research")
+    def research() -> str:
+        calls["research"] += 1
+        return "notes"
+
+    @app.step(name="send", irreversible=True)
+    def send(text: str) -> str:
+        calls["send"] += 1
+        return f"sent:{text}"
+
+    @app.step(name="summarize")
+    def summarize(note: str) -> str:
+        calls["summarize"] += 1
+        return note.upper()
+
+    @app.workflow(name="agent")
+    def agent() -> list[str]:
+        n = research()
+        s = send(n)
+        return [n, s, summarize(n)]
+
+    assert app.run(agent, workflow_id="f0") == ["notes", "sent:notes", "NOTES"]
+    with pytest.raises(stalwart.UnsafeFork, match="'send' \\(seq 2\\)"):
+        app.fork("f0", 2)
+    handle = app.fork("f0", 3, new_id="f1", by="dev")
+    assert handle.status() == "pending"
+    assert app.run(agent, workflow_id="f1") == ["notes", "sent:notes", "NOTES"]
+    assert calls == Counter({"research": 1, "send": 1, "summarize": 2})
+    reused = [(e.seq, e.name, e.status) for e in app.journal("f1") if e.status == "reused"]
+    assert reused == [(1, "research", "reused"), (2, "send", "reused")]
+    forked = app.fork("f0", 1, new_id="f2", allow_reexecute=True)
+    assert app.run(agent, workflow_id=forked.workflow_id)[1] == "sent:notes"
+    assert calls["send"] == 2
+    notes = [e.input for e in app.journal("f0") if e.kind == "operator"]
+    assert {"new_id": "f1", "from_seq": 3} in notes

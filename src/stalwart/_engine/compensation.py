@@ -57,7 +57,7 @@ def pending_compensations(rows: list[tuple[Any, ...]]) -> list[Undo]:
     attempts: dict[int, int] = {}
     for row in rows:
         row_id, seq, _position, _name, status, attempt, _input, _output, kind, _error = row
-        if kind == "step" and status == "completed":
+        if kind == "step" and status in ("completed", "reused"):
             completed[seq] = (row_id, row)
             undone.discard(seq)
             attempts.pop(seq, None)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CURRENT_RUN", "CURRENT_STEP", "Invocation", "Recorded", "StepScope"]
 
-COMPLETED, FAILED = "completed", "failed"
+COMPLETED, FAILED, REUSED = "completed", "failed", "reused"
 
 
 @dataclass(slots=True)
@@ -108,7 +108,7 @@ class Invocation:
                 row.position,
                 row.kind,
                 row.name,
-                row.status,
+                COMPLETED if row.status == REUSED else row.status,
                 row.attempt or 0,
                 row.output,
                 parse_error(row.error),

@@ -302,5 +302,24 @@ class Store(Protocol):
     def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
         """Append several entries in one transaction, fenced by the lease."""
 
+    def fork_candidates(self, workflow_id: str) -> list[tuple[Any, ...]]:
+        """``(id, seq, position, kind, name, status, compensable)`` of positioned rows."""
+
+    def fork_run(
+        self,
+        source: str,
+        *,
+        new_id: str,
+        name: str,
+        queue: str,
+        input: bytes | None,
+        now: float,
+        reuse: list[int],
+        started: Entry,
+        by: str,
+        notes: Entry,
+    ) -> bool:
+        """Create a run whose journal reuses rows of ``source``."""
+
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

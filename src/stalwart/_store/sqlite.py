@@ -732,3 +732,50 @@ class SQLiteStore:
             return self._write(work)
         except _Fenced:
             return False
+
+    def fork_candidates(self, workflow_id: str) -> list[tuple[Any, ...]]:
+        """``(id, seq, position, kind, name, status, compensable)`` of positioned rows."""
+        return [tuple(r) for r in self._rows("fork_candidates", {"workflow_id": workflow_id})]
+
+    def fork_run(
+        self,
+        source: str,
+        *,
+        new_id: str,
+        name: str,
+        queue: str,
+        input: bytes | None,
+        now: float,
+        reuse: list[int],
+        started: Entry,
+        by: str,
+        notes: Entry,
+    ) -> bool:
+        """Create run ``new_id`` whose journal reuses rows ``reuse`` of ``source`` (their
+        payloads are shared, not copied); ``False`` if ``new_id`` exists."""
+
+        def work(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                _Q["create_run"],
+                {
+                    "workflow_id": new_id,
+                    "name": name,
+                    "status": "pending",
+                    "queue": queue,
+                    "priority": 0,
+                    "input": input,
+                    "now": now,
+                    "owner": None,
+                    "lease_until": None,
+                    "deadline": None,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            conn.execute(_Q["append_entry"], self._entry_params(conn, new_id, started, None))
+            for row_id in reuse:
+                conn.execute(_Q["copy_entry_reused"], {"new_id": new_id, "by": by, "id": row_id})
+            conn.execute(_Q["append_entry"], self._entry_params(conn, source, notes, None))
+            return True
+
+        return self._write(work)

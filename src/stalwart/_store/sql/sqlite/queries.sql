@@ -191,7 +191,7 @@ WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_a
   AND lease_owner IS NULL
   AND NOT EXISTS (SELECT 1 FROM journal
                   WHERE journal.workflow_id = :workflow_id AND compensable = 1
-                    AND status = 'completed');
+                    AND status IN ('completed', 'reused'));
 
 -- name: cancel_to_roll_back
 UPDATE runs
@@ -237,3 +237,16 @@ WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
 UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
     updated_at = :now
 WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
+
+-- name: fork_candidates
+SELECT id, seq, position, kind, name, status, compensable
+FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
+ORDER BY id;
+
+-- name: copy_entry_reused
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable)
+SELECT :new_id, seq, position, kind, name, 'reused', attempt, started_at, finished_at, input,
+       output, NULL, :by, compensable
+FROM journal WHERE id = :id;
