@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from ._errors import StalwartError
+from ._model import STATUSES
 
 __all__ = ["main"]
 
@@ -43,7 +44,9 @@ def cli(ctx: click.Context, url: str | None) -> None:
 
 
 @cli.command("ls")
-@click.option("--status", default=None, help="Only runs in this status.")
+@click.option(
+    "--status", default=None, type=click.Choice(STATUSES), help="Only runs in this status."
+)
 @click.option("--name", default=None, help="Only runs of this workflow.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
 @click.pass_context
@@ -67,9 +70,12 @@ def ls_command(ctx: click.Context, status: str | None, name: str | None, as_json
                 )
             )
         return
-    click.echo(f"{'WORKFLOW ID':34} {'NAME':24} {'STATUS':16} CREATED")
+    click.echo(f"{'WORKFLOW ID':34} {'NAME':24} {'STATUS':16} {'CREATED':19}  ERROR")
     for r in runs:
-        click.echo(f"{r.workflow_id:34} {r.name:24} {r.status:16} {_time(r.created_at)}")
+        click.echo(
+            f"{r.workflow_id:34} {r.name:24} {r.status:16} {_time(r.created_at):19}  "
+            f"{_short(r.error, 60) if r.error else ''}"
+        )
 
 
 def format_timeline(entries: list[Any]) -> list[str]:
