@@ -150,7 +150,15 @@ class StepCall:
         if self.step.irreversible:
             self._record(SCHEDULED, self.started_at)
 
-    def _record(self, status: str, now: float, *, output: bytes | None = None) -> None:
+    def _record(
+        self,
+        status: str,
+        now: float,
+        *,
+        output: bytes | None = None,
+        error: str | None = None,
+        started: float | None = None,
+    ) -> None:
         self.inv.append(
             Entry(
                 kind="step",
@@ -159,10 +167,11 @@ class StepCall:
                 seq=self.seq,
                 position=self.position,
                 attempt=self.attempt,
-                started_at=self.started_at or now,
+                started_at=started or self.started_at or now,
                 finished_at=None if status == SCHEDULED else now,
                 input=self.input,
                 output=output,
+                error=error,
                 compensable=status == COMPLETED and self.step.compensate is not None,
             )
         )
@@ -231,21 +240,7 @@ class StepCall:
             self.attempt += 1
             self.retry_at = now + delay
             return delay
-        self.inv.append(
-            Entry(
-                kind="step",
-                name=self.step.name,
-                status=COMPLETED,
-                seq=self.seq,
-                position=self.position,
-                attempt=self.attempt,
-                started_at=self.started_at,
-                finished_at=now,
-                input=self.input,
-                output=payload,
-                compensable=self.step.compensate is not None,
-            )
-        )
+        self._record(COMPLETED, now, output=payload)
         value = decode(payload)
         self.value = self.step.restore(value) if self.step.restore else value
         return _DONE
@@ -286,20 +281,7 @@ class StepCall:
             "final": final,
             "retry_at": None if final else now + delay,
         }
-        self.inv.append(
-            Entry(
-                kind="step",
-                name=self.step.name,
-                status=FAILED,
-                seq=self.seq,
-                position=self.position,
-                attempt=self.attempt,
-                started_at=started,
-                finished_at=now,
-                input=self.input,
-                error=json.dumps(detail),
-            )
-        )
+        self._record(FAILED, now, error=json.dumps(detail), started=started)
 
 
 def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
