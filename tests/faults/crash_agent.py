@@ -7,8 +7,12 @@ executes, with its attempt number and idempotency key. A step named by ``--hang`
 the marker file ``WORKDIR/running-<WORKFLOW_ID>-<STEP>`` and sleeps until the test SIGKILLs the
 process. Some scenarios kill their own process from inside a step with a real SIGKILL.
 
-The last stdout line is the outcome as JSON: ``{"status": "completed", "result": ...}`` (exit 0)
-or ``{"status": "failed", ...}`` for :class:`stalwart.WorkflowFailed` (exit 3).
+The last stdout line is the outcome as JSON: ``{"status": "completed", "result": ...}`` (exit 0),
+``{"status": "failed", ...}`` for :class:`stalwart.WorkflowFailed` (exit 3) or
+``{"status": "needs_attention", "reason": ...}`` for :class:`stalwart.NeedsAttention` (exit 4).
+
+The ``pay_*`` and ``trip`` scenarios talk to ``worker_agent.Downstream`` in
+``WORKDIR/downstream.db``, a fake payment service that logs every call it receives.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import stalwart
 
 HANG_SECONDS = 120.0  # the test kills the process long before this
 FAILED_EXIT = 3
+NEEDS_ATTENTION_EXIT = 4
 
 
 class Recorder:
@@ -230,12 +235,123 @@ def poison_scenario(
     return poison_agent, (opts.seed,)
 
 
+def _downstream(workdir: Path) -> Any:
+    from worker_agent import Downstream  # imported late: worker_agent imports this module
+
+    return Downstream(workdir / "downstream.db")
+
+
+def _pay_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace, *, verified: bool
+) -> tuple[Any, tuple[Any, ...]]:
+    """``quote``, then the irreversible ``pay`` (a charge downstream), then ``receipt``.
+
+    ``pay`` makes its effect downstream before it hangs (``--hang pay``), so a kill there leaves
+    the charge made and the attempt in doubt. With ``verified``, ``pay`` has a ``verify`` that
+    looks the charge up downstream by the idempotency key (logged as ``verify_pay``).
+    """
+    downstream = _downstream(rec.workdir)
+
+    @app.step(name="quote")
+    def quote(order_id: str, amount: int) -> int:
+        rec.executed("quote")
+        return amount + 5  # a fee
+
+    def find_charge(order_id: str, total: int) -> str | None:
+        rec.executed("verify_pay")
+        return downstream.find(stalwart.idempotency_key())  # type: ignore[no-any-return]
+
+    @app.step(
+        name="pay",
+        irreversible=True,
+        verify=find_charge if verified else None,
+        retry=stalwart.Retry(max_attempts=3, initial_delay=0),
+    )
+    def pay(order_id: str, total: int) -> str:
+        charge_id: str = downstream.charge(stalwart.idempotency_key(), order_id, total)
+        rec.executed("pay")
+        rec.hang_sync("pay")  # the effect happened; the journal does not know yet
+        return charge_id
+
+    @app.step(name="receipt")
+    def receipt(charge_id: str) -> str:
+        rec.executed("receipt")
+        return f"receipt-for-{charge_id}"
+
+    @app.workflow(name="pay_agent")
+    def pay_agent(order_id: str, amount: int) -> dict[str, Any]:
+        charge_id = pay(order_id, quote(order_id, amount))
+        return {"charge": charge_id, "receipt": receipt(charge_id)}
+
+    return pay_agent, (f"o-{opts.seed}", opts.seed * 100)
+
+
+def pay_verified_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    return _pay_scenario(app, rec, opts, verified=True)
+
+
+def pay_unverified_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    return _pay_scenario(app, rec, opts, verified=False)
+
+
+TRIP_PRICES = {"flight": 300, "hotel": 120, "car": 45}
+
+
+def trip_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """A saga: book a flight, a hotel and a car (each charged downstream, each compensated by
+    a refund), then ``pay`` fails for good, so the bookings are rolled back newest first.
+
+    A compensation logs ``undo_<kind>`` when it starts, refunds (idempotent by the step's
+    key), then hangs if ``--hang undo_<kind>`` asked for it.
+    """
+    downstream = _downstream(rec.workdir)
+
+    def booking(kind: str) -> Any:
+        def cancel(booking_id: str, trip: str) -> None:
+            rec.executed(f"undo_{kind}")
+            downstream.refund(stalwart.idempotency_key(), booking_id)
+            rec.hang_sync(f"undo_{kind}")  # refunded; the journal does not know yet
+
+        @app.step(name=f"book_{kind}", compensate=cancel)
+        def book(trip: str) -> str:
+            rec.executed(f"book_{kind}")
+            charge_id: str = downstream.charge(
+                stalwart.idempotency_key(), f"{trip}:{kind}", TRIP_PRICES[kind]
+            )
+            return charge_id
+
+        return book
+
+    book_flight, book_hotel, book_car = booking("flight"), booking("hotel"), booking("car")
+
+    @app.step(name="pay", retry=stalwart.Retry.never())
+    def pay(trip: str, bookings: list[str]) -> str:
+        rec.executed("pay")
+        raise RuntimeError(f"card declined for {trip}")
+
+    @app.workflow(name="trip_agent")
+    def trip_agent(trip: str) -> dict[str, Any]:
+        bookings = [book_flight(trip), book_hotel(trip), book_car(trip)]
+        return {"bookings": bookings, "paid": pay(trip, bookings)}
+
+    return trip_agent, (f"trip-{opts.seed}",)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sync": sync_scenario,
     "async": async_scenario,
     "doomed": doomed_scenario,
     "gather_crash": gather_crash_scenario,
     "poison": poison_scenario,
+    "pay_verified": pay_verified_scenario,
+    "pay_unverified": pay_unverified_scenario,
+    "trip": trip_scenario,
 }
 
 
@@ -264,6 +380,16 @@ def run_one(opts: argparse.Namespace) -> int:
                 }
             )
             return FAILED_EXIT
+        except stalwart.NeedsAttention as exc:
+            _emit(
+                {
+                    "status": "needs_attention",
+                    "error": str(exc),
+                    "reason": exc.reason,
+                    "workflow_id": exc.workflow_id,
+                }
+            )
+            return NEEDS_ATTENTION_EXIT
         _emit({"status": "completed", "result": result, "elapsed": time.monotonic() - started})
     return 0
 

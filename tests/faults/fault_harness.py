@@ -21,16 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from crash_agent import FAILED_EXIT
+from crash_agent import FAILED_EXIT, NEEDS_ATTENTION_EXIT
 
 import stalwart
 
 __all__ = [
     "AGENT",
     "FAILED_EXIT",
+    "NEEDS_ATTENTION_EXIT",
     "Exited",
     "Harness",
     "WorkerHarness",
+    "cli",
     "completed_twice",
     "step_entries",
 ]
@@ -251,6 +253,7 @@ class WorkerHarness:
         lease_seconds: float = 30.0,
         hang: Sequence[str] = (),
         ready: bool = True,
+        max_recoveries: int | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start a worker process; with ``ready`` wait until it is about to serve."""
         cmd = [
@@ -263,6 +266,8 @@ class WorkerHarness:
             "--lease-seconds",
             str(lease_seconds),
         ]
+        if max_recoveries is not None:
+            cmd += ["--max-recoveries", str(max_recoveries)]
         for step in hang:
             cmd += ["--hang", step]
         out = self.workdir / f"worker-{len(self._workers)}.out"
@@ -369,6 +374,19 @@ class WorkerHarness:
     def counts(self, workflow_id: str) -> Counter[str]:
         """How many times each step of ``workflow_id`` actually executed."""
         return Counter(line["step"] for line in self.executions(workflow_id))
+
+
+def cli(url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m stalwart --url URL ARGS...`` in a new process, as an operator would."""
+    return subprocess.run(
+        [sys.executable, "-m", "stalwart", "--url", url, *args],
+        cwd=cwd,
+        env=Harness._env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_WAIT_S,
+        check=False,
+    )
 
 
 def completed_twice(app: stalwart.Stalwart, workflow_id: str) -> list[Any]:

@@ -13,8 +13,8 @@ test kills the process: a worker started without ``--hang`` runs the same step t
 
 Two more side stores play the world outside the engine:
 
-* ``WORKDIR/downstream.db``, a fake payment service that dedups charges by idempotency key and
-  logs every call it receives (``Downstream``);
+* ``WORKDIR/downstream.db``, a fake payment service that dedups charges and refunds by
+  idempotency key and logs every call it receives (``Downstream``);
 * ``WORKDIR/intervals.db``, where each ``link`` step records when it ran and in which process
   (``record_interval``), to check that no two workers ever execute one run at once.
 """
@@ -38,9 +38,10 @@ from crash_agent import Recorder
 
 import stalwart
 
-__all__ = ["Downstream", "WorkerRecorder", "declare", "intervals", "main"]
+__all__ = ["POISON_EXIT", "Downstream", "WorkerRecorder", "declare", "intervals", "main"]
 
 SIDE_DB_TIMEOUT = 30.0
+POISON_EXIT = 137  # how ``poison_pill`` ends its worker: os._exit(137), as an OOM kill reports
 
 
 class WorkerRecorder(Recorder):
@@ -93,6 +94,14 @@ class Downstream:
             "CREATE TABLE IF NOT EXISTS calls (n INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT,"
             " order_id TEXT, amount INTEGER, pid INTEGER, at REAL)"
         )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS refunds (n INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " key TEXT UNIQUE NOT NULL, charge_id TEXT, pid INTEGER, at REAL)"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS refund_calls (n INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " key TEXT, charge_id TEXT, pid INTEGER, at REAL)"
+        )
         return conn
 
     def charge(self, key: str, order_id: str, amount: int) -> str:
@@ -113,6 +122,51 @@ class Downstream:
             ).fetchone()
             conn.execute("COMMIT")
             return str(charge_id)
+        finally:
+            conn.close()
+
+    def find(self, key: str) -> str | None:
+        """The charge id of ``key``'s charge, or ``None``: a read, not a call (for ``verify``)."""
+        conn = self._conn()
+        try:
+            row = conn.execute("SELECT charge_id FROM charges WHERE key = ?", (key,)).fetchone()
+            return None if row is None else str(row[0])
+        finally:
+            conn.close()
+
+    def refund(self, key: str, charge_id: str) -> None:
+        """Undo a charge: every call is logged in ``refund_calls``; the refund itself (a row of
+        ``refunds``) happens once per key, like a charge."""
+        conn = self._conn()
+        try:
+            now = time.time()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute(
+                "INSERT INTO refund_calls (key, charge_id, pid, at) VALUES (?, ?, ?, ?)",
+                (key, charge_id, os.getpid(), now),
+            )
+            conn.execute(
+                "INSERT OR IGNORE INTO refunds (key, charge_id, pid, at) VALUES (?, ?, ?, ?)",
+                (key, charge_id, os.getpid(), now),
+            )
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    def refunds(self) -> list[tuple[Any, ...]]:
+        """``(key, charge_id)`` of every refund, in the order they happened."""
+        conn = self._conn()
+        try:
+            return conn.execute("SELECT key, charge_id FROM refunds ORDER BY n").fetchall()
+        finally:
+            conn.close()
+
+    def refund_calls(self) -> list[tuple[Any, ...]]:
+        """``(key, charge_id, pid)`` of every refund call received, in order."""
+        conn = self._conn()
+        try:
+            query = "SELECT key, charge_id, pid FROM refund_calls ORDER BY n"
+            return conn.execute(query).fetchall()
         finally:
             conn.close()
 
@@ -292,7 +346,56 @@ def declare(app: stalwart.Stalwart, rec: WorkerRecorder) -> dict[str, Any]:
     def parked_agent(tag: str) -> dict[str, Any]:
         return {"tag": tag, "payload": done(stalwart.wait_for_event("go"))}
 
+    # -- a poison step: it ends its worker's process on every attempt ----------------------
+
+    @app.step(name="warm_up")
+    def warm_up(tag: str) -> str:
+        rec.executed("warm_up")
+        return f"warm-{tag}"
+
+    # A budget far beyond max_recoveries: the crash loop must be stopped by the recoveries.
+    @app.step(name="poison_pill", retry=stalwart.Retry(max_attempts=100, initial_delay=0))
+    def poison_pill(warm: str) -> str:
+        rec.executed("poison_pill")
+        os._exit(POISON_EXIT)  # a hard crash: no exception, no cleanup, no finally
+
+    @app.workflow(name="poison_agent")
+    def poison_agent(tag: str) -> str:
+        return poison_pill(warm_up(tag))
+
+    # -- a dead-lettered run: a step fails while WORKDIR/broken-<WORKFLOW_ID> exists ---------
+
+    @app.step(name="fetch_ticket")
+    def fetch_ticket(ticket: str) -> dict[str, Any]:
+        rec.executed("fetch_ticket")
+        return {"ticket": ticket, "amount": 42}
+
+    @app.step(name="classify")
+    def classify(info: dict[str, Any]) -> str:
+        rec.executed("classify")
+        return "refund" if info["amount"] < 100 else "escalate"
+
+    @app.step(name="file_refund", retry=stalwart.Retry(max_attempts=2, initial_delay=0))
+    def file_refund(info: dict[str, Any], label: str) -> str:
+        rec.executed("file_refund")
+        if (rec.workdir / f"broken-{stalwart.workflow_id()}").exists():
+            raise ConnectionError("refund API down")
+        return f"{label}-{info['ticket']}-{info['amount']}"
+
+    @app.step(name="notify_customer")
+    def notify_customer(refund_id: str) -> str:
+        rec.executed("notify_customer")
+        return f"told customer about {refund_id}"
+
+    @app.workflow(name="redrive_agent")
+    def redrive_agent(ticket: str) -> dict[str, Any]:
+        info = fetch_ticket(ticket)
+        refund_id = file_refund(info, classify(info))
+        return {"refund": refund_id, "notice": notify_customer(refund_id)}
+
     return {
+        "poison_agent": poison_agent,
+        "redrive_agent": redrive_agent,
         "charge_agent": charge_agent,
         "approval_agent": approval_agent,
         "sleepy_agent": sleepy_agent,

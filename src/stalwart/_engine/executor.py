@@ -15,7 +15,7 @@ from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, f
 from .._serde import UnsupportedValue, decode
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
-from .compensation import CompensationFailed, run_compensations
+from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 
 if TYPE_CHECKING:
@@ -103,6 +103,10 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     """Run the workflow from the top; record how it ended unless the lease was lost."""
     wf, wid = inv.wf, inv.workflow_id
     try:
+        pending = core.store.rollback_in_progress(wid)
+        if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
+            state = decode(pending)
+            return _roll_back(core, inv, state["then"], state["detail"], None, started=True)
         args, kwargs = _decode_input(core, wid, stored_input)
         try:
             runner = _run_async if wf.is_async else _run_sync
@@ -162,12 +166,32 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
 
 
 def _roll_back(
-    core: Core, inv: Invocation, status: str, detail: str, exc: BaseException | None
+    core: Core,
+    inv: Invocation,
+    status: str,
+    detail: str,
+    exc: BaseException | None,
+    *,
+    started: bool = False,
 ) -> Outcome:
     """Run the compensations of completed steps, then end the run as ``status``; a
-    compensation that exhausts its retries sends it to an operator instead."""
+    compensation that exhausts its retries sends it to an operator instead. A rollback is
+    journaled before its first compensation, so a recovery finishes it instead of replaying
+    the workflow (whose compensated steps would otherwise run again)."""
     try:
         with inv.journaling():
+            if not started and _has_compensations(core, inv):
+                now = core.clock.time()
+                inv.append(
+                    Entry(
+                        kind="run",
+                        name="rolling_back",
+                        status=COMPLETED,
+                        started_at=now,
+                        finished_at=now,
+                        output=core.codec.encode({"then": status, "detail": detail}),
+                    )
+                )
             run_compensations(core, inv)
     except CompensationFailed as failure:
         reason = str(failure)
@@ -182,6 +206,10 @@ def _roll_back(
         )
         return _finish(core, inv, NEEDS_ATTENTION, output=None, error=error, exc=failure)
     return _finish(core, inv, status, output=None, error=detail, exc=exc)
+
+
+def _has_compensations(core: Core, inv: Invocation) -> bool:
+    return bool(pending_compensations(core.store.compensation_plan(inv.workflow_id)))
 
 
 def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:

@@ -321,5 +321,8 @@ class Store(Protocol):
     ) -> bool:
         """Create a run whose journal reuses rows of ``source``."""
 
+    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
+        """What a started rollback will end as, unless a retry came after it."""
+
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""

@@ -779,3 +779,10 @@ class SQLiteStore:
             return True
 
         return self._write(work)
+
+    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
+        """The output of the run's last 'rolling_back' entry, unless a retry came after it."""
+        rows = self._rows("rollback_state", {"workflow_id": workflow_id})
+        if not rows or rows[0][0] != "rolling_back" or rows[0][1] is None:
+            return None
+        return self.load_payload(bytes(rows[0][1]))

@@ -250,3 +250,9 @@ INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, st
 SELECT :new_id, seq, position, kind, name, 'reused', attempt, started_at, finished_at, input,
        output, NULL, :by, compensable
 FROM journal WHERE id = :id;
+
+-- name: rollback_state
+SELECT name, output FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NULL
+  AND ((kind = 'run' AND name = 'rolling_back') OR (kind = 'operator' AND name = 'retry'))
+ORDER BY id DESC LIMIT 1;
