@@ -105,3 +105,31 @@ def test_operator_commands(tmp_path: Path) -> None:
         assert ops == {("approve", "ana"), ("cancel", "oncall")}
     finished = _cli("--url", url, "cancel", "i2", cwd=tmp_path)
     assert finished.returncode == 1 and "nothing to cancel" in finished.stderr
+
+
+def test_fork_from_the_command_line(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fork.db'}"
+    with stalwart.Stalwart(url) as app:
+
+        @app.step(name="pay", irreversible=True)
+        def pay() -> str:
+            return "paid"
+
+        @app.step(name="report")
+        def report(x: str) -> str:
+            return x.upper()
+
+        @app.workflow(name="flow")
+        def flow() -> str:
+            return report(pay())
+
+        app.run(flow, workflow_id="src")
+    refused = _cli("--url", url, "fork", "src", "--from", "1", cwd=tmp_path)
+    assert refused.returncode == 1 and "irreversible" in refused.stderr
+    forked = _cli(
+        "--url", url, "fork", "src", "--from", "2", "--new-id", "copy", "--by", "dev", cwd=tmp_path
+    )
+    assert forked.returncode == 0 and "copy" in forked.stdout
+    shown = _cli("--url", url, "show", "src", cwd=tmp_path)
+    assert "fork" in shown.stdout and "by dev" in shown.stdout
+    assert _cli("--url", url, "fork", "src", cwd=tmp_path).returncode == 2  # --from is required
