@@ -296,6 +296,13 @@ def _failed_for_good(index: list[IndexRow]) -> list[IndexRow]:
     return failed
 
 
+_SYNC_IRREVERSIBLE_TIMEOUT = (
+    "an irreversible step with timeout= must be 'async def': a sync step cannot be stopped, "
+    "so its abandoned attempt could still take effect after the next one; drop timeout= or "
+    "make the step async"
+)
+
+
 def _loop_running() -> bool:
     try:
         asyncio.get_running_loop()
@@ -428,6 +435,13 @@ class Stalwart:
         name: str | None = None,
     ) -> Any:
         """Declare a step: journaled when called inside a workflow, retried by ``retry``."""
+        if (
+            irreversible
+            and timeout is not None
+            and fn is not None
+            and not (inspect.iscoroutinefunction(fn))
+        ):
+            raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
         if verify is not None and not irreversible:
             raise ValueError("verify= checks an irreversible step: add irreversible=True")
         if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
@@ -444,6 +458,8 @@ class Stalwart:
         def decorate(func: Any) -> Any:
             if not callable(func):
                 raise TypeError("@app.step decorates a function")
+            if irreversible and timeout is not None and not inspect.iscoroutinefunction(func):
+                raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
             policy = retry or Retry()
             if irreversible and verify is None:
                 # Never re-executed blindly: without verify there is no second attempt.
@@ -455,6 +471,7 @@ class Stalwart:
                 irreversible=bool(irreversible),
                 verify=verify,
                 compensate=compensate,
+                undo_retry=retry or Retry(),
                 timeout=None if timeout is None else float(timeout),
                 output=output,
                 is_async=inspect.iscoroutinefunction(func),
@@ -1065,29 +1082,11 @@ class Stalwart:
             )
         now = self._core.clock.time()
         who = _who(by)
-        entries = [
-            Entry(
-                kind="step",
-                name=rec.name,
-                status=FAILED,
-                seq=rec.seq,
-                position=rec.position,
-                attempt=0,
-                started_at=now,
-                finished_at=now,
-                error=json.dumps(
-                    {
-                        "type": "Redriven",
-                        "message": f"retried by {who}",
-                        "final": False,
-                        "retry_at": None,
-                    }
-                ),
-            )
-            for rec in _failed_for_good(self._core.store.replay_index(workflow_id))
-        ]
-        if error.get("type") == "CompensationFailed":  # the rollback gets a fresh budget
-            entries.append(
+        rollback = self._core.store.rollback_in_progress(workflow_id)
+        if error.get("type") == "CompensationFailed" and rollback is not None:
+            # Continue the rollback, not the run: its compensation gets a fresh budget and
+            # the next invocation goes straight back to the compensations still to do.
+            entries = [
                 Entry(
                     kind="compensation",
                     name="reset",
@@ -1099,18 +1098,35 @@ class Stalwart:
                     error=json.dumps(
                         {"type": "Redriven", "message": f"retried by {who}", "final": False}
                     ),
+                ),
+                self._operator("retry", now, who, {"from_status": row.status}),
+                _lifecycle("rolling_back", now, output=rollback),
+            ]
+        else:
+            entries = [
+                Entry(
+                    kind="step",
+                    name=rec.name,
+                    status=FAILED,
+                    seq=rec.seq,
+                    position=rec.position,
+                    attempt=0,
+                    started_at=now,
+                    finished_at=now,
+                    error=json.dumps(
+                        {
+                            "type": "Redriven",
+                            "message": f"retried by {who}",
+                            "final": False,
+                            "retry_at": None,
+                        }
+                    ),
                 )
-            )
-        entries.append(self._operator("retry", now, who, {"from_status": row.status}))
+                for rec in _failed_for_good(self._core.store.replay_index(workflow_id))
+            ]
+            entries.append(self._operator("retry", now, who, {"from_status": row.status}))
         if not self._core.store.redrive(workflow_id, now=now, entries=entries):
             raise ValueError(f"run {workflow_id!r} changed while it was being retried; look again")
-        if error.get("then") == CANCELLED:  # a cancelled run's rollback goes on, not the run
-            self._core.store.cancel_run(
-                workflow_id,
-                now=now,
-                error=row.error or "",
-                entry=self._operator("cancel", now, who, {"continuing": "rollback"}),
-            )
         self._core.wakeup.set()
         log.info("run %s: retried by %s", workflow_id, who)
 

@@ -61,6 +61,7 @@ class StepDef:
     irreversible: bool = False
     verify: Callable[..., Any] | None = None
     compensate: Callable[..., Any] | None = None
+    undo_retry: Retry | None = None  # the declared policy, for the compensation
     signature: inspect.Signature = field(init=False)
     check_arguments: ArgumentCheck = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)

@@ -29,6 +29,13 @@ import stalwart
 
 pytestmark = pytest.mark.timeout(60)
 
+
+def undo(charge: tuple[str, str]) -> tuple[str, str]:
+    """A compensation's idempotency key is its step's key followed by /undo."""
+    key, charge_id = charge
+    return f"{key}/undo", charge_id
+
+
 BOOKINGS = ["flight", "hotel", "car"]  # booked in this order, so undone car, hotel, flight
 
 
@@ -53,7 +60,7 @@ def test_a_rollback_killed_midway_continues_where_it_stopped(agent: Harness, kil
     charges = {order.split(":")[1]: (key, cid) for key, cid, order, _ in downstream.charges()}
     assert sorted(charges) == sorted(BOOKINGS)
     # The killed compensation's refund happened downstream; the journal does not know it.
-    assert downstream.refunds() == [charges[kind] for kind in done_before]
+    assert downstream.refunds() == [undo(charges[kind]) for kind in done_before]
     with agent.app() as app:
         assert app.handle(wid).status() == "running"
         done = [(e.name, e.status) for e in app.journal(wid) if e.kind == "compensation"]
@@ -72,9 +79,9 @@ def test_a_rollback_killed_midway_continues_where_it_stopped(agent: Harness, kil
     assert len(downstream.calls()) == 3  # one charge call per booking, ever
     # Each booking was refunded exactly once downstream (the refund is idempotent by the
     # step's key), newest first; only the killed compensation called twice.
-    assert downstream.refunds() == [charges[kind] for kind in undo_order]
+    assert downstream.refunds() == [undo(charges[kind]) for kind in undo_order]
     calls = Counter(key for key, _cid, _pid in downstream.refund_calls())
-    assert calls == {charges[kind][0]: 1 + (kind == kill_in) for kind in BOOKINGS}
+    assert calls == {undo(charges[kind])[0]: 1 + (kind == kill_in) for kind in BOOKINGS}
 
     with agent.app() as app:
         assert app.handle(wid).status() == "failed"

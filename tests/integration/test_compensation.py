@@ -117,3 +117,80 @@ def test_a_compensated_step_runs_again_after_retry(app: stalwart.Stalwart) -> No
     assert app.run(order, workflow_id="o4") == "shipped"
     assert log.count("reserve book") == 2 and log.count("charge 30") == 2
     assert log.count("note") == 1  # not compensable, not undone: replayed
+
+
+def test_retry_after_an_exhausted_compensation_continues_the_rollback(
+    app: stalwart.Stalwart,
+) -> None:
+    log: list[str] = []
+    fail = {"cancel_flight": True}
+    keys: list[str] = []
+
+    def cancel_flight(result: str) -> None:
+        keys.append(stalwart.idempotency_key())
+        if fail["cancel_flight"]:
+            raise ConnectionError("airline API down")
+        log.append("cancel flight")
+
+    @app.step(name="flight", compensate=cancel_flight, retry=stalwart.Retry.never())
+    def flight() -> str:
+        log.append("book flight")
+        return "f"
+
+    @app.step(name="hotel", compensate=lambda result: log.append("cancel hotel"))
+    def hotel() -> str:
+        log.append("book hotel")
+        return "h"
+
+    @app.step(name="car", retry=stalwart.Retry.never())
+    def car() -> str:
+        raise RuntimeError("no cars")
+
+    @app.workflow(name="trip")
+    def trip() -> None:
+        flight()
+        hotel()
+        car()
+
+    with pytest.raises(stalwart.NeedsAttention, match="compensation of step 'flight'"):
+        app.run(trip, workflow_id="t1")
+    fail["cancel_flight"] = False
+    app.retry("t1")
+    with pytest.raises(stalwart.WorkflowFailed, match="no cars"):
+        app.run(trip, workflow_id="t1")
+    assert log == ["book flight", "book hotel", "cancel hotel", "cancel flight"]
+    assert keys[0].endswith("/0/undo")  # the undo is a different request from the booking
+
+
+def test_verify_that_raises_leaves_the_step_to_an_operator(app: stalwart.Stalwart) -> None:
+    crash = {"on": True}
+
+    def broken_verify(order: str) -> str | None:
+        raise ConnectionError("status API down")
+
+    @app.step(name="pay", irreversible=True, verify=broken_verify)
+    def pay(order: str) -> str:
+        if crash["on"]:
+            raise KeyboardInterrupt
+        return "paid"
+
+    @app.workflow(name="w")
+    def w() -> str:
+        try:
+            return pay("o-1")
+        except Exception as exc:  # user code cannot swallow it
+            return f"swallowed {exc}"
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(w, workflow_id="v1")
+    with pytest.raises(stalwart.NeedsAttention, match="verify raised ConnectionError"):
+        app.run(w, workflow_id="v1")
+    app.resolve("v1", 1, result="paid-by-hand")
+    assert app.run(w, workflow_id="v1") == "paid-by-hand"
+
+
+def test_a_sync_irreversible_step_cannot_have_a_timeout(app: stalwart.Stalwart) -> None:
+    with pytest.raises(ValueError, match="async def"):
+
+        @app.step(irreversible=True, timeout=1)
+        def click() -> None: ...

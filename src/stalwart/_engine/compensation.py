@@ -105,7 +105,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
     while True:
         attempt += 1
         started = core.clock.time()
-        scope = StepScope(inv, step.name, undo.seq, undo.position, attempt)
+        scope = StepScope(inv, step.name, undo.seq, undo.position, attempt, suffix="/undo")
         token = CURRENT_STEP.set(scope)
         try:
             outcome = step.compensate(result, *undo.args, **undo.kwargs)
@@ -143,7 +143,8 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             _append(core, inv, entries)
             log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
             return
-        final = not step.retry.should_retry(error, attempt)
+        policy = step.undo_retry or step.retry
+        final = not policy.should_retry(error, attempt)
         detail = {"type": type(error).__name__, "message": str(error), "final": final}
         _append(core, inv, [Entry(status="failed", error=json.dumps(detail), **base)])
         if final:
@@ -153,7 +154,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
                 "retry the run to continue the rollback",
                 seq=undo.seq,
             )
-        core.clock.sleep(step.retry.delay(attempt, core.rng))
+        core.clock.sleep(policy.delay(attempt, core.rng))
 
 
 async def _await(outcome: Any) -> Any:

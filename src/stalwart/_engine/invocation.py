@@ -56,11 +56,13 @@ class StepScope:
     position: str
     attempt: int
     last_beat: float = 0.0
+    suffix: str = ""
 
     @property
     def idempotency_key(self) -> str:
-        """Stable across attempts and recoveries: the run id and the call's position."""
-        return f"{self.invocation.workflow_id}/{self.position}"
+        """Stable across attempts and recoveries: the run id and the call's position (and
+        ``/undo`` for the step's compensation, a different request downstream)."""
+        return f"{self.invocation.workflow_id}/{self.position}{self.suffix}"
 
 
 CURRENT_RUN: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(

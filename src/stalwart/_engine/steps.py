@@ -28,7 +28,7 @@ SCHEDULED, IN_DOUBT, COMPENSATED = "scheduled", "in_doubt", "compensated"
 
 def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-    text = "(" + ", ".join(parts) + ")"
+    text = "(" + ", ".join(parts) + ")"  # a call, not a tuple: ('b') for one argument
     return text if len(text) <= 300 else text[:297] + "...)"
 
 
@@ -96,6 +96,16 @@ class StepCall:
         token = CURRENT_STEP.set(self.scope())
         try:
             return self.step.verify(*self.args, **self.kwargs)
+        except Exception as exc:
+            key = f"{self.inv.workflow_id}/{self.position}"
+            raise InDoubt(
+                f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect, "
+                f"and its verify raised {type(exc).__name__}: {exc}. It was called with "
+                f"{_describe(self.args, self.kwargs)} and idempotency key {key!r}. Check the "
+                f"effect downstream, then call app.resolve({self.inv.workflow_id!r}, "
+                f"{self.seq}, result=...) or rerun=True",
+                seq=self.seq,
+            ) from exc
         finally:
             CURRENT_STEP.reset(token)
 
