@@ -282,8 +282,9 @@ def _fork_plan(
     return sorted(reuse), sorted(again)
 
 
-def _failed_for_good(index: list[IndexRow]) -> list[IndexRow]:
-    """The step positions whose latest journal row is a final failure."""
+def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
+    """The step positions whose latest journal row is a final failure (and, for a poison run,
+    ``interrupted``, the steps whose crashes used up its recoveries)."""
     latest: dict[str, IndexRow] = {}
     for row in index:
         latest[row.position] = row
@@ -291,7 +292,9 @@ def _failed_for_good(index: list[IndexRow]) -> list[IndexRow]:
     for row in latest.values():
         if row.kind == "step" and row.status == FAILED and row.error:
             with contextlib.suppress(ValueError):
-                if json.loads(row.error).get("final"):
+                detail = json.loads(row.error)
+                crashed = interrupted and detail.get("type") == "AttemptInterrupted"
+                if detail.get("final") or crashed:
                     failed.append(row)
     return failed
 
@@ -1122,7 +1125,10 @@ class Stalwart:
                         }
                     ),
                 )
-                for rec in _failed_for_good(self._core.store.replay_index(workflow_id))
+                for rec in _failed_for_good(
+                    self._core.store.replay_index(workflow_id),
+                    interrupted=error.get("type") == "WorkerCrashed",
+                )
             ]
             entries.append(self._operator("retry", now, who, {"from_status": row.status}))
         if not self._core.store.redrive(workflow_id, now=now, entries=entries):

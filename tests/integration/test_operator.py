@@ -262,3 +262,32 @@ def test_fork_reuses_the_journal_and_refuses_to_repeat_irreversible_steps(
     assert calls["send"] == 2
     notes = [e.input for e in app.journal("f0") if e.kind == "operator"]
     assert {"new_id": "f1", "from_seq": 3} in notes
+
+
+def test_retry_of_a_poison_run_gives_its_step_a_fresh_budget(store_url: str) -> None:
+    crashes = {"left": 3}
+    attempts: list[int] = []
+
+    with stalwart.Stalwart(store_url, max_recoveries=2) as app:
+
+        @app.step(name="parse", retry=stalwart.Retry(max_attempts=10, initial_delay=0))
+        def parse() -> str:
+            attempts.append(stalwart.attempt())
+            if crashes["left"] > 0:
+                crashes["left"] -= 1
+                raise KeyboardInterrupt  # stands in for os._exit (tests/faults does that)
+            return "parsed"
+
+        @app.workflow(name="ingest")
+        def ingest() -> str:
+            return parse()
+
+        for _ in range(2):
+            with pytest.raises(KeyboardInterrupt):
+                app.run(ingest, workflow_id="p")
+        with pytest.raises(stalwart.WorkflowFailed, match="crashed its worker 2 times"):
+            app.run(ingest, workflow_id="p")
+        crashes["left"] = 0
+        app.retry("p")
+        assert app.run(ingest, workflow_id="p") == "parsed"
+        assert attempts[-1] == 1  # a fresh budget, not attempt 4 of the old one
