@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import threading
 import time
@@ -298,3 +299,23 @@ def test_a_worker_executes_started_runs(tmp_path: Path) -> None:
         worker.stop()
         thread.join(timeout=10)
         assert not thread.is_alive()
+
+
+def test_code_that_swallows_a_wait_cannot_go_on(app: stalwart.Stalwart) -> None:
+    calls = Counter[str]()
+
+    @app.step
+    def after() -> None:
+        calls["after"] += 1
+
+    @app.workflow
+    def careless() -> str:
+        with contextlib.suppress(BaseException):  # wrong, but it must not skip the wait
+            stalwart.wait_for_event("go")
+        after()
+        return "done"
+
+    later(0.2, lambda: app.send_event("sw", "go"))
+    assert app.run(careless, workflow_id="sw") == "done"
+    assert calls["after"] == 1
+    assert "suspended" in lifecycle(app, "sw")

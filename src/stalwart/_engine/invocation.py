@@ -188,6 +188,11 @@ class Invocation:
         if self.deadline is not None and self.core.clock.time() >= self.deadline:
             raise Cancel("its deadline passed")
 
+    def suspend(self, *, wake_at: float | None, waiting_for: str | None) -> Suspend:
+        """The signal that unwinds the run; sticky, so code that catches it cannot go on."""
+        self.suspended = Suspend(wake_at=wake_at, waiting_for=waiting_for)
+        return self.suspended
+
     def abort(self, error: Exception, *, attention: bool) -> Abort:
         """Make ``error`` sticky: every later call in this invocation raises it again."""
         self.fatal = Abort(error, attention=attention)

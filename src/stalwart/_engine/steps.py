@@ -12,7 +12,7 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
-from .._signals import EngineSignal, InDoubt, Suspend
+from .._signals import EngineSignal, InDoubt
 from .._store import Entry
 from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
 
@@ -377,14 +377,14 @@ async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs:
 def _back_off(inv: Invocation, call: StepCall, seconds: float) -> None:
     """Wait before the next attempt: in this thread if short, else as a durable timer."""
     if seconds > DURABLE_BACKOFF_SECONDS:
-        raise Suspend(wake_at=call.retry_at, waiting_for=None)
+        raise inv.suspend(wake_at=call.retry_at, waiting_for=None)
     if seconds > 0:
         inv.core.clock.sleep(seconds)
 
 
 async def _backoff(inv: Invocation, call: StepCall, seconds: float) -> None:
     if seconds > DURABLE_BACKOFF_SECONDS:
-        raise Suspend(wake_at=call.retry_at, waiting_for=None)
+        raise inv.suspend(wake_at=call.retry_at, waiting_for=None)
     if seconds > 0:
         await asyncio.to_thread(inv.core.clock.sleep, seconds)
 

@@ -119,7 +119,7 @@ class _Wait:
         return winner, data
 
     def suspend(self, wake_at: float | None, waiting_for: str | None) -> Suspend:
-        return Suspend(wake_at=wake_at, waiting_for=waiting_for)
+        return self.inv.suspend(wake_at=wake_at, waiting_for=waiting_for)
 
 
 def _decision(row: ApprovalRow) -> dict[str, Any]:
