@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -220,37 +220,41 @@ class Handle:
     def result(self, timeout: float | None = None) -> Any:
         """Wait until the run is terminal and return its result (or raise its failure)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.01
-        while True:
+        for pause in _pauses(deadline):
             row = self._app._row(self.workflow_id)
-            if row.status in TERMINAL:
+            if self._finished(row, deadline, timeout):
                 return self._app._outcome(row)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"run {self.workflow_id!r} is still {row.status} after {timeout}s"
-                )
-            pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
             time.sleep(pause)
-            delay = min(delay * 2, 0.5)
+        raise AssertionError("unreachable")
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`result`, without blocking the event loop."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.01
-        while True:
+        for pause in _pauses(deadline):
             row = await asyncio.to_thread(self._app._row, self.workflow_id)
-            if row.status in TERMINAL:
+            if self._finished(row, deadline, timeout):
                 return self._app._outcome(row)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"run {self.workflow_id!r} is still {row.status} after {timeout}s"
-                )
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.5)
+            await asyncio.sleep(pause)
+        raise AssertionError("unreachable")
+
+    def _finished(self, row: RunRow, deadline: float | None, timeout: float | None) -> bool:
+        if row.status in TERMINAL:
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"run {self.workflow_id!r} is still {row.status} after {timeout}s")
+        return False
 
     def cancel(self) -> None:
         """Cancel the run: at once if it waits, else at its next step boundary."""
         self._app.cancel(self.workflow_id)
+
+
+def _pauses(deadline: float | None) -> Iterator[float]:
+    """Polling pauses: doubling from 10 ms to 0.5 s, never past ``deadline``."""
+    delay = 0.01
+    while True:
+        yield delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+        delay = min(delay * 2, 0.5)
 
 
 def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:

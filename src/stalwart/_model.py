@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "ACTIVE",
     "TERMINAL",
     "Approval",
     "ApprovalRequest",
@@ -25,7 +24,6 @@ COMPLETED, FAILED, CANCELLED, NEEDS_ATTENTION = (
     "needs_attention",
 )
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
-ACTIVE = frozenset({PENDING, RUNNING, SUSPENDED})
 STATUSES = (PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, CANCELLED, NEEDS_ATTENTION)
 
 

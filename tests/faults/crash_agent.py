@@ -45,8 +45,9 @@ class Recorder:
         self.log = workdir / "executions.log"
         self.hang = set(hang)
 
-    def executed(self, step: str) -> None:
-        """Append (and fsync) one line: this step really ran, with its attempt and key."""
+    def executed(self, step: str, **details: Any) -> None:
+        """Append (and fsync) one line: this step really ran, with its attempt, key, the wall
+        time and any ``details``."""
         line = json.dumps(
             {
                 "wid": stalwart.workflow_id(),
@@ -54,6 +55,8 @@ class Recorder:
                 "attempt": stalwart.attempt(),
                 "key": stalwart.idempotency_key(),
                 "pid": os.getpid(),
+                "at": time.time(),
+                **details,
             }
         )
         fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -44,27 +44,7 @@ SIDE_DB_TIMEOUT = 30.0
 POISON_EXIT = 137  # how ``poison_pill`` ends its worker: os._exit(137), as an OOM kill reports
 
 
-class WorkerRecorder(Recorder):
-    """:class:`crash_agent.Recorder` with the wall time and arbitrary details on each line."""
-
-    def executed(self, step: str, **details: Any) -> None:  # type: ignore[override]
-        line = json.dumps(
-            {
-                "wid": stalwart.workflow_id(),
-                "step": step,
-                "attempt": stalwart.attempt(),
-                "key": stalwart.idempotency_key(),
-                "pid": os.getpid(),
-                "at": time.time(),
-                **details,
-            }
-        )
-        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+WorkerRecorder = Recorder  # the worker scenarios log the same lines
 
 
 def _connect(path: Path) -> sqlite3.Connection:
