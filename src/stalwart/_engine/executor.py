@@ -103,7 +103,8 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     """Run the workflow from the top; record how it ended unless the lease was lost."""
     wf, wid = inv.wf, inv.workflow_id
     try:
-        pending = core.store.rollback_in_progress(wid)
+        # A rollback implies recorded steps: a run that has none skips the lookup.
+        pending = core.store.rollback_in_progress(wid) if inv.recorded else None
         if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
             state = decode(pending)
             return _roll_back(core, inv, state["then"], state["detail"], None, started=True)
