@@ -33,7 +33,6 @@ from ._errors import (
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowNotFound,
-    not_built,
 )
 from ._leases import holder_is_gone, new_owner
 from ._model import (
@@ -57,7 +56,7 @@ from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
 from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
-from ._store.base import ApprovalRow, IndexRow
+from ._store.base import ApprovalRow, IndexRow, QueueLimits
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -148,6 +147,7 @@ class Core:
     registry: Registry
     rng: random.Random
     owner: str
+    queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)
@@ -308,6 +308,11 @@ _SYNC_IRREVERSIBLE_TIMEOUT = (
     "so its abandoned attempt could still take effect after the next one; drop timeout= or "
     "make the step async"
 )
+
+
+def _check_queue_name(queue: Any) -> None:
+    if not isinstance(queue, str) or not queue or len(queue) > 200:
+        raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
 
 
 def _loop_running() -> bool:
@@ -515,8 +520,7 @@ class Stalwart:
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
         ):
             raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
-        if queue != "default":
-            raise not_built("@app.workflow(queue=...)", "queues")
+        _check_queue_name(queue)
 
         def decorate(func: Any) -> Any:
             if not callable(func):
@@ -540,8 +544,21 @@ class Stalwart:
         rate: int | None = None,
         period: float = 1.0,
     ) -> None:
-        """Declare a queue's limits (arrives with queues)."""
-        raise not_built("app.queue(...)", "queues")
+        """Declare a queue's limits, which every worker of this app applies fleet-wide.
+
+        At most ``concurrency`` runs of the queue execute at once across all workers (a run
+        suspended on a wait holds no slot), and at most ``rate`` runs start per ``period``
+        seconds. Declaring a queue again replaces its limits.
+        """
+        _check_queue_name(name)
+        for label, value in (("concurrency", concurrency), ("rate", rate)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"app.queue({name!r}): {label}={value!r} must be an int or None")
+            if value is not None and value < 1:
+                raise ValueError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
+        if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
+            raise ValueError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
+        self._core.queues[name] = QueueLimits(concurrency, rate, float(period))
 
     # -- starting and running -------------------------------------------------------------
 
@@ -578,10 +595,10 @@ class Stalwart:
     ) -> Handle:
         """Record a ``pending`` run for a worker to execute; an existing id returns its handle."""
         definition = self._definition(wf)
-        if queue not in (None, "default"):
-            raise not_built("app.start(queue=...)", "queues")
-        if priority != 0:
-            raise not_built("app.start(priority=...)", "queues")
+        if queue is not None:
+            _check_queue_name(queue)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
         payload = self._encode_args(definition, args, kwargs)
         wid = workflow_id or uuid.uuid4().hex
         now = self._core.clock.time()
@@ -589,8 +606,8 @@ class Stalwart:
             workflow_id=wid,
             name=definition.name,
             status=PENDING,
-            queue=definition.queue,
-            priority=0,
+            queue=definition.queue if queue is None else queue,
+            priority=priority,
             input=payload,
             now=now,
             owner=None,
@@ -743,6 +760,7 @@ class Stalwart:
             entry=_lifecycle("resumed", now, output=detail),
             recovery=recovering,
             holder_gone=holder is not None and holder_is_gone(holder),
+            limits=core.queues.get(row.queue),
         )
         if not taken:
             return None
@@ -894,7 +912,8 @@ class Stalwart:
 
     def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
         """Run a worker in this process until SIGINT/SIGTERM: it claims runs of this app's
-        workflows from ``queues`` (default: ``default``), at most ``concurrency`` at once.
+        workflows from ``queues`` (default: ``default``, every queue declared with
+        :meth:`queue` and every queue a workflow names), at most ``concurrency`` at once.
 
         Shutdown is graceful: it stops claiming, lets running steps finish (within
         ``lease_seconds``), gives runs back at their next step boundary and releases the rest.

@@ -52,10 +52,15 @@ class Worker:
         self.app = app
         self.core = app._core
         self.concurrency = concurrency
-        self.queues = list(queues) if queues else ["default"]
+        self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
         self._lock = threading.Lock()
+
+    def _all_queues(self) -> list[str]:
+        """``default``, every declared queue and every queue a workflow names."""
+        named = {wf.queue for wf in self.core.registry.workflows.values()}
+        return sorted({"default", *self.core.queues, *named})
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -106,8 +111,11 @@ class Worker:
             if nudged or version != last_version or now >= next_full:
                 self.core.wakeup.clear()
                 last_version = version
-                self._claim(names, pool)
+                next_start = self._claim(names, pool)
                 next_full = now + self._until_next_wake(names)
+                if next_start is not None:
+                    wait = max(0.0, next_start - self.core.clock.time())
+                    next_full = min(next_full, now + wait)
             if now >= next_scan:
                 next_scan = now + HOST_SCAN_SECONDS
                 self._take_over_dead_holders(names, pool)
@@ -126,23 +134,34 @@ class Worker:
                 del self.active[wid]
             return self.concurrency - len(self.active)
 
-    def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> None:
+    def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> float | None:
+        """Start what this worker has room for; returns when a rate-limited queue that
+        refused a start will next allow one (``None``: no such queue)."""
         free = self._free_slots()
         if free <= 0:
-            return
+            return None
         now = self.core.clock.time()
         candidates = self.core.store.claim_candidates(
             names=names, queues=self.queues, now=now, limit=free * 2
         )
+        refused: set[str] = set()  # queues at their limit: try them again next round
         for workflow_id, _status, _holder in candidates:
             if free <= 0 or self.stopping.is_set():
-                return
+                break
             with self._lock:
                 if workflow_id in self.active:
                     continue
             row = self.core.store.get_run(workflow_id)
-            if row is not None and self._start(row, pool):
+            if row is None or row.queue in refused:
+                continue
+            if self._start(row, pool):
                 free -= 1
+            elif row.queue in self.core.queues:
+                refused.add(row.queue)
+        starts = [
+            self.core.store.next_start(queue, self.core.queues[queue]) for queue in sorted(refused)
+        ]
+        return min((t for t in starts if t is not None), default=None)
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""

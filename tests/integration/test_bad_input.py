@@ -129,22 +129,27 @@ def test_async_step_in_a_sync_workflow(app: stalwart.Stalwart) -> None:
 
 
 @pytest.mark.parametrize(
-    ("decorate", "feature"),
+    ("call", "error", "match"),
     [
-        (lambda app: app.workflow(queue="llm"), "queue"),
+        (lambda app: app.queue(""), ValueError, "non-empty string"),
+        (lambda app: app.queue("llm", concurrency=0), ValueError, "concurrency=0"),
+        (lambda app: app.queue("llm", rate=2.5), TypeError, "rate=2.5"),
+        (lambda app: app.queue("llm", rate=5, period=0), ValueError, "period=0"),
+        (lambda app: app.workflow(queue=""), ValueError, "queue=''"),
+        (lambda app: app.start("agent", queue=7), ValueError, "queue=7"),
+        (lambda app: app.start("agent", priority="high"), TypeError, "priority='high'"),
     ],
 )
-def test_features_not_built_yet_are_refused(
-    app: stalwart.Stalwart, decorate: Any, feature: str
+def test_bad_queue_settings_are_refused_with_what_to_do(
+    app: stalwart.Stalwart, call: Any, error: type[Exception], match: str
 ) -> None:
-    with pytest.raises(NotImplementedError, match=f"{feature}.*not built yet"):
-        decorate(app)
+    @app.workflow(name="agent")
+    def agent() -> int:
+        return 1
 
-
-def test_operator_calls_not_built_yet_are_refused(app: stalwart.Stalwart) -> None:
-    for call in (lambda: app.queue("q"),):
-        with pytest.raises(NotImplementedError, match="not built yet"):
-            call()
+    with pytest.raises(error, match=match):
+        call(app)
+    assert app.list_workflows() == []
 
 
 def test_bad_settings(tmp_path: Path) -> None:

@@ -69,7 +69,7 @@ def test_sqlite_settings(tmp_path: Path) -> None:
 
 
 def test_migrations_are_versioned_and_a_newer_schema_is_refused(tmp_path: Path) -> None:
-    versions = [v for v, _name, _sql in load_migrations("sqlite")]
+    versions = [m.version for m in load_migrations("sqlite")]
     assert versions == list(range(1, len(versions) + 1)) and versions[-1] == SCHEMA_VERSION
     path = tmp_path / "m.db"
     with stalwart.Stalwart(f"sqlite:///{path}"):

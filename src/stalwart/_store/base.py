@@ -11,11 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "RunRow", "Store"]
+__all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "QueueLimits", "RunRow", "Store"]
 
-# Schema versions this code knows; a store may be at most one release ahead of it.
-SCHEMA_VERSION = 5
-OLDEST_COMPATIBLE = 1
+# The schema version this code writes; a store records the oldest code version it serves.
+SCHEMA_VERSION = 6
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A queue's declared limits, applied by every worker of the app."""
+
+    concurrency: int | None = None
+    rate: int | None = None
+    period: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,8 +156,11 @@ class Store(Protocol):
         entry: Entry | None = None,
         recovery: bool = False,
         holder_gone: bool = False,
+        limits: QueueLimits | None = None,
     ) -> tuple[bool, int]:
         """Take the lease of a pending or running run whose owner is still ``expected_owner``.
+
+        With ``limits``, a pending or suspended run starts only within its queue's limits.
 
         Returns whether it was taken and, for a ``recovery``, how many recoveries in a row
         have found the run with no more completed journal entries than the last one did (1
@@ -215,6 +226,9 @@ class Store(Protocol):
 
     def next_wake(self, *, names: list[str]) -> float | None:
         """The earliest ``wake_at`` of a suspended run."""
+
+    def next_start(self, queue: str, limits: QueueLimits) -> float | None:
+        """When the queue's rate next lets a run start (``None``: it has no rate)."""
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (a cheap change detector)."""

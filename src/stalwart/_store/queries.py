@@ -1,13 +1,25 @@
-"""Named SQL queries, loaded from ``sql/<backend>/queries.sql`` (``-- name: x`` blocks)."""
+"""Named SQL queries, loaded from ``sql/<backend>/queries.sql`` (``-- name: x`` blocks), and
+versioned migrations from ``sql/<backend>/migrations/NNNN_name.sql``."""
 
 from __future__ import annotations
 
 import re
 from importlib import resources
+from typing import NamedTuple
 
-__all__ = ["load_migrations", "load_queries"]
+__all__ = ["Migration", "load_migrations", "load_queries"]
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_OLDEST = re.compile(r"^-- oldest-compatible: (\d+)\s*$", re.MULTILINE)
+
+
+class Migration(NamedTuple):
+    """One schema version: its SQL and the oldest code schema version that can use it."""
+
+    version: int
+    name: str
+    sql: str
+    oldest_compatible: int
 
 
 def load_queries(backend: str) -> dict[str, str]:
@@ -17,12 +29,19 @@ def load_queries(backend: str) -> dict[str, str]:
     return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
 
 
-def load_migrations(backend: str) -> list[tuple[int, str, str]]:
-    """``(version, name, sql)`` for every migration file of ``backend``, in version order."""
+def load_migrations(backend: str) -> list[Migration]:
+    """Every migration of ``backend``, in version order.
+
+    A migration that only adds (an expand step) serves the code that served the store before
+    it; one that contracts (drops or changes what older code reads) says so in a
+    ``-- oldest-compatible: N`` line.
+    """
     folder = resources.files(__package__).joinpath("sql", backend, "migrations")
     found = []
     for entry in folder.iterdir():
         match = re.fullmatch(r"(\d{4})_(\w+)\.sql", entry.name)
         if match:
-            found.append((int(match[1]), match[2], entry.read_text("utf-8")))
+            sql = entry.read_text("utf-8")
+            oldest = _OLDEST.search(sql)
+            found.append(Migration(int(match[1]), match[2], sql, int(oldest[1]) if oldest else 1))
     return sorted(found)

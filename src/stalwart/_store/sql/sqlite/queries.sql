@@ -256,3 +256,22 @@ SELECT name, output FROM journal
 WHERE workflow_id = :workflow_id AND seq IS NULL
   AND ((kind = 'run' AND name = 'rolling_back') OR (kind = 'operator' AND name = 'retry'))
 ORDER BY id DESC LIMIT 1;
+
+-- name: run_state
+SELECT status, queue FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: queue_running
+SELECT count(*) FROM runs WHERE status = 'running' AND queue = :queue;
+
+-- name: prune_starts
+DELETE FROM queue_starts WHERE queue = :queue AND started_at <= :since;
+
+-- name: recent_starts
+SELECT count(*) FROM queue_starts WHERE queue = :queue AND started_at > :since;
+
+-- name: record_start
+INSERT INTO queue_starts (queue, started_at) VALUES (:queue, :now);
+
+-- name: nth_latest_start
+SELECT started_at FROM queue_starts WHERE queue = :queue
+ORDER BY started_at DESC LIMIT 1 OFFSET :offset;
