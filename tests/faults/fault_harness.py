@@ -71,9 +71,9 @@ class Exited:
 class Harness:
     """Spawns, kills and reruns agents against one SQLite file."""
 
-    def __init__(self, root: Path) -> None:
-        self.db = root / "runs.db"
-        self.url = f"sqlite:///{self.db}"  # tmp_path is absolute: sqlite:////tmp/...
+    def __init__(self, root: Path, url: str | None = None) -> None:
+        # tmp_path is absolute: sqlite:////tmp/...
+        self.url = url or f"sqlite:///{root / 'runs.db'}"
         self.workdir = root / "work"
         self.workdir.mkdir()
         self.log = self.workdir / "executions.log"
@@ -235,9 +235,9 @@ class WorkerHarness:
     fill up and block a busy worker); ``describe`` shows them when a test fails.
     """
 
-    def __init__(self, root: Path) -> None:
-        self.db = root / "runs.db"
-        self.url = f"sqlite:///{self.db}"  # tmp_path is absolute: sqlite:////tmp/...
+    def __init__(self, root: Path, url: str | None = None) -> None:
+        # tmp_path is absolute: sqlite:////tmp/...
+        self.url = url or f"sqlite:///{root / 'runs.db'}"
         self.workdir = root / "work"
         self.workdir.mkdir()
         self.log = self.workdir / "executions.log"

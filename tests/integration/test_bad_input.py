@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import stalwart
-
-
-def _raw(app: stalwart.Stalwart) -> sqlite3.Connection:
-    return app._core.store._conn  # type: ignore[attr-defined, no-any-return]
 
 
 def test_unserializable_workflow_arguments_record_nothing(app: stalwart.Stalwart) -> None:
@@ -166,7 +162,9 @@ def test_bad_settings(tmp_path: Path) -> None:
         stalwart.Stalwart("memory://").step(retry=3)  # type: ignore[call-overload]
 
 
-def test_corrupt_output_names_run_and_seq_and_harms_nothing_else(app: stalwart.Stalwart) -> None:
+def test_corrupt_output_names_run_and_seq_and_harms_nothing_else(
+    app: stalwart.Stalwart, raw_sql: Callable[..., list[Any]]
+) -> None:
     calls = []
     stop = {"on": True}
 
@@ -190,8 +188,10 @@ def test_corrupt_output_names_run_and_seq_and_harms_nothing_else(app: stalwart.S
         app.run(agent, workflow_id="bad")
     stop["on"] = False
     assert app.run(agent, workflow_id="good") == 3
-    _raw(app).execute(
-        "UPDATE journal SET output = X'DEADBEEF00' WHERE workflow_id = 'bad' AND seq = 2"
+    raw_sql(
+        app,
+        "UPDATE journal SET output = :bad WHERE workflow_id = 'bad' AND seq = 2",
+        {"bad": bytes.fromhex("DEADBEEF00")},
     )
     with pytest.raises(stalwart.CorruptRecord, match=r"run 'bad', seq 2") as info:
         app.run(agent, workflow_id="bad")

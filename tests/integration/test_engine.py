@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -276,7 +277,9 @@ def test_steps_outside_workflows_and_inside_steps_are_plain_calls(app: stalwart.
     assert [e.name.rsplit(".", 1)[-1] for e in app.journal("p1") if e.kind == "step"] == ["outer"]
 
 
-def test_heartbeat_records_progress_and_workflow_id(app: stalwart.Stalwart) -> None:
+def test_heartbeat_records_progress_and_workflow_id(
+    app: stalwart.Stalwart, raw_sql: Callable[..., list[Any]]
+) -> None:
     @app.step
     def long() -> str:
         stalwart.heartbeat({"done": 1})
@@ -287,9 +290,7 @@ def test_heartbeat_records_progress_and_workflow_id(app: stalwart.Stalwart) -> N
         return long()
 
     assert app.run(wf, workflow_id="hb") == "hb"
-    progress = app._core.store._conn.execute(  # type: ignore[attr-defined]
-        "SELECT progress FROM runs WHERE workflow_id = 'hb'"
-    ).fetchone()[0]
+    progress = raw_sql(app, "SELECT progress FROM runs WHERE workflow_id = 'hb'")[0][0]
     assert progress is not None
 
 

@@ -19,7 +19,7 @@ from stalwart._store.queries import load_migrations
         ("mysql://root:hunter2@db/x", "unknown store URL 'mysql://root:***@db/x'"),
         ("sqlite://relative.db", "bad SQLite URL"),
         ("nonsense", "unknown store URL"),
-        ("postgresql://app:s3cret@127.0.0.1/db", "postgresql://app:***@127.0.0.1/db"),
+        ("postgresql://app:s3cret@127.0.0.1:1/db", "postgresql://app:***@127.0.0.1:1/db"),
     ],
 )
 def test_bad_urls(url: str, fragment: str) -> None:

@@ -43,10 +43,9 @@ def open_store(url: str, *, durability: str = "process") -> Store:
             )
         return SQLiteStore(url, url[len("sqlite:///") :], durability=durability)
     if scheme in ("postgresql", "postgres"):
-        raise StoreError(
-            f"{mask_url(url)}: the PostgreSQL store is not built yet in this release; use "
-            "sqlite:///path.db for now"
-        )
+        from .postgres import PostgresStore
+
+        return PostgresStore(url, durability=durability)
     raise StoreError(
         f"unknown store URL {mask_url(url)!r}: use sqlite:///path.db (embedded), "
         "postgresql://user@host/db, or memory:// (tests only)"

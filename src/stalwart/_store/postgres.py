@@ -1,0 +1,276 @@
+"""The PostgreSQL backend (``postgresql://user@host:port/db``): one database, a fleet of workers.
+
+Connections come from a ``psycopg_pool`` pool, in autocommit mode: single-statement verbs are
+their own transaction, multi-statement verbs run in one explicit transaction that starts by
+locking the run's row, so writers of one run are serialized as on SQLite while writers of
+different runs proceed in parallel. Claims lock with ``SKIP LOCKED``: a worker never waits for
+a run another worker is claiming, and the lease compare-and-set means no run is ever held by two.
+
+Idle workers learn of new work through ``LISTEN``/``NOTIFY`` (a trigger on ``runs``); polling
+remains as the fallback for a notification missed while the listener reconnects.
+
+When the database goes away (a restart, a failover) every verb retries with capped, jittered
+backoff for up to ``RECONNECT_GIVE_UP_S`` seconds, logging the outage once and its end once.
+
+Query parameters of the URL that are ours, not libpq's: ``schema`` (default: the
+connection's ``search_path``; created when missing) and ``pool_size`` (default 16).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from .._errors import StoreError, mask_url
+from .queries import load_queries
+from .sql import SQLStore
+
+if TYPE_CHECKING:
+    import psycopg_pool
+
+__all__ = ["PostgresStore"]
+
+log = logging.getLogger("stalwart")
+
+T = TypeVar("T")
+
+CONNECT_TIMEOUT_S = 5
+RECONNECT_GIVE_UP_S = 300.0
+RECONNECT_MAX_DELAY_S = 2.0
+DEFAULT_POOL_SIZE = 16
+LISTEN_CHANNEL = "stalwart"
+
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+
+def _pyformat(sql: str) -> str:
+    """``:name`` placeholders (shared with SQLite) as psycopg's ``%(name)s``."""
+    return _PARAM.sub(r"%(\1)s", sql.replace("%", "%%"))
+
+
+_Q = {name: _pyformat(sql) for name, sql in load_queries("postgres").items()}
+
+
+def _split_url(url: str) -> tuple[str, str | None, int]:
+    """The libpq URL without our own parameters, the schema and the pool size."""
+    parts = urlsplit(url)
+    libpq, schema, pool_size = [], None, DEFAULT_POOL_SIZE
+    for key, value in parse_qsl(parts.query, keep_blank_values=True):
+        if key == "schema":
+            if not _IDENTIFIER.fullmatch(value):
+                raise StoreError(
+                    f"{mask_url(url)}: schema={value!r} is not a plain SQL identifier; use "
+                    "letters, digits and underscores"
+                )
+            schema = value
+        elif key == "pool_size":
+            if not value.isdigit() or int(value) < 2:
+                raise StoreError(f"{mask_url(url)}: pool_size={value!r} must be an integer >= 2")
+            pool_size = int(value)
+        else:
+            libpq.append((key, value))
+    scheme = "postgresql"
+    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(libpq), "")), schema, pool_size
+
+
+class _Listener:
+    """A thread that LISTENs for the store's notifications and counts them."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self.store = store
+        self.version = 0
+        self.closed = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        import psycopg
+
+        delay = 0.05
+        while not self.closed.is_set():
+            try:
+                with psycopg.connect(
+                    self.store._conninfo, autocommit=True, **self.store._connect_kwargs
+                ) as conn:
+                    conn.execute(f"LISTEN {LISTEN_CHANNEL}")
+                    schema = conn.execute("SELECT current_schema()").fetchone()
+                    mine = schema[0] if schema else None
+                    self.version += 1  # (re)connected: anything may have happened meanwhile
+                    delay = 0.05
+                    while not self.closed.is_set():
+                        for note in conn.notifies(timeout=0.25):
+                            if note.payload == mine:
+                                self.version += 1
+            except psycopg.Error:
+                self.version += 1
+                self.closed.wait(random.uniform(delay / 2, delay))
+                delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    def close(self) -> None:
+        self.closed.set()
+        self.thread.join(timeout=2)
+
+
+class PostgresStore(SQLStore):
+    """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
+
+    def __init__(self, url: str, *, durability: str) -> None:
+        try:
+            import psycopg
+            import psycopg_pool
+        except ImportError:
+            raise StoreError(
+                f"{mask_url(url)}: the PostgreSQL store needs psycopg; install it with "
+                "pip install 'stalwart[postgres]'"
+            ) from None
+        self.url = url
+        self.durable = True
+        self._q = _Q
+        self._conninfo, self._schema, pool_size = _split_url(url)
+        self._connect_kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        if self._schema is not None:
+            self._connect_kwargs["options"] = f"-c search_path={self._schema}"
+        # "power" asks PostgreSQL to wait for the WAL flush (its default); "process" too: the
+        # server, not this process, holds the data, so a killed worker loses nothing either way.
+        self._connect_kwargs["options"] = (
+            self._connect_kwargs.get("options", "") + " -c synchronous_commit=on"
+        ).strip()
+        self._outage_since: float | None = None
+        self._outage_lock = threading.Lock()
+        self._listener: _Listener | None = None
+        self._check_reachable(psycopg)
+        self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={
+                "autocommit": True,
+                "cursor_factory": psycopg.ClientCursor,
+                **self._connect_kwargs,
+            },
+            timeout=30.0,
+            num_workers=1,  # opens connections in the background: one thread is plenty
+            open=True,
+            name="stalwart",
+        )
+        try:
+            self._write(self._migrate)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _check_reachable(self, psycopg: Any) -> None:
+        """Connect once, eagerly, so a bad URL or a database that is down fails here."""
+        try:
+            with psycopg.connect(self._conninfo, autocommit=True, **self._connect_kwargs) as conn:
+                if self._schema is not None:
+                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
+        except psycopg.Error as exc:
+            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(
+                f"cannot connect to the PostgreSQL store {mask_url(self.url)}: {detail}; check "
+                "that the server is running and the URL's host, port, user and database"
+            ) from None
+
+    def _migrate(self, conn: Any) -> None:
+        conn.execute(self._q["lock_migrations"])
+        self._migrate_in(conn, "postgres")
+
+    def _apply_script(self, conn: Any, sql: str) -> None:
+        conn.execute(sql)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop listening and close the pool."""
+        if self._listener is not None:
+            self._listener.close()
+        self._pool.close()
+
+    def _attempt(self, work: Callable[[Any], T], *, transaction: bool) -> T:
+        import psycopg
+        from psycopg import errors
+
+        delay = 0.05
+        while True:
+            try:
+                with self._pool.connection() as conn:
+                    if transaction:
+                        with conn.transaction():
+                            result = work(conn)
+                    else:
+                        result = work(conn)
+                if self._outage_since is not None:
+                    self._outage_over()
+                return result
+            except (errors.SerializationFailure, errors.DeadlockDetected):
+                pass  # another transaction won: do it again
+            except psycopg.OperationalError as exc:
+                self._outage(exc)
+            except psycopg.Error as exc:
+                raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+            time.sleep(random.uniform(delay / 2, delay))
+            delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    def _outage(self, exc: Exception) -> None:
+        """Note a lost connection; raise once it has lasted too long."""
+        now = time.monotonic()
+        with self._outage_lock:
+            if self._outage_since is None:
+                self._outage_since = now
+                log.warning(
+                    "store %s unreachable (%s); retrying with backoff for up to %.0f s",
+                    mask_url(self.url),
+                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
+                    RECONNECT_GIVE_UP_S,
+                )
+            elif now - self._outage_since > RECONNECT_GIVE_UP_S:
+                raise StoreError(
+                    f"the PostgreSQL store {mask_url(self.url)} has been unreachable for "
+                    f"{now - self._outage_since:.0f} s: {exc}"
+                ) from exc
+
+    def _outage_over(self) -> None:
+        with self._outage_lock:
+            if self._outage_since is not None:
+                log.warning(
+                    "store %s reachable again after %.1f s",
+                    mask_url(self.url),
+                    time.monotonic() - self._outage_since,
+                )
+                self._outage_since = None
+
+    def _write(self, work: Callable[[Any], T]) -> T:
+        return self._attempt(work, transaction=True)
+
+    def _run(self, work: Callable[[Any], T]) -> T:
+        return self._attempt(work, transaction=False)
+
+    def _list(self, values: list[str]) -> list[str]:
+        return list(values)
+
+    def _lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> bool:
+        query = self._q["lock_run_skip_locked" if skip_locked else "lock_run"]
+        if conn.execute(query, {"workflow_id": workflow_id}).fetchone() is not None:
+            return True
+        # Not there, or locked by another claimant: tell the two apart for SKIP LOCKED.
+        if not skip_locked:
+            return True
+        exists = conn.execute(self._q["run_exists"], {"workflow_id": workflow_id}).fetchone()
+        return exists is None
+
+    def _lock_queue(self, conn: Any, queue: str) -> None:
+        conn.execute(self._q["lock_queue"], {"queue": queue})
+
+    def data_version(self) -> int:
+        """A number that changes when a run becomes claimable anywhere in the fleet."""
+        if self._listener is None:
+            self._listener = _Listener(self)
+        return self._listener.version

@@ -1,0 +1,293 @@
+-- name: lock_migrations
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/stalwart-migrations'));
+
+-- name: schema_table
+CREATE TABLE IF NOT EXISTS stalwart_schema (
+    version           INTEGER NOT NULL,
+    oldest_compatible INTEGER NOT NULL
+);
+
+-- name: schema_version
+SELECT version, oldest_compatible FROM stalwart_schema ORDER BY version DESC LIMIT 1;
+
+-- name: set_schema_version
+INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :oldest_compatible);
+
+-- name: create_run
+INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
+                  lease_owner, lease_expires_at, deadline)
+VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now AS numeric), 6), :now,
+        :owner, :lease_until, :deadline)
+ON CONFLICT (workflow_id) DO NOTHING;
+
+-- name: get_run
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested
+FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: take_lease
+UPDATE runs
+SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
+    updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark,
+    wake_at = NULL, waiting_for = NULL
+WHERE workflow_id = :workflow_id
+  AND (status IN ('pending', 'running') OR (status = 'suspended' AND wake_at <= :now))
+  AND lease_owner IS NOT DISTINCT FROM :expected_owner
+  AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= :now
+       OR :holder_gone = 1);
+
+-- name: recovery_state
+SELECT recoveries, recovery_mark,
+       (SELECT count(*) FROM journal
+        WHERE journal.workflow_id = runs.workflow_id AND seq IS NOT NULL
+          AND status = 'completed') AS progress
+FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: renew_lease
+UPDATE runs SET lease_expires_at = :lease_until
+WHERE workflow_id = :workflow_id AND lease_owner = :owner
+RETURNING cancel_requested;
+
+-- name: record_progress
+UPDATE runs SET lease_expires_at = :lease_until, progress = :progress, updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: release_lease
+UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: finish_run
+UPDATE runs
+SET status = :status, output = :output, error = :error, updated_at = :now,
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: append_entry_if_owner
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable)
+SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
+       :finished_at, :input, :output, :error, :by, :compensable
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
+              FOR SHARE);
+
+-- name: append_entry
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable)
+VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
+        :finished_at, :input, :output, :error, :by, :compensable);
+
+-- name: put_payload
+INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
+
+-- name: get_payload
+SELECT data FROM payloads WHERE digest = :digest;
+
+-- name: replay_index
+SELECT seq, position, kind, name, status, attempt, output, error,
+       CASE WHEN status = 'scheduled' THEN input END AS input
+FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
+ORDER BY id;
+
+-- name: journal
+SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by
+FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
+
+-- name: list_runs
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested
+FROM runs
+WHERE (:status IS NULL OR status = :status)
+  AND (:name IS NULL OR name = :name)
+  AND (:before IS NULL OR created_at < :before - 0.0000005)
+ORDER BY created_at DESC, workflow_id DESC
+LIMIT :limit;
+
+-- name: claim_candidates
+SELECT workflow_id, status, lease_owner
+FROM runs
+WHERE name = ANY(:names)
+  AND queue = ANY(:queues)
+  AND (status = 'pending'
+       OR (status = 'suspended' AND wake_at <= :now)
+       OR (status = 'running' AND (lease_owner IS NULL OR lease_expires_at <= :now)))
+ORDER BY priority DESC, created_at
+LIMIT :limit;
+
+-- name: held_on_host
+SELECT workflow_id, lease_owner FROM runs
+WHERE status = 'running' AND lease_owner LIKE :host_prefix
+  AND name = ANY(:names);
+
+-- name: next_wake
+SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
+  AND name = ANY(:names);
+
+-- name: suspend_run
+UPDATE runs
+SET status = 'suspended', wake_at = :wake_at, waiting_for = :waiting_for,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner
+  AND NOT EXISTS (SELECT 1 FROM events
+                  WHERE events.workflow_id = :workflow_id AND events.name = :event_name
+                    AND events.consumed_seq IS NULL)
+  AND NOT EXISTS (SELECT 1 FROM approvals
+                  WHERE approvals.workflow_id = :workflow_id
+                    AND approvals.approval_id = :approval_id
+                    AND approvals.decided_at IS NOT NULL);
+
+-- name: insert_event
+INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
+SELECT :workflow_id, :name, :payload, :dedup_key, :now, :by
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id)
+ON CONFLICT DO NOTHING;
+
+-- name: wake_run
+UPDATE runs SET wake_at = :now, updated_at = :now
+WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for;
+
+-- name: oldest_event
+SELECT id, payload FROM events
+WHERE workflow_id = :workflow_id AND name = :name AND consumed_seq IS NULL
+  AND (:until IS NULL OR sent_at <= :until)
+ORDER BY id LIMIT 1;
+
+-- name: consume_event
+UPDATE events SET consumed_seq = :seq WHERE id = :id AND consumed_seq IS NULL;
+
+-- name: seq_completed
+SELECT 1 FROM journal
+WHERE workflow_id = :workflow_id AND seq = :seq AND status = 'completed' LIMIT 1;
+
+-- name: lease_held
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: create_approval
+INSERT INTO approvals (workflow_id, approval_id, subject, details, requested_at, expires_at)
+VALUES (:workflow_id, :approval_id, :subject, :details, :now, :expires_at)
+ON CONFLICT DO NOTHING;
+
+-- name: get_approval
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals WHERE workflow_id = :workflow_id AND approval_id = :approval_id;
+
+-- name: list_approvals
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals
+WHERE (:pending = 0 OR decided_at IS NULL)
+  AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
+ORDER BY requested_at, workflow_id, approval_id;
+
+-- name: decide_approval
+UPDATE approvals SET decided_at = :now, approved = :approved, by = :by, reason = :reason
+WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
+
+-- name: cancel_waiting_run
+UPDATE runs
+SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expires_at = NULL,
+    wake_at = NULL, waiting_for = NULL, updated_at = :now,
+    error = :error
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
+  AND lease_owner IS NULL
+  AND NOT EXISTS (SELECT 1 FROM journal
+                  WHERE journal.workflow_id = :workflow_id AND compensable = 1
+                    AND status IN ('completed', 'reused'));
+
+-- name: cancel_to_roll_back
+UPDATE runs
+SET cancel_requested = 1, status = CASE WHEN status = 'needs_attention' THEN 'pending'
+                                        ELSE status END,
+    wake_at = CASE WHEN status = 'suspended' THEN :now ELSE wake_at END, updated_at = :now
+WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
+  AND lease_owner IS NULL;
+
+-- name: compensation_plan
+SELECT id, seq, position, name, status, attempt, input, output, kind, error
+FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL
+  AND (kind = 'compensation' OR (kind = 'step' AND (compensable = 1 OR status = 'compensated')))
+ORDER BY id;
+
+-- name: request_cancel
+UPDATE runs SET cancel_requested = 1, updated_at = :now
+WHERE workflow_id = :workflow_id
+  AND status IN ('pending', 'running', 'suspended', 'needs_attention');
+
+-- name: cancel_requested_for
+SELECT workflow_id FROM runs
+WHERE cancel_requested = 1 AND status = 'running'
+  AND substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix;
+
+-- name: close_approvals
+UPDATE approvals SET decided_at = :now, reason = :reason
+WHERE workflow_id = :workflow_id AND decided_at IS NULL;
+
+-- name: expire_approval
+UPDATE approvals SET decided_at = :now, reason = 'expired'
+WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
+
+-- name: redrive_run
+UPDATE runs
+SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
+    cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
+    waiting_for = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
+
+-- name: release_run
+UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+    updated_at = :now
+WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
+
+-- name: fork_candidates
+SELECT id, seq, position, kind, name, status, compensable
+FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
+ORDER BY id;
+
+-- name: copy_entry_reused
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable)
+SELECT :new_id, seq, position, kind, name, 'reused', attempt, started_at, finished_at, input,
+       output, NULL, :by, compensable
+FROM journal WHERE id = :id;
+
+-- name: rollback_state
+SELECT name, output FROM journal
+WHERE workflow_id = :workflow_id AND seq IS NULL
+  AND ((kind = 'run' AND name = 'rolling_back') OR (kind = 'operator' AND name = 'retry'))
+ORDER BY id DESC LIMIT 1;
+
+-- name: run_state
+SELECT status, queue FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: queue_running
+SELECT count(*) FROM runs WHERE status = 'running' AND queue = :queue;
+
+-- name: prune_starts
+DELETE FROM queue_starts WHERE queue = :queue AND started_at <= :since;
+
+-- name: recent_starts
+SELECT count(*) FROM queue_starts WHERE queue = :queue AND started_at > :since;
+
+-- name: record_start
+INSERT INTO queue_starts (queue, started_at) VALUES (:queue, :now);
+
+-- name: nth_latest_start
+SELECT started_at FROM queue_starts WHERE queue = :queue
+ORDER BY started_at DESC LIMIT 1 OFFSET :offset;
+
+-- name: lock_run
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE;
+
+-- name: lock_run_skip_locked
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE SKIP LOCKED;
+
+-- name: lock_queue
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/queue/' || :queue));
+
+-- name: run_exists
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id;
