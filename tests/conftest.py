@@ -30,6 +30,15 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield from postgres_schema_url()
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store several connections and processes can share (a memory store cannot)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'shared.db'}"
+    else:
+        yield from postgres_schema_url()
+
+
 @pytest.fixture
 def clock() -> FakeClock:
     """A clock that jumps forward instead of sleeping."""

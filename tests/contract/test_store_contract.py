@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 
@@ -9,6 +10,7 @@ import pytest
 
 from stalwart import NotDurableWarning
 from stalwart._store import Entry, Store, open_store
+from stalwart._store.base import QueueLimits
 
 
 @pytest.fixture
@@ -161,3 +163,52 @@ def test_a_live_lease_is_not_taken(store: Store) -> None:
     assert store.take_lease(
         "r1", owner="w3", expected_owner="w2", now=132, lease_until=170, holder_gone=True
     )[0]
+
+
+def _take(store: Store, wid: str, owner: str, now: float, limits: QueueLimits) -> bool:
+    return store.take_lease(
+        wid, owner=owner, expected_owner=None, now=now, lease_until=now + 30, limits=limits
+    )[0]
+
+
+def test_queue_concurrency_counts_running_runs_and_spares_takeovers(store: Store) -> None:
+    limits = QueueLimits(concurrency=1)
+    for wid in ("a", "b"):
+        _create(store, wid, owner=None)
+    assert _take(store, "a", "w1", 100.0, limits)
+    assert not _take(store, "b", "w2", 100.0, limits)  # the queue's one slot is taken
+    # Taking over a running run whose lease lapsed needs no slot: it holds one already.
+    assert store.take_lease(
+        "a", owner="w3", expected_owner="w1", now=200.0, lease_until=230.0, limits=limits
+    )[0]
+    assert store.suspend_run("a", owner="w3", wake_at=None, waiting_for="event:go", now=201.0)
+    assert _take(store, "b", "w2", 201.0, limits)  # a suspended run holds no slot
+
+
+def test_queue_rate_counts_starts_in_a_sliding_period(store: Store) -> None:
+    limits = QueueLimits(rate=2, period=10.0)
+    for wid in ("a", "b", "c"):
+        _create(store, wid, owner=None)
+    assert _take(store, "a", "w1", 100.0, limits)
+    assert _take(store, "b", "w1", 105.0, limits)
+    assert not _take(store, "c", "w1", 109.9, limits)
+    assert store.next_start("default", limits) == pytest.approx(110.0)
+    assert _take(store, "c", "w1", 110.1, limits)  # the start at 100 left the window
+    assert store.next_start("default", QueueLimits(concurrency=3)) is None
+
+
+def test_another_connections_change_moves_the_data_version(shared_url: str) -> None:
+    """What lets an idle worker wake at once: SQLite's data_version, PostgreSQL's NOTIFY."""
+    watcher, writer = open_store(shared_url), open_store(shared_url)
+    try:
+        watcher.data_version()  # on PostgreSQL, the first read starts listening
+        time.sleep(0.5)
+        before = watcher.data_version()
+        deadline = time.monotonic() + 10
+        _create(writer, "woken", owner=None)
+        while watcher.data_version() == before and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert watcher.data_version() != before, "no wake-up signal after another's commit"
+    finally:
+        watcher.close()
+        writer.close()
