@@ -18,6 +18,7 @@ connection's ``search_path``; created when missing) and ``pool_size`` (default 1
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import re
@@ -45,6 +46,8 @@ RECONNECT_GIVE_UP_S = 300.0
 RECONNECT_MAX_DELAY_S = 2.0
 DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
+POOL_NAME = "stalwart"
+OUTAGE_QUIET_S = 10.0
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -56,6 +59,25 @@ def _pyformat(sql: str) -> str:
 
 
 _Q = {name: _pyformat(sql) for name, sql in load_queries("postgres").items()}
+
+
+class _QuietPool(logging.Filter):
+    """Drops the pool's own per-connection reports of an outage: the store logs it once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (
+            message.startswith("discarding closed connection")
+            or message.startswith(f"error connecting in '{POOL_NAME}'")
+        )
+
+
+logging.getLogger("psycopg.pool").addFilter(_QuietPool())
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _split_url(url: str) -> tuple[str, str | None, int]:
@@ -143,6 +165,8 @@ class PostgresStore(SQLStore):
             self._connect_kwargs.get("options", "") + " -c synchronous_commit=on"
         ).strip()
         self._outage_since: float | None = None
+        self._outage_logged_at = -OUTAGE_QUIET_S
+        self._outage_logged = False
         self._outage_lock = threading.Lock()
         self._listener: _Listener | None = None
         self._check_reachable(psycopg)
@@ -158,7 +182,7 @@ class PostgresStore(SQLStore):
             timeout=30.0,
             num_workers=1,  # opens connections in the background: one thread is plenty
             open=True,
-            name="stalwart",
+            name=POOL_NAME,
         )
         try:
             self._write(self._migrate)
@@ -173,9 +197,9 @@ class PostgresStore(SQLStore):
                 if self._schema is not None:
                     conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
         except psycopg.Error as exc:
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(
-                f"cannot connect to the PostgreSQL store {mask_url(self.url)}: {detail}; check "
+                f"cannot connect to the PostgreSQL store {mask_url(self.url)}: "
+                f"{_first_line(exc)}; check "
                 "that the server is running and the URL's host, port, user and database"
             ) from None
 
@@ -220,32 +244,46 @@ class PostgresStore(SQLStore):
             delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
 
     def _outage(self, exc: Exception) -> None:
-        """Note a lost connection; raise once it has lasted too long."""
+        """Note a lost connection; raise once it has lasted too long.
+
+        One outage is logged once: connections the pool held when the server went away fail
+        one by one after it is back, and those failures within ``OUTAGE_QUIET_S`` of the last
+        logged outage are the same outage, not news."""
         now = time.monotonic()
+        began = False
         with self._outage_lock:
             if self._outage_since is None:
-                self._outage_since = now
-                log.warning(
-                    "store %s unreachable (%s); retrying with backoff for up to %.0f s",
-                    mask_url(self.url),
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                    RECONNECT_GIVE_UP_S,
-                )
+                self._outage_since = began = now
+                if now - self._outage_logged_at > OUTAGE_QUIET_S:
+                    self._outage_logged_at = now
+                    self._outage_logged = True
+                    log.warning(
+                        "store %s unreachable (%s); retrying with backoff for up to %.0f s",
+                        mask_url(self.url),
+                        _first_line(exc),
+                        RECONNECT_GIVE_UP_S,
+                    )
             elif now - self._outage_since > RECONNECT_GIVE_UP_S:
                 raise StoreError(
                     f"the PostgreSQL store {mask_url(self.url)} has been unreachable for "
                     f"{now - self._outage_since:.0f} s: {exc}"
                 ) from exc
+        if began:
+            with contextlib.suppress(Exception):
+                self._pool.check()  # drop the other dead connections now, not one by one
 
     def _outage_over(self) -> None:
         with self._outage_lock:
-            if self._outage_since is not None:
+            if self._outage_since is None:
+                return
+            if self._outage_logged:
                 log.warning(
                     "store %s reachable again after %.1f s",
                     mask_url(self.url),
                     time.monotonic() - self._outage_since,
                 )
-                self._outage_since = None
+                self._outage_logged = False
+            self._outage_since = None
 
     def _write(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=True)
