@@ -253,7 +253,8 @@ class PostgresStore(SQLStore):
         began = False
         with self._outage_lock:
             if self._outage_since is None:
-                self._outage_since = began = now
+                self._outage_since = now
+                began = True
                 if now - self._outage_logged_at > OUTAGE_QUIET_S:
                     self._outage_logged_at = now
                     self._outage_logged = True
