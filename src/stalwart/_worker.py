@@ -77,6 +77,7 @@ class Worker:
             ", ".join(self.queues),
             self.concurrency,
         )
+        self.core.store.reserve_connections(self.concurrency + 4)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
         self._start_threads(pool)
         try:

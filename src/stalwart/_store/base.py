@@ -125,6 +125,9 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
 
+    def reserve_connections(self, threads: int) -> None:
+        """Make room for ``threads`` threads using the store at once (where that matters)."""
+
     def create_run(
         self,
         *,

@@ -218,8 +218,15 @@ class PostgresStore(SQLStore):
             self._listener.close()
         self._pool.close()
 
+    def reserve_connections(self, threads: int) -> None:
+        """Let ``threads`` threads (a worker's runs, its claim loop and lease keeper) each hold
+        a connection at once, so none waits for another's."""
+        if threads > self._pool.max_size:
+            self._pool.resize(self._pool.min_size, threads)
+
     def _attempt(self, work: Callable[[Any], T], *, transaction: bool) -> T:
         import psycopg
+        import psycopg_pool
         from psycopg import errors
 
         delay = 0.05
@@ -236,6 +243,8 @@ class PostgresStore(SQLStore):
                 return result
             except (errors.SerializationFailure, errors.DeadlockDetected):
                 pass  # another transaction won: do it again
+            except psycopg_pool.PoolClosed:
+                raise StoreError(f"the store {mask_url(self.url)} was closed") from None
             except psycopg.OperationalError as exc:
                 self._outage(exc)
             except psycopg.Error as exc:

@@ -65,6 +65,9 @@ class SQLStore:
         """Release connections."""
         raise NotImplementedError
 
+    def reserve_connections(self, threads: int) -> None:
+        """Make room for ``threads`` threads using the store at once (where that matters)."""
+
     def data_version(self) -> int:
         """Changes whenever another connection commits (a cheap change detector)."""
         raise NotImplementedError
