@@ -18,7 +18,7 @@ WORKFLOWS = 20
 STEPS = 20
 
 
-def test_four_processes_share_one_sqlite_file(agent: Harness) -> None:
+def test_four_processes_share_one_store(agent: Harness) -> None:
     go = agent.workdir / "go"
     args = ["--count", str(WORKFLOWS), "--steps", str(STEPS), "--go", str(go)]
     started = time.monotonic()

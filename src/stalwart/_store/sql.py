@@ -330,11 +330,19 @@ class SQLStore:
         return self._changes("release_lease", params) == 1
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
-        """Append a journal entry, fenced by the lease when ``owner`` is given."""
+        """Append a journal entry, fenced by the lease when ``owner`` is given.
+
+        A retry after a lost connection first looks for the row: the commit may have landed
+        before the acknowledgement was lost, and a step's result is recorded exactly once."""
         query = self._q["append_entry" if owner is None else "append_entry_if_owner"]
+        sent = False
 
         def work(conn: Any) -> bool:
+            nonlocal sent
             params = self._entry_params(conn, workflow_id, entry, owner)
+            if sent and conn.execute(self._q["entry_exists"], params).fetchone() is not None:
+                return True
+            sent = True
             return bool(conn.execute(query, params).rowcount == 1)
 
         if _inline(entry):

@@ -291,3 +291,11 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/queue/' || :queue));
 
 -- name: run_exists
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: entry_exists
+SELECT 1 FROM journal
+WHERE workflow_id = :workflow_id AND kind = :kind AND name = :name AND status = :status
+  AND seq IS NOT DISTINCT FROM :seq AND attempt IS NOT DISTINCT FROM :attempt
+  AND started_at IS NOT DISTINCT FROM :started_at
+  AND finished_at IS NOT DISTINCT FROM :finished_at
+LIMIT 1;

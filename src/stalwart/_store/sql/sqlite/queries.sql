@@ -275,3 +275,11 @@ INSERT INTO queue_starts (queue, started_at) VALUES (:queue, :now);
 -- name: nth_latest_start
 SELECT started_at FROM queue_starts WHERE queue = :queue
 ORDER BY started_at DESC LIMIT 1 OFFSET :offset;
+
+-- name: entry_exists
+SELECT 1 FROM journal
+WHERE workflow_id = :workflow_id AND kind = :kind AND name = :name AND status = :status
+  AND seq IS :seq AND attempt IS :attempt
+  AND started_at IS :started_at
+  AND finished_at IS :finished_at
+LIMIT 1;

@@ -1,0 +1,118 @@
+"""What only the PostgreSQL store has to get right: lost acknowledgements, URLs of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+
+import stalwart
+from stalwart._store import Entry, open_store
+from stalwart._store.postgres import PostgresStore
+from store_urls import postgres_schema_url
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    yield from postgres_schema_url()
+
+
+class _LosesOneAck:
+    """A connection whose first journal INSERT commits, then reports a lost connection."""
+
+    def __init__(self, conn: Any, lost: list[int]) -> None:
+        self._conn, self._lost = conn, lost
+
+    def execute(self, query: str, params: Any = None) -> Any:
+        import psycopg
+
+        cur = self._conn.execute(query, params)
+        if query.lstrip().startswith("INSERT INTO journal") and not self._lost:
+            self._lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return cur
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        store.create_run(
+            workflow_id="r",
+            name="agent",
+            status="running",
+            queue="default",
+            priority=0,
+            input=b"Jnull",
+            now=1.0,
+            owner="w",
+            lease_until=100.0,
+            entry=Entry(kind="run", name="started", status="completed", started_at=1.0),
+        )
+        real = store._pool.connection
+        lost: list[int] = []
+
+        @contextmanager
+        def flaky(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            with real(*args, **kwargs) as conn:
+                yield _LosesOneAck(conn, lost)
+
+        monkeypatch.setattr(store._pool, "connection", flaky)
+        step = Entry(
+            kind="step",
+            name="charge",
+            status="completed",
+            seq=1,
+            position="0",
+            attempt=1,
+            started_at=2.0,
+            finished_at=3.0,
+            output=b"J1",
+        )
+        assert store.append("r", step, owner="w")
+        assert lost == [1]
+        rows = [r for r in store.journal("r") if r.kind == "step"]
+        assert [(r.seq, r.status) for r in rows] == [(1, "completed")]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [("schema=bad-name", "plain SQL identifier"), ("pool_size=1", "pool_size")],
+)
+def test_our_url_parameters_are_checked(pg_url: str, query: str, match: str) -> None:
+    base = pg_url.split("?", maxsplit=1)[0]
+    with pytest.raises(stalwart.StoreError, match=match):
+        stalwart.Stalwart(f"{base}?{query}")
+
+
+def test_a_schema_parameter_isolates_fleets_sharing_a_database(pg_url: str) -> None:
+    other = pg_url.replace("schema=t_", "schema=u_")
+    try:
+        with stalwart.Stalwart(pg_url) as a, stalwart.Stalwart(other) as b:
+
+            @a.workflow(name="wf")
+            def wf_a() -> str:
+                return "a"
+
+            @b.workflow(name="wf")
+            def wf_b() -> str:
+                return "b"
+
+            assert a.run(wf_a, workflow_id="same") == "a"
+            assert b.run(wf_b, workflow_id="same") == "b"
+            assert [r.workflow_id for r in a.list_workflows()] == ["same"]
+    finally:
+        import psycopg
+
+        schema = other.split("schema=")[1]
+        with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
