@@ -137,28 +137,37 @@ class Worker:
 
     def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> float | None:
         """Start what this worker has room for; returns when a rate-limited queue that
-        refused a start will next allow one (``None``: no such queue)."""
+        refused a start will next allow one (``None``: no such queue).
+
+        A queue at its limit is left out of the next look, so that its waiting runs, however
+        many and however old, never hide the runs of other queues."""
+        refused: set[str] = set()
         free = self._free_slots()
-        if free <= 0:
-            return None
-        now = self.core.clock.time()
-        candidates = self.core.store.claim_candidates(
-            names=names, queues=self.queues, now=now, limit=free * 2
-        )
-        refused: set[str] = set()  # queues at their limit: try them again next round
-        for workflow_id, _status, _holder in candidates:
-            if free <= 0 or self.stopping.is_set():
+        while free > 0 and not self.stopping.is_set():
+            queues = [queue for queue in self.queues if queue not in refused]
+            if not queues:
                 break
-            with self._lock:
-                if workflow_id in self.active:
+            now = self.core.clock.time()
+            candidates = self.core.store.claim_candidates(
+                names=names, queues=queues, now=now, limit=free * 2
+            )
+            newly_refused = False
+            for workflow_id, _status, _holder in candidates:
+                if free <= 0 or self.stopping.is_set():
+                    break
+                with self._lock:
+                    if workflow_id in self.active:
+                        continue
+                row = self.core.store.get_run(workflow_id)
+                if row is None or row.queue in refused:
                     continue
-            row = self.core.store.get_run(workflow_id)
-            if row is None or row.queue in refused:
-                continue
-            if self._start(row, pool):
-                free -= 1
-            elif row.queue in self.core.queues:
-                refused.add(row.queue)
+                if self._start(row, pool):
+                    free -= 1
+                elif row.queue in self.core.queues:
+                    refused.add(row.queue)  # at its limit (or another worker was faster)
+                    newly_refused = True
+            if not newly_refused:
+                break
         starts = [
             self.core.store.next_start(queue, self.core.queues[queue]) for queue in sorted(refused)
         ]
