@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from ._clock import Clock, SystemClock
+from ._clock import Clock, ServerClock, SystemClock
 from ._engine.executor import Outcome, execute
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
@@ -310,6 +310,12 @@ _SYNC_IRREVERSIBLE_TIMEOUT = (
 )
 
 
+def _default_clock(store: Store) -> Clock:
+    """The system clock; on a store shared by machines, corrected to the server's clock."""
+    measure = getattr(store, "clock_offset", None)
+    return SystemClock() if measure is None else ServerClock(measure)
+
+
 def _check_queue_name(queue: Any) -> None:
     if not isinstance(queue, str) or not queue or len(queue) > 200:
         raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
@@ -394,7 +400,7 @@ class Stalwart:
         self._core = Core(
             store=store,
             codec=codec,
-            clock=clock or SystemClock(),
+            clock=clock or _default_clock(store),
             lease_seconds=float(lease_seconds),
             registry=Registry(),
             rng=random.Random(),
@@ -729,7 +735,7 @@ class Stalwart:
                 taken = self._take(wf, row, now)
                 if taken is not None:
                     return taken, row
-                continue
+                # another process was faster, or the run's queue is at its limit: wait a little
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
             if row.status == SUSPENDED:
@@ -765,7 +771,11 @@ class Stalwart:
         if not taken:
             return None
         if recovering:
-            log.info("run %s: recovering after its holder %s stopped", row.workflow_id, holder)
+            log.info(
+                "run %s: recovering: its holder %s stopped or its lease lapsed",
+                row.workflow_id,
+                holder,
+            )
             if crashes >= self.max_recoveries:
                 self._fail_poison_run(row.workflow_id, crashes, owner)
                 return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart._clock import ServerClock
 from stalwart._store import Entry, open_store
 from stalwart._store.postgres import PostgresStore
 from store_urls import postgres_schema_url
@@ -116,3 +118,12 @@ def test_a_schema_parameter_isolates_fleets_sharing_a_database(pg_url: str) -> N
         schema = other.split("schema=")[1]
         with psycopg.connect(pg_url.split("?", maxsplit=1)[0], autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def test_a_fleet_reads_time_by_the_servers_clock(pg_url: str) -> None:
+    with stalwart.Stalwart(pg_url) as app:
+        clock = app._core.clock
+        assert isinstance(clock, ServerClock)
+        offset = app._core.store.clock_offset()  # type: ignore[attr-defined]
+        assert offset is not None and abs(offset) < 1.0  # one machine: the same clock
+        assert abs(clock.time() - time.time() - clock.offset) < 0.1

@@ -24,7 +24,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -48,6 +48,7 @@ DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
 OUTAGE_QUIET_S = 10.0
+OUTAGE_POOL_WAIT_S = 0.2
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -80,10 +81,11 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _split_url(url: str) -> tuple[str, str | None, int]:
-    """The libpq URL without our own parameters, the schema and the pool size."""
+def _split_url(url: str) -> tuple[str, str | None, int, str]:
+    """The libpq URL without our own parameters, the schema, the pool size and the URL's own
+    ``options`` (server settings, which ours are added to)."""
     parts = urlsplit(url)
-    libpq, schema, pool_size = [], None, DEFAULT_POOL_SIZE
+    libpq, schema, pool_size, options = [], None, DEFAULT_POOL_SIZE, ""
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key == "schema":
             if not _IDENTIFIER.fullmatch(value):
@@ -96,10 +98,13 @@ def _split_url(url: str) -> tuple[str, str | None, int]:
             if not value.isdigit() or int(value) < 2:
                 raise StoreError(f"{mask_url(url)}: pool_size={value!r} must be an integer >= 2")
             pool_size = int(value)
+        elif key == "options":
+            options = value
         else:
             libpq.append((key, value))
     scheme = "postgresql"
-    return urlunsplit((scheme, parts.netloc, parts.path, urlencode(libpq), "")), schema, pool_size
+    libpq_url = urlunsplit((scheme, parts.netloc, parts.path, urlencode(libpq), ""))
+    return libpq_url, schema, pool_size, options
 
 
 class _Listener:
@@ -155,30 +160,32 @@ class PostgresStore(SQLStore):
         self.url = url
         self.durable = True
         self._q = _Q
-        self._conninfo, self._schema, pool_size = _split_url(url)
-        self._connect_kwargs: dict[str, Any] = {"connect_timeout": CONNECT_TIMEOUT_S}
+        self._conninfo, self._schema, pool_size, options = _split_url(url)
         if self._schema is not None:
-            self._connect_kwargs["options"] = f"-c search_path={self._schema}"
-        # "power" asks PostgreSQL to wait for the WAL flush (its default); "process" too: the
-        # server, not this process, holds the data, so a killed worker loses nothing either way.
-        self._connect_kwargs["options"] = (
-            self._connect_kwargs.get("options", "") + " -c synchronous_commit=on"
-        ).strip()
+            options += f" -c search_path={self._schema}"
+        # Both durabilities wait for the WAL flush (PostgreSQL's default, kept even where a
+        # server or role says otherwise): the server, not this process, holds the data.
+        options += " -c synchronous_commit=on"
+        self._connect_kwargs: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "options": options.strip(),
+        }
         self._outage_since: float | None = None
         self._outage_logged_at = -OUTAGE_QUIET_S
         self._outage_logged = False
         self._outage_lock = threading.Lock()
         self._listener: _Listener | None = None
         self._check_reachable(psycopg)
+        self._pool_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "cursor_factory": psycopg.ClientCursor,
+            **self._connect_kwargs,
+        }
         self._pool: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             self._conninfo,
             min_size=1,
             max_size=pool_size,
-            kwargs={
-                "autocommit": True,
-                "cursor_factory": psycopg.ClientCursor,
-                **self._connect_kwargs,
-            },
+            kwargs=self._pool_kwargs,
             timeout=30.0,
             num_workers=1,  # opens connections in the background: one thread is plenty
             open=True,
@@ -195,7 +202,9 @@ class PostgresStore(SQLStore):
         try:
             with psycopg.connect(self._conninfo, autocommit=True, **self._connect_kwargs) as conn:
                 if self._schema is not None:
-                    conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        # another process created it at the same moment: fine
+                        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to the PostgreSQL store {mask_url(self.url)}: "
@@ -218,6 +227,21 @@ class PostgresStore(SQLStore):
             self._listener.close()
         self._pool.close()
 
+    def clock_offset(self) -> float | None:
+        """How far the server's clock is ahead of this machine's (one attempt, no retries:
+        ``None`` when the server does not answer within a second)."""
+        import psycopg
+        import psycopg_pool
+
+        try:
+            with self._pool.connection(timeout=1.0) as conn:
+                before = time.time()
+                row = conn.execute(self._q["server_time"]).fetchone()
+                after = time.time()
+        except (psycopg.Error, psycopg_pool.PoolTimeout):
+            return None
+        return float(row[0]) - (before + after) / 2 if row else None
+
     def reserve_connections(self, threads: int) -> None:
         """Let ``threads`` threads (a worker's runs, its claim loop and lease keeper) each hold
         a connection at once, so none waits for another's."""
@@ -232,7 +256,7 @@ class PostgresStore(SQLStore):
         delay = 0.05
         while True:
             try:
-                with self._pool.connection() as conn:
+                with self._connection() as conn:
                     if transaction:
                         with conn.transaction():
                             result = work(conn)
@@ -251,6 +275,31 @@ class PostgresStore(SQLStore):
                 raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
             time.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection; during an outage, a connection of its own when the pool has
+        none yet: the pool reconnects on a backoff of its own that grows without a cap, and
+        work should resume as soon as the server answers, not when the pool next tries."""
+        import psycopg
+        import psycopg_pool
+
+        if self._outage_since is None:
+            with self._pool.connection() as conn:
+                yield conn
+            return
+        try:
+            pooled = self._pool.getconn(timeout=OUTAGE_POOL_WAIT_S)
+        except psycopg_pool.PoolTimeout:
+            pooled = None
+        if pooled is not None:
+            try:
+                yield pooled
+            finally:
+                self._pool.putconn(pooled)
+            return
+        with psycopg.connect(self._conninfo, **self._pool_kwargs) as conn:
+            yield conn
 
     def _outage(self, exc: Exception) -> None:
         """Note a lost connection; raise once it has lasted too long.

@@ -299,3 +299,6 @@ WHERE workflow_id = :workflow_id AND kind = :kind AND name = :name AND status = 
   AND started_at IS NOT DISTINCT FROM :started_at
   AND finished_at IS NOT DISTINCT FROM :finished_at
 LIMIT 1;
+
+-- name: server_time
+SELECT EXTRACT(EPOCH FROM clock_timestamp());
