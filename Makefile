@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench bench-fleet soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,15 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/step_overhead.py
+
+# Worker processes on SQLite and PostgreSQL (STALWART_TEST_POSTGRES_URL, else a local server;
+# its rows are skipped when none answers). Takes a few minutes.
+bench-fleet: $(STAMP)
+	$(BIN)/python bench/fleet.py
+
+# The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
+soak: $(STAMP)
+	$(BIN)/python -m pytest -m slow -s
 
 clean:
 	rm -rf $(VENV) .stalwart .pytest_cache .mypy_cache .ruff_cache

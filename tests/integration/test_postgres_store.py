@@ -88,7 +88,11 @@ def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
 
 @pytest.mark.parametrize(
     ("query", "match"),
-    [("schema=bad-name", "plain SQL identifier"), ("pool_size=1", "pool_size")],
+    [
+        ("schema=bad-name", "plain SQL identifier"),
+        ("schema=Mixed", "lowercase"),
+        ("pool_size=1", "pool_size"),
+    ],
 )
 def test_our_url_parameters_are_checked(pg_url: str, query: str, match: str) -> None:
     base = pg_url.split("?", maxsplit=1)[0]

@@ -51,7 +51,7 @@ OUTAGE_QUIET_S = 10.0
 OUTAGE_POOL_WAIT_S = 0.2
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+_IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def _pyformat(sql: str) -> str:
@@ -91,7 +91,7 @@ def _split_url(url: str) -> tuple[str, str | None, int, str]:
             if not _IDENTIFIER.fullmatch(value):
                 raise StoreError(
                     f"{mask_url(url)}: schema={value!r} is not a plain SQL identifier; use "
-                    "letters, digits and underscores"
+                    "lowercase letters, digits and underscores"
                 )
             schema = value
         elif key == "pool_size":
