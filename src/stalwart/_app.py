@@ -704,20 +704,26 @@ class Stalwart:
             until = now + core.lease_seconds
             row = core.store.get_run(wid)
             if row is None:
+                # A run of a queue with limits starts pending and waits for its turn like any
+                # other; without limits it is created already held, in one transaction.
+                limited = wf.queue in core.queues
                 owner = core.claim_owner()
                 deadline = None if wf.timeout is None else now + wf.timeout
-                if core.store.create_run(
-                    workflow_id=wid,
-                    name=wf.name,
-                    status=RUNNING,
-                    queue=wf.queue,
-                    priority=0,
-                    input=payload,
-                    now=now,
-                    owner=owner,
-                    lease_until=until,
-                    entry=_lifecycle("started", now, input=payload),
-                    deadline=deadline,
+                if (
+                    core.store.create_run(
+                        workflow_id=wid,
+                        name=wf.name,
+                        status=PENDING if limited else RUNNING,
+                        queue=wf.queue,
+                        priority=0,
+                        input=payload,
+                        now=now,
+                        owner=None if limited else owner,
+                        lease_until=None if limited else until,
+                        entry=_lifecycle("started", now, input=payload),
+                        deadline=deadline,
+                    )
+                    and not limited
                 ):
                     row = self._row(wid)
                     return self._invocation(wf, row, recovering=False, owner=owner), row

@@ -168,10 +168,13 @@ class Worker:
                     newly_refused = True
             if not newly_refused:
                 break
+        # Only a rate frees up at a known time; a queue refused for its concurrency is woken by
+        # the finish that frees a slot (a notification, or the regular poll).
+        now = self.core.clock.time()
         starts = [
             self.core.store.next_start(queue, self.core.queues[queue]) for queue in sorted(refused)
         ]
-        return min((t for t in starts if t is not None), default=None)
+        return min((t for t in starts if t is not None and t > now), default=None)
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""

@@ -20,6 +20,8 @@ __all__ = ["SQLStore"]
 
 T = TypeVar("T")
 
+START_RETENTION_S = 60.0
+
 
 class _Fenced(Exception):
     """Rolls back a multi-entry append whose lease was lost midway."""
@@ -287,7 +289,10 @@ class SQLStore:
         if limits.rate is None or status != "pending":
             return True
         window = {"queue": queue, "since": now - limits.period}
-        conn.execute(self._q["prune_starts"], window)
+        # Starts are pruned well after they leave the window: a worker whose clock reading
+        # is a little older than the last writer's must still count every start in its window.
+        stale = {"queue": queue, "since": now - limits.period - START_RETENTION_S}
+        conn.execute(self._q["prune_starts"], stale)
         if conn.execute(self._q["recent_starts"], window).fetchone()[0] >= limits.rate:
             return False
         return str(queue)
