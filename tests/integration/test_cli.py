@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -133,3 +135,40 @@ def test_fork_from_the_command_line(tmp_path: Path) -> None:
     shown = _cli("--url", url, "show", "src", cwd=tmp_path)
     assert "fork" in shown.stdout and "by dev" in shown.stdout
     assert _cli("--url", url, "fork", "src", cwd=tmp_path).returncode == 2  # --from is required
+
+
+def test_worker_serves_only_the_queues_it_is_given(shared_url: str, tmp_path: Path) -> None:
+    (tmp_path / "queued_agents.py").write_text(
+        "import stalwart\n"
+        "app = stalwart.Stalwart()\n"
+        "app.queue('llm', concurrency=1)\n"
+        "@app.workflow(name='job')\n"
+        "def job(tag: str) -> str:\n"
+        "    return tag\n"
+    )
+    env = {**os.environ, "STALWART_URL": shared_url, "PYTHONPATH": str(tmp_path)}
+    with stalwart.Stalwart(shared_url) as app:
+
+        @app.workflow(name="job")
+        def job(tag: str) -> str:
+            return tag
+
+        on_llm = app.start(job, "llm", queue="llm")
+        on_default = app.start(job, "default")
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "stalwart", "worker", "queued_agents:app", "--queue", "llm"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            assert on_llm.result(timeout=30) == "llm"
+            time.sleep(0.5)
+            assert on_default.status() == "pending"  # not a queue this worker serves
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            output = worker.communicate(timeout=30)[0]
+        assert worker.returncode == 0, output
+        assert "on queues llm " in output
