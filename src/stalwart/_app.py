@@ -316,6 +316,22 @@ def _default_clock(store: Store) -> Clock:
     return SystemClock() if measure is None else ServerClock(measure)
 
 
+MAX_ID_LENGTH = 512
+
+
+def _new_id(given: Any, *, label: str = "workflow_id") -> str:
+    """``given`` checked as a run id, or a fresh one."""
+    if given is None:
+        return uuid.uuid4().hex
+    if not isinstance(given, str) or not given or len(given) > MAX_ID_LENGTH:
+        shown = given if not isinstance(given, str) else f"{given[:40]!r}... ({len(given)} chars)"
+        raise ValueError(
+            f"{label}={shown if len(repr(given)) > 60 else repr(given)}: a run id is a non-empty "
+            f"string of at most {MAX_ID_LENGTH} characters"
+        )
+    return given
+
+
 def _check_queue_name(queue: Any) -> None:
     if not isinstance(queue, str) or not queue or len(queue) > 200:
         raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
@@ -606,7 +622,7 @@ class Stalwart:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
         payload = self._encode_args(definition, args, kwargs)
-        wid = workflow_id or uuid.uuid4().hex
+        wid = _new_id(workflow_id)
         now = self._core.clock.time()
         self._core.store.create_run(
             workflow_id=wid,
@@ -637,7 +653,7 @@ class Stalwart:
                 "event loop; use 'await app.run_async(...)' there"
             )
         payload = self._encode_args(definition, args, kwargs)
-        wid = workflow_id or uuid.uuid4().hex
+        wid = _new_id(workflow_id)
         inv, row = self._acquire(definition, wid, payload)
         while True:
             if inv is None:
@@ -1270,7 +1286,7 @@ class Stalwart:
                 f"irreversible step(s) {names} again; fork from after them, or pass "
                 "allow_reexecute=True if running them again is what you want"
             )
-        fork_id = new_id or uuid.uuid4().hex
+        fork_id = _new_id(new_id, label="new_id")
         now = self._core.clock.time()
         who = _who(by)
         origin = {"forked_from": workflow_id, "from_seq": from_seq}

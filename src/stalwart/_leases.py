@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import uuid
 
-__all__ = ["holder_is_gone", "new_owner"]
+__all__ = ["HOST", "holder_is_gone", "new_owner"]
 
-_HOST = socket.gethostname()
+
+def _machine() -> str:
+    """This host as process ids see it: its name, and which boot and pid namespace it is.
+
+    Two containers can share a hostname (host networking, or a name set on purpose) but not a
+    pid namespace: a holder's pid means something only to a process that sees the same ones.
+    """
+    parts = []
+    with contextlib.suppress(OSError), open("/proc/sys/kernel/random/boot_id") as f:
+        parts.append(f.read().strip()[:8])
+    with contextlib.suppress(OSError):
+        parts.append(str(os.stat("/proc/self/ns/pid").st_ino))
+    name = socket.gethostname().replace("/", "_")
+    return "~".join([name, *parts])
+
+
+HOST = _machine()
+_HOST = HOST
 
 
 def _stat(pid: int) -> list[bytes] | None:

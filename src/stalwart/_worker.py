@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ._engine.invocation import Invocation
-from ._leases import holder_is_gone
+from ._leases import HOST, holder_is_gone
 
 if TYPE_CHECKING:
     from ._app import Stalwart
@@ -112,8 +111,8 @@ class Worker:
             if nudged or version != last_version or now >= next_full:
                 self.core.wakeup.clear()
                 last_version = version
-                next_start = self._claim(names, pool)
-                next_full = now + self._until_next_wake(names)
+                next_start, refused = self._claim(names, pool)
+                next_full = now + self._until_next_wake(names, refused)
                 if next_start is not None:
                     wait = max(0.0, next_start - self.core.clock.time())
                     next_full = min(next_full, now + wait)
@@ -122,9 +121,16 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             self.core.wakeup.wait(IDLE_POLL_SECONDS)
 
-    def _until_next_wake(self, names: list[str]) -> float:
-        """Seconds until the next full poll: sooner when a timer falls due before it."""
-        due = self.core.store.next_wake(names=names)
+    def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
+        """Seconds until the next full poll: sooner when a timer falls due before it.
+
+        Only timers this worker could act on count: none while it has no free slot (a run
+        that ends wakes the loop), and none of a queue that just refused a start (the finish
+        that frees a slot notifies, and the regular poll comes back anyway)."""
+        queues = [queue for queue in self.queues if queue not in refused]
+        if not queues or self._free_slots() <= 0:
+            return FULL_POLL_SECONDS
+        due = self.core.store.next_wake(names=names, queues=queues)
         if due is None:
             return FULL_POLL_SECONDS
         return min(FULL_POLL_SECONDS, max(IDLE_POLL_SECONDS, due - self.core.clock.time()))
@@ -135,9 +141,10 @@ class Worker:
                 del self.active[wid]
             return self.concurrency - len(self.active)
 
-    def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> float | None:
+    def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> tuple[float | None, set[str]]:
         """Start what this worker has room for; returns when a rate-limited queue that
-        refused a start will next allow one (``None``: no such queue).
+        refused a start will next allow one (``None``: no such queue), and the queues that
+        refused a start.
 
         A queue at its limit is left out of the next look, so that its waiting runs, however
         many and however old, never hide the runs of other queues."""
@@ -174,11 +181,11 @@ class Worker:
         starts = [
             self.core.store.next_start(queue, self.core.queues[queue]) for queue in sorted(refused)
         ]
-        return min((t for t in starts if t is not None and t > now), default=None)
+        return min((t for t in starts if t is not None and t > now), default=None), refused
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""
-        host = socket.gethostname()
+        host = HOST
         for workflow_id, holder in self.core.store.held_on_host(
             host_prefix=f"{host}/", names=names
         ):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,3 +133,99 @@ def test_a_fleet_reads_time_by_the_servers_clock(pg_url: str) -> None:
         offset = app._core.store.clock_offset()  # type: ignore[attr-defined]
         assert offset is not None and abs(offset) < 1.0  # one machine: the same clock
         assert abs(clock.time() - time.time() - clock.offset) < 0.1
+
+
+@contextmanager
+def _acks_lost_once(store: PostgresStore, verbs: list[str]) -> Iterator[None]:
+    """The first call of each of ``verbs`` commits, then reports a lost connection."""
+    import psycopg
+
+    real = store._connection
+    armed = threading.local()
+
+    @contextmanager
+    def flaky() -> Iterator[Any]:
+        with real() as conn:
+            yield conn
+        if getattr(armed, "on", False):
+            armed.on = False
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    def arm(verb: str) -> None:
+        call = getattr(store, verb)
+
+        def armed_call(*args: Any, **kwargs: Any) -> Any:
+            armed.on = True
+            return call(*args, **kwargs)
+
+        setattr(store, verb, armed_call)
+
+    store._connection = flaky  # type: ignore[method-assign]
+    for verb in verbs:
+        arm(verb)
+    yield
+
+
+def test_operator_calls_and_claims_retried_after_a_lost_acknowledgement_act_once(
+    pg_url: str,
+) -> None:
+    with stalwart.Stalwart(pg_url) as app:
+        store = app._core.store
+        assert isinstance(store, PostgresStore)
+
+        @app.workflow(name="asker")
+        def asker() -> list[Any]:
+            first = stalwart.wait_for_event("go", timeout=60)
+            second = stalwart.wait_for_event("go", timeout=0.5)
+            return [first, second, stalwart.request_approval("ok?").approved]
+
+        @app.workflow(name="idle")
+        def idle() -> int:
+            return 1
+
+        with _acks_lost_once(store, ["deliver_event", "decide_approval", "cancel_run"]):
+            run = app.start(asker, workflow_id="asker")
+            runner = threading.Thread(
+                target=app.run, args=(asker,), kwargs={"workflow_id": "asker"}
+            )
+            runner.start()
+            app.send_event("asker", "go", "once")  # one send: one event, consumed once
+            deadline = time.monotonic() + 30
+            while not app.approvals() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            app.approve("asker", by="alice")  # no "already decided": the decision is ours
+            runner.join(30)
+            assert run.result(timeout=5) == ["once", None, True]
+            waiting = app.start(idle, workflow_id="idle")
+            app.cancel("idle")  # no "nothing to cancel": the cancel was ours
+            assert waiting.status() == "cancelled"
+
+        with _acks_lost_once(store, ["take_lease"]):
+            app.start(idle, workflow_id="claimed")
+            row = store.get_run("claimed")
+            assert row is not None
+            taken = app._take(app._core.registry.workflows["idle"], row, app._core.clock.time())
+            assert taken is not None  # the claim landed: this caller holds the run
+            assert store.get_run("claimed").lease_owner == taken.owner  # type: ignore[union-attr]
+
+
+def test_an_error_of_the_statement_is_not_an_outage(pg_url: str) -> None:
+    with stalwart.Stalwart(pg_url) as app:
+
+        @app.workflow(name="idle")
+        def idle() -> int:
+            return 1
+
+        app.start(idle, workflow_id="somebody")
+        store = app._core.store
+        started = time.monotonic()
+        with pytest.raises(stalwart.StoreError, match="index row"):
+            store.deliver_event(  # a dedup key far beyond what an index row holds
+                "somebody",
+                name="x",
+                payload=None,
+                dedup_key=os.urandom(5000).hex(),  # random: it does not compress
+                now=1.0,
+                entry=Entry(kind="event", name="x", status="completed"),
+            )
+        assert time.monotonic() - started < 5  # raised at once, not retried as an outage

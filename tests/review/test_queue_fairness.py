@@ -8,6 +8,8 @@ queue drained.
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
 import stalwart
 from stalwart._worker import Worker
@@ -34,5 +36,60 @@ def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: 
             assert late.result(timeout=20) == "ran"
             assert sum(h.status() == "completed" for h in blocked) == 1  # one start per hour
         finally:
+            worker.stop()
+            thread.join(timeout=30)
+
+
+def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: str) -> None:
+    """Found in review: the next poll was set by the earliest due timer, even one whose queue
+    was full, so the worker tried to claim it every 10 ms until a slot freed up."""
+    with stalwart.Stalwart(store_url) as app:
+        app.queue("q", concurrency=1)
+        release = threading.Event()
+        holding = threading.Event()
+
+        @app.step
+        def hold() -> str:
+            holding.set()
+            release.wait(30)
+            return "held"
+
+        @app.workflow(name="sleeper", queue="q")
+        def sleeper() -> str:
+            stalwart.sleep(0.2)
+            return "slept"
+
+        @app.workflow(name="holder", queue="q")
+        def holder() -> str:
+            return hold()
+
+        store = app._core.store
+        calls = []
+        take = store.take_lease
+
+        def counting(*args: Any, **kwargs: Any) -> tuple[bool, int]:
+            calls.append(time.monotonic())
+            return take(*args, **kwargs)
+
+        store.take_lease = counting  # type: ignore[method-assign]
+        worker = Worker(app, concurrency=4)
+        thread = threading.Thread(target=worker.serve, daemon=True)
+        thread.start()
+        try:
+            slept = app.start(sleeper)
+            deadline = time.monotonic() + 20
+            while slept.status() != "suspended" and time.monotonic() < deadline:
+                time.sleep(0.01)
+            held = app.start(holder)
+            assert holding.wait(20)
+            time.sleep(0.5)  # the sleeper's timer is now due, and its queue full
+            counted = len(calls)
+            time.sleep(1.0)
+            assert len(calls) - counted <= 10, f"{len(calls) - counted} claims in 1 s"
+            release.set()
+            assert held.result(timeout=20) == "held"
+            assert slept.result(timeout=20) == "slept"
+        finally:
+            release.set()
             worker.stop()
             thread.join(timeout=30)

@@ -227,7 +227,7 @@ class Store(Protocol):
     def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[tuple[str, str]]:
         """``(workflow_id, lease_owner)`` of running runs held by processes of this host."""
 
-    def next_wake(self, *, names: list[str]) -> float | None:
+    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
         """The earliest ``wake_at`` of a suspended run."""
 
     def next_start(self, queue: str, limits: QueueLimits) -> float | None:

@@ -76,6 +76,23 @@ class _QuietPool(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_QuietPool())
 
 
+# SQLSTATEs of a server that is going away or not there yet; other errors are not outages.
+_GOING_AWAY = {"57P01", "57P02", "57P03"}  # admin_shutdown, crash_shutdown, cannot_connect_now
+
+
+def _connection_lost(exc: Exception) -> bool:
+    """Whether ``exc`` says the connection, not the statement, failed: worth retrying."""
+    import psycopg
+    import psycopg_pool
+
+    if isinstance(exc, psycopg_pool.PoolTimeout):
+        return True
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith("08") or state in _GOING_AWAY
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -254,6 +271,7 @@ class PostgresStore(SQLStore):
         from psycopg import errors
 
         delay = 0.05
+        began = time.monotonic()
         while True:
             try:
                 with self._connection() as conn:
@@ -269,10 +287,10 @@ class PostgresStore(SQLStore):
                 pass  # another transaction won: do it again
             except psycopg_pool.PoolClosed:
                 raise StoreError(f"the store {mask_url(self.url)} was closed") from None
-            except psycopg.OperationalError as exc:
-                self._outage(exc)
             except psycopg.Error as exc:
-                raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+                if not _connection_lost(exc):
+                    raise StoreError(f"{mask_url(self.url)}: {_first_line(exc)}") from exc
+                self._outage(exc, began)
             time.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
 
@@ -301,18 +319,19 @@ class PostgresStore(SQLStore):
         with psycopg.connect(self._conninfo, **self._pool_kwargs) as conn:
             yield conn
 
-    def _outage(self, exc: Exception) -> None:
-        """Note a lost connection; raise once it has lasted too long.
+    def _outage(self, exc: Exception, since: float) -> None:
+        """Note a lost connection; raise once this call (begun at ``since``) has waited too
+        long.
 
         One outage is logged once: connections the pool held when the server went away fail
         one by one after it is back, and those failures within ``OUTAGE_QUIET_S`` of the last
         logged outage are the same outage, not news."""
         now = time.monotonic()
-        began = False
+        first = False
         with self._outage_lock:
             if self._outage_since is None:
                 self._outage_since = now
-                began = True
+                first = True
                 if now - self._outage_logged_at > OUTAGE_QUIET_S:
                     self._outage_logged_at = now
                     self._outage_logged = True
@@ -322,12 +341,12 @@ class PostgresStore(SQLStore):
                         _first_line(exc),
                         RECONNECT_GIVE_UP_S,
                     )
-            elif now - self._outage_since > RECONNECT_GIVE_UP_S:
-                raise StoreError(
-                    f"the PostgreSQL store {mask_url(self.url)} has been unreachable for "
-                    f"{now - self._outage_since:.0f} s: {exc}"
-                ) from exc
-        if began:
+        if now - since > RECONNECT_GIVE_UP_S:
+            raise StoreError(
+                f"the PostgreSQL store {mask_url(self.url)} has been unreachable for "
+                f"{now - since:.0f} s: {_first_line(exc)}"
+            ) from exc
+        if first:
             with contextlib.suppress(Exception):
                 self._pool.check()  # drop the other dead connections now, not one by one
 

@@ -103,6 +103,37 @@ class SQLStore:
                     {"version": migration.version, "oldest_compatible": oldest},
                 )
 
+    def _once(
+        self,
+        workflow_id: str,
+        footprint: Entry | None,
+        work: Callable[[Any], T],
+        *,
+        transaction: bool = True,
+        landed: Any = True,
+    ) -> T:
+        """Run ``work`` once even when it is retried after a lost connection.
+
+        A commit can land and its acknowledgement be lost; the retry then looks for the
+        journal entry the first try wrote (``footprint``: its times make it unique) and, when
+        it is there, returns what the first try decided instead of doing it again."""
+        decided: list[T] = []
+        tried = False
+
+        def attempt(conn: Any) -> T:
+            nonlocal tried
+            if tried and footprint is not None:
+                params = self._entry_params(conn, workflow_id, footprint, None)
+                if conn.execute(self._q["entry_exists"], params).fetchone() is not None:
+                    # the first try landed; a statement that committed on its own and then
+                    # lost its connection decided nothing else than that it landed
+                    return decided[0] if decided else landed
+            tried = True
+            decided[:] = [work(conn)]
+            return decided[0]
+
+        return self._write(attempt) if transaction else self._run(attempt)
+
     def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
         query = self._q[name]
         return self._run(lambda conn: list(conn.execute(query, params).fetchall()))
@@ -122,22 +153,26 @@ class SQLStore:
 
         return pack(payload, put)
 
-    def _fetch(self, digests: list[bytes]) -> dict[bytes, bytes]:
-        def work(conn: Any) -> dict[bytes, bytes]:
-            found = {}
-            for digest in dict.fromkeys(digests):
-                row = conn.execute(self._q["get_payload"], {"digest": digest}).fetchone()
-                if row is None:
-                    raise KeyError(digest.hex())
-                found[digest] = bytes(row[0])
-            return found
+    def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+        found = {}
+        for digest in dict.fromkeys(digests):
+            row = conn.execute(self._q["get_payload"], {"digest": digest}).fetchone()
+            if row is None:
+                raise KeyError(digest.hex())
+            found[digest] = bytes(row[0])
+        return found
 
-        return self._run(work)
+    def load_payload(self, stored: bytes, conn: Any = None) -> bytes:
+        """The encoded payload behind a stored column value (read on ``conn`` when a
+        transaction already holds one, so it never waits for a second connection)."""
 
-    def load_payload(self, stored: bytes) -> bytes:
-        """The encoded payload behind a stored column value."""
+        def fetch(digests: list[bytes]) -> dict[bytes, bytes]:
+            if conn is not None:
+                return self._fetch_on(conn, digests)
+            return self._run(lambda c: self._fetch_on(c, digests))
+
         try:
-            return unpack(bytes(stored), self._fetch)
+            return unpack(bytes(stored), fetch)
         except KeyError as exc:
             raise CorruptRecord(f"payload piece {exc.args[0]} is missing from the store") from None
 
@@ -204,7 +239,7 @@ class SQLStore:
             )
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
@@ -272,7 +307,7 @@ class SQLStore:
                 )
             return True, count
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> bool | str:
         """Whether a queue's limits let this run start now: ``False`` if not, the queue's name
@@ -335,24 +370,16 @@ class SQLStore:
         return self._changes("release_lease", params) == 1
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
-        """Append a journal entry, fenced by the lease when ``owner`` is given.
-
-        A retry after a lost connection first looks for the row: the commit may have landed
-        before the acknowledgement was lost, and a step's result is recorded exactly once."""
+        """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
+        even when retried after a lost acknowledgement."""
         query = self._q["append_entry" if owner is None else "append_entry_if_owner"]
-        sent = False
 
         def work(conn: Any) -> bool:
-            nonlocal sent
             params = self._entry_params(conn, workflow_id, entry, owner)
-            if sent and conn.execute(self._q["entry_exists"], params).fetchone() is not None:
-                return True
-            sent = True
             return bool(conn.execute(query, params).rowcount == 1)
 
-        if _inline(entry):
-            return self._run(work)  # one statement: its own transaction
-        return self._write(work)
+        # one inline statement is its own transaction
+        return self._once(workflow_id, entry, work, transaction=not _inline(entry))
 
     def finish_run(
         self,
@@ -389,7 +416,7 @@ class SQLStore:
             conn.execute(self._q["close_approvals"], close)
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """Positioned journal rows, without inputs."""
@@ -442,9 +469,10 @@ class SQLStore:
         params = {"host_prefix": host_prefix + "%", "names": self._list(names)}
         return [tuple(row) for row in self._rows("held_on_host", params)]
 
-    def next_wake(self, *, names: list[str]) -> float | None:
+    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
         """The earliest time a suspended run of these workflows becomes claimable."""
-        rows = self._rows("next_wake", {"names": self._list(names)})
+        params = {"names": self._list(names), "queues": self._list(queues)}
+        rows = self._rows("next_wake", params)
         return rows[0][0] if rows else None
 
     def suspend_run(
@@ -479,7 +507,7 @@ class SQLStore:
                 )
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def open_wait(
         self, workflow_id: str, entry: Entry, *, owner: str, approval: dict[str, Any] | None = None
@@ -495,7 +523,7 @@ class SQLStore:
                 conn.execute(self._q["create_approval"], {"workflow_id": workflow_id, **approval})
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def resolve_wait(
         self,
@@ -538,7 +566,7 @@ class SQLStore:
                 found = conn.execute(self._q["oldest_event"], key).fetchone()
                 if found is not None:
                     conn.execute(self._q["consume_event"], {"id": found[0], "seq": entry.seq})
-                    data = self.load_payload(bytes(found[1])) if found[1] is not None else None
+                    data = None if found[1] is None else self.load_payload(bytes(found[1]), conn)
                     winner, entry.output = "event", data
             if winner == "none" and approval_id is not None:
                 key = {"workflow_id": workflow_id, "approval_id": approval_id}
@@ -561,7 +589,7 @@ class SQLStore:
             )
             return winner, data
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def deliver_event(
         self,
@@ -604,7 +632,7 @@ class SQLStore:
             )
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
         """One approval request."""
@@ -653,7 +681,7 @@ class SQLStore:
             )
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
         """Cancel at once a run nobody executes; else flag it for its holder.
@@ -679,7 +707,7 @@ class SQLStore:
             )
             return verdict
 
-        return self._write(work)
+        return self._once(workflow_id, entry, work)
 
     def cancel_requested_for(self, owner_prefix: str) -> set[str]:
         """The runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
@@ -701,7 +729,7 @@ class SQLStore:
                 )
             return True
 
-        return self._write(work)
+        return self._once(workflow_id, entries[-1] if entries else None, work)
 
     def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give a held run back as ``pending``: a graceful stop, not a recovery."""
@@ -733,7 +761,7 @@ class SQLStore:
             return True
 
         try:
-            return self._write(work)
+            return self._once(workflow_id, entries[-1] if entries else None, work)
         except _Fenced:
             return False
 
@@ -785,7 +813,7 @@ class SQLStore:
             conn.execute(self._q["append_entry"], self._entry_params(conn, source, notes, None))
             return True
 
-        return self._write(work)
+        return self._once(new_id, started, work)
 
     def rollback_in_progress(self, workflow_id: str) -> bytes | None:
         """The output of the run's last 'rolling_back' entry, unless a retry came after it."""

@@ -123,7 +123,8 @@ WHERE status = 'running' AND lease_owner LIKE :host_prefix
 
 -- name: next_wake
 SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
-  AND name = ANY(:names);
+  AND name = ANY(:names)
+  AND queue = ANY(:queues);
 
 -- name: suspend_run
 UPDATE runs

@@ -119,7 +119,8 @@ WHERE status = 'running' AND lease_owner LIKE :host_prefix
 
 -- name: next_wake
 SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
-  AND name IN (SELECT value FROM json_each(:names));
+  AND name IN (SELECT value FROM json_each(:names))
+  AND queue IN (SELECT value FROM json_each(:queues));
 
 -- name: suspend_run
 UPDATE runs
