@@ -700,6 +700,7 @@ class Stalwart:
         index = core.store.replay_index(row.workflow_id)  # a released run has a journal too
         inv = Invocation(core, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
+        inv.retrying = row.retrying
         if row.cancel_requested:
             inv.cancel_requested.set()
         return inv

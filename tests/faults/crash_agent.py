@@ -194,6 +194,28 @@ def doomed_scenario(
     return doomed_agent, (opts.seed,)
 
 
+def backoff_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """``flaky`` fails its first attempt, then waits out a 3 s backoff in this process (short
+    backoffs are not durable timers); its retries hang when the test asks (``--hang flaky``)."""
+
+    @app.step(name="flaky", retry=stalwart.Retry(max_attempts=3, initial_delay=3, jitter=False))
+    def flaky(x: int) -> int:
+        rec.executed("flaky")
+        if stalwart.attempt() == 1:
+            (rec.workdir / f"failed-{stalwart.workflow_id()}").touch()
+            raise ConnectionError("transient")
+        rec.hang_sync("flaky")
+        return x * 2
+
+    @app.workflow(name="backoff_agent")
+    def backoff_agent(seed: int) -> int:
+        return flaky(seed)
+
+    return backoff_agent, (opts.seed,)
+
+
 def gather_crash_scenario(
     app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
 ) -> tuple[Any, tuple[Any, ...]]:
@@ -351,6 +373,7 @@ SCENARIOS: dict[str, Scenario] = {
     "async": async_scenario,
     "doomed": doomed_scenario,
     "gather_crash": gather_crash_scenario,
+    "backoff": backoff_scenario,
     "poison": poison_scenario,
     "pay_verified": pay_verified_scenario,
     "pay_unverified": pay_unverified_scenario,

@@ -6,6 +6,10 @@ exception is raised and nothing in the process runs afterwards.
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
 from fault_harness import FAILED_EXIT, Harness, step_entries
 
@@ -81,3 +85,44 @@ def test_poison_run_fails_after_max_recoveries(agent: Harness) -> None:
     assert agent.counts(wid)["crashy"] <= 3
     with agent.app() as app:
         assert app.handle(wid).status() == "failed"
+
+
+def test_a_crash_during_a_backoff_costs_no_attempt(agent: Harness) -> None:
+    wid = "backoff-1"
+    proc = agent.spawn("backoff", wid)
+    failed = agent.workdir / f"failed-{wid}"
+    deadline = time.monotonic() + 30
+    while not failed.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.0)  # attempt 1 failed and was recorded; the 3 s backoff is under way
+    os.kill(proc.pid, signal.SIGKILL)
+    assert agent.finish(proc, time.monotonic()).killed
+
+    resumed = agent.run("backoff", wid)  # attempt 2 never began: it runs as attempt 2
+    assert (resumed.outcome["status"], resumed.outcome["result"]) == ("completed", 14), (
+        resumed.describe()
+    )
+    attempts = [line["attempt"] for line in agent.executions(wid) if line["step"] == "flaky"]
+    assert attempts == [1, 2]
+    with agent.app() as app:
+        entries = step_entries(app, wid, "flaky")
+        assert [(e.status, e.attempt) for e in entries] == [("failed", 1), ("completed", 2)]
+
+
+def test_a_crash_during_a_retry_is_charged_to_that_retry(agent: Harness) -> None:
+    wid = "backoff-2"
+    agent.crash("backoff", wid, at=["flaky"])  # attempt 2 hangs after the backoff; killed
+    resumed = agent.run("backoff", wid)  # attempt 2 is charged; attempt 3 runs
+    assert (resumed.outcome["status"], resumed.outcome["result"]) == ("completed", 14), (
+        resumed.describe()
+    )
+    attempts = [line["attempt"] for line in agent.executions(wid) if line["step"] == "flaky"]
+    assert attempts == [1, 2, 3]
+    with agent.app() as app:
+        entries = step_entries(app, wid, "flaky")
+        assert [(e.status, e.attempt) for e in entries] == [
+            ("failed", 1),
+            ("failed", 2),
+            ("completed", 3),
+        ]
+        assert entries[1].error is not None and entries[1].error.startswith("AttemptInterrupted")

@@ -179,11 +179,6 @@ def test_corrupt_record_is_not_reported_as_a_crash_loop(tmp_path: Path) -> None:
                 app.run(wf, workflow_id="w")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a crash during a retry backoff is charged as an interrupted attempt that never "
-    "started, so the step gets fewer real attempts than max_attempts",
-)
 def test_crash_during_backoff_does_not_use_up_an_attempt(tmp_path: Path) -> None:
     class CrashingClock(FakeClock):
         armed = True

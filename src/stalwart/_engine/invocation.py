@@ -125,6 +125,7 @@ class Invocation:
         self.lease_lost = threading.Event()
         self.cancel_requested = threading.Event()
         self.deadline: float | None = None
+        self.retrying: str | None = None  # the run's last begun retry, "seq:attempt"
         self.suspended: Suspend | None = None
         self.releasing = threading.Event()
         self.in_flight = 0
@@ -265,6 +266,20 @@ class Invocation:
         """Journal ``entry`` while this invocation still holds the run's lease."""
         try:  # inline rather than journaling(): this runs once per step
             held = self.core.store.append(self.workflow_id, entry, owner=self.owner)
+        except CorruptRecord:
+            raise
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+        if not held:
+            self.lease_lost.set()
+            raise LeaseLost()
+
+    def mark_retry(self, seq: int, attempt: int) -> None:
+        """Note that a retry begins, so a crash in it is charged and one before it is not."""
+        try:
+            held = self.core.store.mark_retry(
+                self.workflow_id, owner=self.owner, marker=f"{seq}:{attempt}"
+            )
         except CorruptRecord:
             raise
         except StoreError as exc:

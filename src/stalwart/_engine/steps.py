@@ -83,6 +83,11 @@ class StepCall:
             self.attempt = rec.attempt + 1
             self.retry_at = float(error.get("retry_at") or 0.0)
             self.rerun = bool(error.get("rerun"))
+            if self.inv.retrying != f"{self.seq}:{self.attempt}":
+                # The retry never began (``begin_attempt`` marks it on the run): the process
+                # stopped during the backoff, which costs the step no attempt.
+                self.input = self._encode_input()
+                return False
         self.input = self._encode_input()
         if self.inv.recovering and not self.step.irreversible:
             self._charge_interruption()
@@ -156,9 +161,13 @@ class StepCall:
 
     def begin_attempt(self) -> None:
         """Irreversible steps record ``scheduled`` before each attempt, so a crash leaves the
-        attempt visibly in doubt."""
+        attempt visibly in doubt. Other steps mark a retry on the run (not in the journal), so
+        that a crash during it is charged and a crash during the backoff before it is not; a
+        first attempt writes nothing: the one-commit hot path."""
         if self.step.irreversible:
             self._record(SCHEDULED, self.started_at)
+        elif self.attempt >= 2:
+            self.inv.mark_retry(self.seq, self.attempt)
 
     def _record(
         self,

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 __all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "QueueLimits", "RunRow", "Store"]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,7 @@ class RunRow:
     waiting_for: str | None = None
     deadline: float | None = None
     cancel_requested: int = 0
+    retrying: str | None = None  # "seq:attempt" of the last retry that began
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +187,9 @@ class Store(Protocol):
 
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease, leaving the run's status as it is."""
+
+    def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
+        """Note on a held run that a step's retry began (``seq:attempt``)."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry; with ``owner``, only while that owner holds the lease."""

@@ -369,6 +369,11 @@ class SQLStore:
         params = {"workflow_id": workflow_id, "owner": owner, "now": now}
         return self._changes("release_lease", params) == 1
 
+    def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
+        """Note on a held run that a step's retry began (``seq:attempt``)."""
+        params = {"workflow_id": workflow_id, "owner": owner, "marker": marker}
+        return self._changes("mark_retry", params) == 1
+
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
         even when retried after a lost acknowledgement."""

@@ -23,7 +23,7 @@ ON CONFLICT (workflow_id) DO NOTHING;
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested
+       cancel_requested, retrying
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
@@ -97,7 +97,7 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 -- name: list_runs
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested
+       cancel_requested, retrying
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
@@ -303,3 +303,7 @@ LIMIT 1;
 
 -- name: server_time
 SELECT EXTRACT(EPOCH FROM clock_timestamp());
+
+-- name: mark_retry
+UPDATE runs SET retrying = :marker
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;

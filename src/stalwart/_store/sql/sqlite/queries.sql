@@ -20,7 +20,7 @@ ON CONFLICT (workflow_id) DO NOTHING;
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested
+       cancel_requested, retrying
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
@@ -93,7 +93,7 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 -- name: list_runs
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested
+       cancel_requested, retrying
 FROM runs
 WHERE (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
@@ -284,3 +284,7 @@ WHERE workflow_id = :workflow_id AND kind = :kind AND name = :name AND status = 
   AND started_at IS :started_at
   AND finished_at IS :finished_at
 LIMIT 1;
+
+-- name: mark_retry
+UPDATE runs SET retrying = :marker
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;

@@ -1,0 +1,4 @@
+-- Which retry of which step began last (``seq:attempt``), so a recovery charges an attempt that
+-- a crash interrupted but not the backoff before it. Kept on the run, out of the journal.
+-- Expand-only: code of schema version 6 ignores the column.
+ALTER TABLE runs ADD COLUMN retrying TEXT;
