@@ -267,21 +267,25 @@ def _fork_plan(
     rows: list[tuple[Any, ...]], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
-    position before it), and the completed irreversible steps it would run again."""
+    position before it, and the mark of an irreversible step's first attempt, so that a fork
+    of the fork still knows the step is irreversible), and the completed irreversible steps
+    it would run again."""
     latest: dict[str, tuple[Any, ...]] = {}
-    irreversible: set[int] = set()
+    marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for row in rows:
-        seq, position, kind, status = row[1], row[2], row[3], row[5]
+        row_id, seq, position, kind, status = row[0], row[1], row[2], row[3], row[5]
         latest[position] = row
         if kind == "step" and status in ("scheduled", "in_doubt"):
-            irreversible.add(seq)
+            marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     for row_id, seq, _position, kind, name, status, _compensable in latest.values():
         done = status in ("completed", "reused")
         if seq < from_seq and done:
             reuse.append(row_id)
-        elif seq >= from_seq and done and kind == "step" and seq in irreversible:
+            if seq in marks:
+                reuse.append(marks[seq])
+        elif seq >= from_seq and done and kind == "step" and seq in marks:
             again.append((seq, name))
     return sorted(reuse), sorted(again)
 

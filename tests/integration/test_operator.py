@@ -262,6 +262,12 @@ def test_fork_reuses_the_journal_and_refuses_to_repeat_irreversible_steps(
     assert calls["send"] == 2
     notes = [e.input for e in app.journal("f0") if e.kind == "operator"]
     assert {"new_id": "f1", "from_seq": 3} in notes
+    # A fork of the fork still knows that 'send' is irreversible.
+    with pytest.raises(stalwart.UnsafeFork, match="'send' \\(seq 2\\)"):
+        app.fork("f1", 2)
+    again = app.fork("f1", 3, new_id="f3")
+    assert app.run(agent, workflow_id=again.workflow_id) == ["notes", "sent:notes", "NOTES"]
+    assert calls["send"] == 2  # f3 reused f1's send, which reused f0's
 
 
 def test_retry_of_a_poison_run_gives_its_step_a_fresh_budget(store_url: str) -> None:

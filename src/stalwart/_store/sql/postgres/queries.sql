@@ -252,8 +252,9 @@ ORDER BY id;
 -- name: copy_entry_reused
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
                      finished_at, input, output, error, by, compensable)
-SELECT :new_id, seq, position, kind, name, 'reused', attempt, started_at, finished_at, input,
-       output, NULL, :by, compensable
+SELECT :new_id, seq, position, kind, name,
+       CASE WHEN status IN ('scheduled', 'in_doubt') THEN status ELSE 'reused' END, attempt,
+       started_at, finished_at, input, output, NULL, :by, compensable
 FROM journal WHERE id = :id;
 
 -- name: rollback_state
