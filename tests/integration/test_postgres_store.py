@@ -15,6 +15,7 @@ import stalwart
 from stalwart._clock import ServerClock
 from stalwart._store import Entry, open_store
 from stalwart._store.postgres import PostgresStore
+from stalwart.testing import FakeClock
 from store_urls import postgres_schema_url
 
 
@@ -229,3 +230,56 @@ def test_an_error_of_the_statement_is_not_an_outage(pg_url: str) -> None:
                 entry=Entry(kind="event", name="x", status="completed"),
             )
         assert time.monotonic() - started < 5  # raised at once, not retried as an outage
+
+
+def test_a_retry_after_a_connection_lost_before_commit_is_not_fooled_by_a_twin_entry(
+    pg_url: str,
+) -> None:
+    """Two sends at the same instant write look-alike journal entries; the second one, whose
+    connection is lost before its commit, must not take the first one's entry for its own."""
+    clock = FakeClock()
+    with stalwart.Stalwart(pg_url, clock=clock) as app:
+        store = app._core.store
+        assert isinstance(store, PostgresStore)
+        real_write = store._write
+        armed = {"on": False}
+
+        def write_then_lose_connection(work: Any) -> Any:
+            def wrapped(conn: Any) -> Any:
+                out = work(conn)
+                if armed["on"]:
+                    armed["on"] = False
+                    conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
+                return out
+
+            return real_write(wrapped)
+
+        store._write = write_then_lose_connection  # type: ignore[method-assign]
+
+        @app.workflow(name="waiter")
+        def waiter() -> list[Any]:
+            return [stalwart.wait_for_event("a"), stalwart.wait_for_event("b")]
+
+        handle = app.start(waiter, workflow_id="twins")
+        app.send_event("twins", "a", 1)
+        armed["on"] = True
+        app.send_event("twins", "b", 2)  # the same FakeClock instant as "a"
+        assert not armed["on"]
+        store._write = real_write  # type: ignore[method-assign]
+        sent = [e.name for e in app.journal("twins") if e.kind == "operator"]
+        assert sent == ["send-event", "send-event"]
+        assert app.run(waiter, workflow_id="twins") == [1, 2]
+        assert handle.status() == "completed"
+
+
+def test_a_server_closing_an_idle_connection_is_not_an_error(pg_url: str) -> None:
+    with stalwart.Stalwart(f"{pg_url}&options=-c%20idle_session_timeout%3D500") as app:
+
+        @app.workflow(name="idle")
+        def idle() -> int:
+            return 1
+
+        app.start(idle, workflow_id="before")
+        time.sleep(1.2)  # the server closes the pooled connections that sat idle
+        app.start(idle, workflow_id="after")
+        assert {r.workflow_id for r in app.list_workflows()} == {"before", "after"}

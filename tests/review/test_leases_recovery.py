@@ -209,6 +209,44 @@ def test_crash_during_backoff_does_not_use_up_an_attempt(tmp_path: Path) -> None
         assert executed == [1, 2]
 
 
+def test_a_retry_marker_from_before_a_redrive_charges_nothing_after_it(tmp_path: Path) -> None:
+    """Found in review: the mark of a retry that began before ``app.retry`` survived it, so a
+    crash in the backoff after the redrive charged that retry again though it never ran."""
+
+    class CrashingClock(FakeClock):
+        armed = False
+
+        def sleep(self, seconds: float) -> None:
+            if self.armed:
+                self.armed = False
+                raise Crash()
+            super().sleep(seconds)
+
+    executed: list[int] = []
+    clock = CrashingClock()
+    with stalwart.Stalwart(_url(tmp_path), clock=clock) as app:
+
+        @app.step(retry=stalwart.Retry(max_attempts=2, initial_delay=5, jitter=False))
+        def flaky() -> str:
+            executed.append(stalwart.attempt())
+            if len(executed) <= 3:
+                raise ConnectionError(f"boom {len(executed)}")
+            return "ok"
+
+        @app.workflow
+        def wf() -> str:
+            return flaky()
+
+        with pytest.raises(stalwart.WorkflowFailed):
+            app.run(wf, workflow_id="w")  # attempts 1 and 2 fail: the run is dead-lettered
+        app.retry("w")
+        clock.armed = True
+        with pytest.raises(Crash):
+            app.run(wf, workflow_id="w")  # attempt 1 fails again; killed in the backoff
+        assert app.run(wf, workflow_id="w") == "ok"  # attempt 2 of the new budget runs
+        assert executed == [1, 2, 1, 2]
+
+
 def _report_owner(app: stalwart.Stalwart, conn: Any) -> None:
     conn.send((os.getpid(), app._core.owner, app._core.claim_owner()))
     conn.close()

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import stalwart
+from stalwart._store import Entry
 from stalwart._worker import Worker
 
 
@@ -91,5 +92,44 @@ def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: st
             assert slept.result(timeout=20) == "slept"
         finally:
             release.set()
+            worker.stop()
+            thread.join(timeout=30)
+
+
+def test_a_lapsed_run_holding_the_last_slot_is_taken_over_despite_a_higher_priority_backlog(
+    store_url: str,
+) -> None:
+    """Found in review: a pending run refused by its full queue hid the run holding the slot,
+    whose worker had died; taking it over needs no slot, but it was never tried."""
+    with stalwart.Stalwart(store_url) as app:
+        app.queue("q", concurrency=1)
+
+        @app.workflow(name="job", queue="q")
+        def job(tag: str) -> str:
+            return tag
+
+        store = app._core.store
+        now = app._core.clock.time()
+        payload = app._core.codec.encode({"args": ["orphan"], "kwargs": {}})
+        store.create_run(  # held by a worker on another machine that died; its lease lapsed
+            workflow_id="orphan",
+            name="job",
+            status="running",
+            queue="q",
+            priority=0,
+            input=payload,
+            now=now - 60,
+            owner="elsewhere/1/1/dead#1",
+            lease_until=now - 30,
+            entry=Entry(kind="run", name="started", status="completed", started_at=now - 60),
+        )
+        urgent = app.start(job, "urgent", priority=10)
+        worker = Worker(app, concurrency=2)
+        thread = threading.Thread(target=worker.serve, daemon=True)
+        thread.start()
+        try:
+            assert app.handle("orphan").result(timeout=20) == "orphan"
+            assert urgent.result(timeout=20) == "urgent"
+        finally:
             worker.stop()
             thread.join(timeout=30)

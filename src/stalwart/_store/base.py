@@ -115,6 +115,7 @@ class Entry:
     error: str | None = None
     by: str | None = None
     compensable: bool = False
+    call_id: str | None = None  # set by the store: which call wrote it, for safe retries
 
 
 class Store(Protocol):

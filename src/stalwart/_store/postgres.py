@@ -77,7 +77,8 @@ logging.getLogger("psycopg.pool").addFilter(_QuietPool())
 
 
 # SQLSTATEs of a server that is going away or not there yet; other errors are not outages.
-_GOING_AWAY = {"57P01", "57P02", "57P03"}  # admin_shutdown, crash_shutdown, cannot_connect_now
+# admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout
+_GOING_AWAY = {"57P01", "57P02", "57P03", "57P05"}
 
 
 def _connection_lost(exc: Exception) -> bool:

@@ -8,8 +8,9 @@ reads what the previous one committed and decides on it alone.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .._errors import CorruptRecord, StoreError, mask_url
 from .base import SCHEMA_VERSION, ApprovalRow, Entry, IndexRow, JournalRow, QueueLimits, RunRow
@@ -110,24 +111,28 @@ class SQLStore:
         work: Callable[[Any], T],
         *,
         transaction: bool = True,
-        landed: Any = True,
     ) -> T:
         """Run ``work`` once even when it is retried after a lost connection.
 
-        A commit can land and its acknowledgement be lost; the retry then looks for the
-        journal entry the first try wrote (``footprint``: its times make it unique) and, when
-        it is there, returns what the first try decided instead of doing it again."""
+        A commit can land and its acknowledgement be lost. ``footprint`` is the journal entry
+        ``work`` writes, stamped here with an id of this call; a retry whose first try may
+        have committed (it got as far as the commit, or was one autocommitted statement)
+        looks for that entry first and, when it is there, returns what the first try decided
+        (for a lone statement: that it landed) instead of doing it again."""
+        if footprint is not None:
+            footprint.call_id = uuid.uuid4().hex  # this call's, even for a reused Entry
         decided: list[T] = []
         tried = False
 
         def attempt(conn: Any) -> T:
             nonlocal tried
-            if tried and footprint is not None:
-                params = self._entry_params(conn, workflow_id, footprint, None)
-                if conn.execute(self._q["entry_exists"], params).fetchone() is not None:
-                    # the first try landed; a statement that committed on its own and then
-                    # lost its connection decided nothing else than that it landed
-                    return decided[0] if decided else landed
+            if footprint is not None and (decided or (tried and not transaction)):
+                found = conn.execute(
+                    self._q["entry_exists"],
+                    {"workflow_id": workflow_id, "call_id": footprint.call_id},
+                ).fetchone()
+                if found is not None:
+                    return decided[0] if decided else cast(T, True)
             tried = True
             decided[:] = [work(conn)]
             return decided[0]
@@ -195,6 +200,7 @@ class SQLStore:
             "error": entry.error,
             "by": entry.by,
             "compensable": int(entry.compensable),
+            "call_id": entry.call_id,
         }
 
     # -- verbs ----------------------------------------------------------------------------

@@ -65,17 +65,17 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable)
+                     finished_at, input, output, error, by, compensable, call_id)
 SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-       :finished_at, :input, :output, :error, :by, :compensable
+       :finished_at, :input, :output, :error, :by, :compensable, :call_id
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
               FOR SHARE);
 
 -- name: append_entry
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable)
+                     finished_at, input, output, error, by, compensable, call_id)
 VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-        :finished_at, :input, :output, :error, :by, :compensable);
+        :finished_at, :input, :output, :error, :by, :compensable, :call_id);
 
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
@@ -113,7 +113,8 @@ WHERE name = ANY(:names)
   AND (status = 'pending'
        OR (status = 'suspended' AND wake_at <= :now)
        OR (status = 'running' AND (lease_owner IS NULL OR lease_expires_at <= :now)))
-ORDER BY priority DESC, created_at
+ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'suspended' THEN 1 ELSE 2 END,
+         priority DESC, created_at
 LIMIT :limit;
 
 -- name: held_on_host
@@ -235,7 +236,7 @@ WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at I
 UPDATE runs
 SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
     cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
-    waiting_for = NULL, updated_at = :now
+    waiting_for = NULL, retrying = NULL, updated_at = :now
 WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
 
 -- name: release_run
@@ -295,12 +296,7 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/queue/' || :queue));
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: entry_exists
-SELECT 1 FROM journal
-WHERE workflow_id = :workflow_id AND kind = :kind AND name = :name AND status = :status
-  AND seq IS NOT DISTINCT FROM :seq AND attempt IS NOT DISTINCT FROM :attempt
-  AND started_at IS NOT DISTINCT FROM :started_at
-  AND finished_at IS NOT DISTINCT FROM :finished_at
-LIMIT 1;
+SELECT 1 FROM journal WHERE workflow_id = :workflow_id AND call_id = :call_id LIMIT 1;
 
 -- name: server_time
 SELECT EXTRACT(EPOCH FROM clock_timestamp());
