@@ -24,25 +24,6 @@ def pg_url() -> Iterator[str]:
     yield from postgres_schema_url()
 
 
-class _LosesOneAck:
-    """A connection whose first journal INSERT commits, then reports a lost connection."""
-
-    def __init__(self, conn: Any, lost: list[int]) -> None:
-        self._conn, self._lost = conn, lost
-
-    def execute(self, query: str, params: Any = None) -> Any:
-        import psycopg
-
-        cur = self._conn.execute(query, params)
-        if query.lstrip().startswith("INSERT INTO journal") and not self._lost:
-            self._lost.append(1)
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return cur
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-
 def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -61,15 +42,19 @@ def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
             lease_until=100.0,
             entry=Entry(kind="run", name="started", status="completed", started_at=1.0),
         )
-        real = store._pool.connection
+        real = store._insert_entry
         lost: list[int] = []
 
-        @contextmanager
-        def flaky(*args: Any, **kwargs: Any) -> Iterator[Any]:
-            with real(*args, **kwargs) as conn:
-                yield _LosesOneAck(conn, lost)
+        def commits_then_loses_the_ack(conn: Any, name: str, params: dict[str, Any]) -> bool:
+            import psycopg
 
-        monkeypatch.setattr(store._pool, "connection", flaky)
+            done = real(conn, name, params)  # autocommitted: it landed
+            if not lost:
+                lost.append(1)
+                raise psycopg.OperationalError("server closed the connection unexpectedly")
+            return done
+
+        monkeypatch.setattr(store, "_insert_entry", commits_then_loses_the_ack)
         step = Entry(
             kind="step",
             name="charge",

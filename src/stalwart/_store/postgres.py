@@ -383,6 +383,16 @@ class PostgresStore(SQLStore):
         exists = conn.execute(self._q["run_exists"], {"workflow_id": workflow_id}).fetchone()
         return exists is None
 
+    def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
+        if name != "append_entry_if_owner":
+            return super()._insert_entry(conn, name, params)
+        import psycopg
+
+        # A step's result: the one statement of the hot path, prepared on each connection.
+        with psycopg.Cursor(conn) as cur:
+            cur.execute(self._q["append_step_prepared"], params, prepare=True)
+            return bool(cur.rowcount == 1)
+
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})
 

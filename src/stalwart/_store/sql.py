@@ -383,14 +383,18 @@ class SQLStore:
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
         even when retried after a lost acknowledgement."""
-        query = self._q["append_entry" if owner is None else "append_entry_if_owner"]
+        name = "append_entry" if owner is None else "append_entry_if_owner"
 
         def work(conn: Any) -> bool:
             params = self._entry_params(conn, workflow_id, entry, owner)
-            return bool(conn.execute(query, params).rowcount == 1)
+            return self._insert_entry(conn, name, params)
 
         # one inline statement is its own transaction
         return self._once(workflow_id, entry, work, transaction=not _inline(entry))
+
+    def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
+        """Run an append query; backends may prepare the hot one."""
+        return bool(conn.execute(self._q[name], params).rowcount == 1)
 
     def finish_run(
         self,

@@ -304,3 +304,16 @@ SELECT EXTRACT(EPOCH FROM clock_timestamp());
 -- name: mark_retry
 UPDATE runs SET retrying = :marker
 WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: append_step_prepared
+-- The hot path, prepared once per connection: typed parameters, so no literal is rendered.
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable, call_id)
+SELECT CAST(:workflow_id AS text), CAST(:seq AS integer), CAST(:position AS text),
+       CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
+       CAST(:attempt AS integer), CAST(:started_at AS double precision),
+       CAST(:finished_at AS double precision), CAST(:input AS bytea), CAST(:output AS bytea),
+       CAST(:error AS text), CAST(:by AS text), CAST(:compensable AS integer),
+       CAST(:call_id AS text)
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = CAST(:workflow_id AS text)
+                AND lease_owner = CAST(:owner AS text) FOR SHARE);
