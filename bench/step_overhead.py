@@ -10,7 +10,12 @@ median of ``--runs`` runs and the ratio is that of the two medians; stalwart and
 alternate so drift hits both alike, and the last column shows the range of the ratios of
 each stalwart run to the floor run beside it, a gauge of the noise.
 
-    python bench/step_overhead.py [--steps 1000] [--runs 5] [--dir PATH]
+    python bench/step_overhead.py [--steps 1000] [--runs 5] [--dir PATH] [--postgres-url URL]
+
+With PostgreSQL reachable (``--postgres-url``, else ``$STALWART_TEST_POSTGRES_URL``, else the
+local server), a third row does the same on PostgreSQL: each run in a fresh schema, the floor
+a psycopg loop of autocommitted INSERTs (psycopg prepares them after a few) into a journal
+table that stalwart's own migrations created.
 
 It is a benchmark, not a test: it exits 0 whether or not the target is met.
 """
@@ -122,6 +127,113 @@ def time_floor(folder: str, steps: int, durability: str, schema: str) -> float:
     return elapsed
 
 
+PG_INSERT = INSERT.replace("?", "%s")
+
+
+def pg_schema_url(base: str, schema: str) -> str:
+    return f"{base}{'&' if '?' in base else '?'}schema={schema}"
+
+
+def time_stalwart_pg(base: str, schema: str, steps: int) -> float:
+    """``time_stalwart`` on a fresh PostgreSQL schema."""
+    app = stalwart.Stalwart(pg_schema_url(base, schema))
+    try:
+
+        @app.step
+        def noop() -> None:
+            return None
+
+        @app.workflow
+        def many(n: int) -> int:
+            for _ in range(n):
+                noop()
+            return n
+
+        start = time.perf_counter()
+        result = app.run(many, steps, workflow_id=WORKFLOW_ID)
+        elapsed = time.perf_counter() - start
+    finally:
+        app.close()
+    if result != steps:
+        raise RuntimeError(f"the benchmark workflow returned {result!r}, not {steps}")
+    return elapsed
+
+
+def time_floor_pg(base: str, schema: str, steps: int) -> float:
+    """``steps`` autocommitted one-row INSERTs with psycopg into stalwart's journal table."""
+    import psycopg
+
+    stalwart.Stalwart(pg_schema_url(base, schema)).close()  # create the tables
+    with psycopg.connect(base, autocommit=True, options=f"-c search_path={schema}") as conn:
+        clock = time.time
+        start = time.perf_counter()
+        for i in range(steps):
+            now = clock()
+            row = (WORKFLOW_ID, i + 1, str(i), "step", "noop", "completed", 1, now, now)
+            conn.execute(PG_INSERT, (*row, STEP_INPUT, STEP_OUTPUT, None, None))
+        elapsed = time.perf_counter() - start
+        stored = conn.execute("SELECT count(*) FROM journal").fetchone()
+    if stored is None or stored[0] != steps:
+        raise RuntimeError(f"the floor loop stored {stored}, not {steps} rows")
+    return elapsed
+
+
+def in_fresh_schema(base: str, measure: Callable[[str], float]) -> float:
+    """Run ``measure`` with a new schema name, then drop the schema."""
+    import uuid
+
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    try:
+        return measure(schema)
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def measure_pg(base: str, steps: int, runs: int) -> Row:
+    """``measure`` on PostgreSQL (durability is the server's: synchronous_commit=on)."""
+
+    def ours(schema: str) -> float:
+        return time_stalwart_pg(base, schema, steps)
+
+    def floor(schema: str) -> float:
+        return time_floor_pg(base, schema, steps)
+
+    warm = max(1, min(steps, 100))
+    in_fresh_schema(base, lambda schema: time_stalwart_pg(base, schema, warm))
+    in_fresh_schema(base, lambda schema: time_floor_pg(base, schema, warm))
+    ours_s: list[float] = []
+    floor_s: list[float] = []
+    for run in range(runs):
+        first, second = (ours, floor) if run % 2 == 0 else (floor, ours)
+        a = in_fresh_schema(base, first)
+        b = in_fresh_schema(base, second)
+        ours_s.append(a if first is ours else b)
+        floor_s.append(b if first is ours else a)
+    per_step = 1e6 / steps
+    paired = [a / b for a, b in zip(ours_s, floor_s, strict=True)]
+    return Row(
+        "postgres",
+        statistics.median(ours_s) * per_step,
+        statistics.median(floor_s) * per_step,
+        min(paired),
+        max(paired),
+    )
+
+
+def postgres_reachable(base: str) -> str | None:
+    """``None`` when ``base`` answers, else why not."""
+    try:
+        import psycopg
+
+        with psycopg.connect(base, connect_timeout=3):
+            return None
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}"
+
+
 def in_fresh_dir(parent: str | None, measure: Callable[[str], float]) -> float:
     """Run ``measure`` in a new temporary folder (a fresh database file), then remove it."""
     with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=parent) as folder:
@@ -187,6 +299,12 @@ def main(argv: list[str] | None = None) -> int:
         help="where the temporary databases go (default: the system temp folder); "
         "it should be a real disk, not tmpfs, for the durability figures to mean anything",
     )
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("STALWART_TEST_POSTGRES_URL")
+        or "postgresql://postgres@127.0.0.1:5432/test",
+        help="a database where the bench may create and drop schemas",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1 or args.runs < 1:
         parser.error("--steps and --runs must be >= 1")
@@ -215,6 +333,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{spread:>18}",
             flush=True,
         )
+    unreachable = postgres_reachable(args.postgres_url)
+    if unreachable is None:
+        row = measure_pg(args.postgres_url, args.steps, args.runs)
+        spread = f"{row.ratio_low:.2f}-{row.ratio_high:.2f}x"
+        print(
+            f"{'postgres (server)':<18}{row.stalwart_us:>18.1f}{row.floor_us:>15.1f}"
+            f"{row.ratio:>7.2f}x{spread:>18}",
+            flush=True,
+        )
+    else:
+        print(f"postgres: skipped, the server did not answer ({unreachable})")
     print()
     target = next(r for r in rows if r.durability == TARGET_DURABILITY)
     verdict = "MET" if target.ratio <= TARGET_RATIO else "NOT MET"
