@@ -9,8 +9,11 @@ a run another worker is claiming, and the lease compare-and-set means no run is 
 Idle workers learn of new work through ``LISTEN``/``NOTIFY`` (a trigger on ``runs``); polling
 remains as the fallback for a notification missed while the listener reconnects.
 
-When the database goes away (a restart, a failover) every verb retries with capped, jittered
-backoff for up to ``RECONNECT_GIVE_UP_S`` seconds, logging the outage once and its end once.
+When the connection is lost (a restart, a failover) every verb retries with capped, jittered
+backoff for up to ``RECONNECT_GIVE_UP_S`` seconds, logging the outage once and its end once; an
+error of the statement itself is not retried. A write whose commit landed just before the
+connection broke finds its own journal entry (by call id) on the retry and is not done twice.
+A step's journal append, the hot path, is a prepared statement on each connection.
 
 Query parameters of the URL that are ours, not libpq's: ``schema`` (default: the
 connection's ``search_path``; created when missing) and ``pool_size`` (default 16).
@@ -68,7 +71,7 @@ class _QuietPool(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not (
-            message.startswith("discarding closed connection")
+            message.startswith(("discarding closed connection", "discarding broken connection"))
             or message.startswith(f"error connecting in '{POOL_NAME}'")
         )
 
