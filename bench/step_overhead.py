@@ -61,9 +61,9 @@ def journal_schema() -> str:
     return "\n".join(folder.joinpath(name).read_text("utf-8") for name in names)
 
 
-def time_stalwart(folder: str, steps: int, durability: str) -> float:
-    """Seconds ``app.run`` takes for one workflow of ``steps`` no-op steps."""
-    app = stalwart.Stalwart(f"sqlite:///{folder}/stalwart.db", durability=durability)
+def time_stalwart(url: str, steps: int, durability: str = "process") -> float:
+    """Seconds ``app.run`` takes for one workflow of ``steps`` no-op steps on ``url``."""
+    app = stalwart.Stalwart(url, durability=durability)
     try:
 
         @app.step
@@ -134,31 +134,6 @@ def pg_schema_url(base: str, schema: str) -> str:
     return f"{base}{'&' if '?' in base else '?'}schema={schema}"
 
 
-def time_stalwart_pg(base: str, schema: str, steps: int) -> float:
-    """``time_stalwart`` on a fresh PostgreSQL schema."""
-    app = stalwart.Stalwart(pg_schema_url(base, schema))
-    try:
-
-        @app.step
-        def noop() -> None:
-            return None
-
-        @app.workflow
-        def many(n: int) -> int:
-            for _ in range(n):
-                noop()
-            return n
-
-        start = time.perf_counter()
-        result = app.run(many, steps, workflow_id=WORKFLOW_ID)
-        elapsed = time.perf_counter() - start
-    finally:
-        app.close()
-    if result != steps:
-        raise RuntimeError(f"the benchmark workflow returned {result!r}, not {steps}")
-    return elapsed
-
-
 def time_floor_pg(base: str, schema: str, steps: int) -> float:
     """``steps`` autocommitted one-row INSERTs with psycopg into stalwart's journal table."""
     import psycopg
@@ -190,37 +165,6 @@ def in_fresh_schema(base: str, measure: Callable[[str], float]) -> float:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-
-
-def measure_pg(base: str, steps: int, runs: int) -> Row:
-    """``measure`` on PostgreSQL (durability is the server's: synchronous_commit=on)."""
-
-    def ours(schema: str) -> float:
-        return time_stalwart_pg(base, schema, steps)
-
-    def floor(schema: str) -> float:
-        return time_floor_pg(base, schema, steps)
-
-    warm = max(1, min(steps, 100))
-    in_fresh_schema(base, lambda schema: time_stalwart_pg(base, schema, warm))
-    in_fresh_schema(base, lambda schema: time_floor_pg(base, schema, warm))
-    ours_s: list[float] = []
-    floor_s: list[float] = []
-    for run in range(runs):
-        first, second = (ours, floor) if run % 2 == 0 else (floor, ours)
-        a = in_fresh_schema(base, first)
-        b = in_fresh_schema(base, second)
-        ours_s.append(a if first is ours else b)
-        floor_s.append(b if first is ours else a)
-    per_step = 1e6 / steps
-    paired = [a / b for a, b in zip(ours_s, floor_s, strict=True)]
-    return Row(
-        "postgres",
-        statistics.median(ours_s) * per_step,
-        statistics.median(floor_s) * per_step,
-        min(paired),
-        max(paired),
-    )
 
 
 def postgres_reachable(base: str) -> str | None:
@@ -256,32 +200,34 @@ class Row:
         return self.stalwart_us / self.floor_us
 
 
-def measure(durability: str, steps: int, runs: int, parent: str | None, schema: str) -> Row:
-    """Median per-step times of stalwart and of the floor, runs alternating between them."""
-
-    def ours(folder: str) -> float:
-        return time_stalwart(folder, steps, durability)
-
-    def floor(folder: str) -> float:
-        return time_floor(folder, steps, durability, schema)
-
+def compare(
+    label: str,
+    ours: Callable[[str, int], float],
+    floor: Callable[[str, int], float],
+    fresh: Callable[[Callable[[str], float]], float],
+    *,
+    steps: int,
+    runs: int,
+) -> Row:
+    """Median per-step times of stalwart (``ours``) and of the floor, each run on a fresh
+    store from ``fresh``, runs alternating between the two so drift hits both alike."""
     # Warm up both sides (imports, page cache, first-use costs) outside the measurement.
     warm = max(1, min(steps, 100))
-    in_fresh_dir(parent, lambda folder: time_stalwart(folder, warm, durability))
-    in_fresh_dir(parent, lambda folder: time_floor(folder, warm, durability, schema))
-
+    fresh(lambda place: ours(place, warm))
+    fresh(lambda place: floor(place, warm))
     ours_s: list[float] = []
     floor_s: list[float] = []
     for run in range(runs):
-        first, second = (ours, floor) if run % 2 == 0 else (floor, ours)
-        a = in_fresh_dir(parent, first)
-        b = in_fresh_dir(parent, second)
-        ours_s.append(a if first is ours else b)
-        floor_s.append(b if first is ours else a)
+        if run % 2 == 0:
+            ours_s.append(fresh(lambda place: ours(place, steps)))
+            floor_s.append(fresh(lambda place: floor(place, steps)))
+        else:
+            floor_s.append(fresh(lambda place: floor(place, steps)))
+            ours_s.append(fresh(lambda place: ours(place, steps)))
     per_step = 1e6 / steps
     paired = [a / b for a, b in zip(ours_s, floor_s, strict=True)]
     return Row(
-        durability,
+        label,
         statistics.median(ours_s) * per_step,
         statistics.median(floor_s) * per_step,
         min(paired),
@@ -324,7 +270,14 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     rows = []
     for durability, synchronous in SYNCHRONOUS.items():
-        row = measure(durability, args.steps, args.runs, args.dir, schema)
+        row = compare(
+            durability,
+            lambda folder, n, d=durability: time_stalwart(f"sqlite:///{folder}/stalwart.db", n, d),
+            lambda folder, n, d=durability: time_floor(folder, n, d, schema),
+            lambda measure: in_fresh_dir(args.dir, measure),
+            steps=args.steps,
+            runs=args.runs,
+        )
         rows.append(row)
         label = f"{durability} ({synchronous})"
         spread = f"{row.ratio_low:.2f}-{row.ratio_high:.2f}x"
@@ -335,7 +288,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     unreachable = postgres_reachable(args.postgres_url)
     if unreachable is None:
-        row = measure_pg(args.postgres_url, args.steps, args.runs)
+        base = args.postgres_url
+        row = compare(
+            "postgres",
+            lambda schema, n: time_stalwart(pg_schema_url(base, schema), n),
+            lambda schema, n: time_floor_pg(base, schema, n),
+            lambda measure: in_fresh_schema(base, measure),
+            steps=args.steps,
+            runs=args.runs,
+        )
         spread = f"{row.ratio_low:.2f}-{row.ratio_high:.2f}x"
         print(
             f"{'postgres (server)':<18}{row.stalwart_us:>18.1f}{row.floor_us:>15.1f}"

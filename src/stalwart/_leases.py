@@ -26,7 +26,6 @@ def _machine() -> str:
 
 
 HOST = _machine()
-_HOST = HOST
 
 
 def _stat(pid: int) -> list[bytes] | None:
@@ -60,7 +59,7 @@ def _alive(pid: int) -> bool:
 def new_owner() -> str:
     """A lease owner id: ``host/pid/start/token``; the token tells apps in one process apart."""
     pid = os.getpid()
-    return f"{_HOST}/{pid}/{_start_ticks(pid) or '?'}/{uuid.uuid4().hex[:12]}"
+    return f"{HOST}/{pid}/{_start_ticks(pid) or '?'}/{uuid.uuid4().hex[:12]}"
 
 
 def holder_is_gone(owner: str) -> bool:
@@ -70,7 +69,7 @@ def holder_is_gone(owner: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    if host != _HOST:
+    if host != HOST:
         return False
     if not _alive(pid):
         return True

@@ -197,14 +197,21 @@ def doomed_scenario(
 def backoff_scenario(
     app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
 ) -> tuple[Any, tuple[Any, ...]]:
-    """``flaky`` fails its first attempt, then waits out a 3 s backoff in this process (short
-    backoffs are not durable timers); its retries hang when the test asks (``--hang flaky``)."""
+    """``flaky`` (``--attempts`` per budget) fails its first ``--fail-times`` executions (each
+    leaves the marker ``failed-<WORKFLOW_ID>-<n>``), waiting out a ``--delay`` backoff in this
+    process between attempts (short backoffs are not durable timers); the executions after
+    that hang when the test asks (``--hang flaky``), else succeed."""
 
-    @app.step(name="flaky", retry=stalwart.Retry(max_attempts=3, initial_delay=3, jitter=False))
+    @app.step(
+        name="flaky",
+        retry=stalwart.Retry(max_attempts=opts.attempts, initial_delay=opts.delay, jitter=False),
+    )
     def flaky(x: int) -> int:
         rec.executed("flaky")
-        if stalwart.attempt() == 1:
-            (rec.workdir / f"failed-{stalwart.workflow_id()}").touch()
+        wid = stalwart.workflow_id()
+        failed = len(list(rec.workdir.glob(f"failed-{wid}-*")))
+        if failed < opts.fail_times:
+            (rec.workdir / f"failed-{wid}-{failed + 1}").touch()
             raise ConnectionError("transient")
         rec.hang_sync("flaky")
         return x * 2
@@ -462,6 +469,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("workflow_id")
     parser.add_argument("--hang", action="append", default=[])
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--fail-times", type=int, default=1)
+    parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument("--delay", type=float, default=3.0)
     parser.add_argument("--lease-seconds", type=float, default=30.0)
     parser.add_argument("--max-recoveries", type=int, default=5)
     parser.add_argument("--count", type=int, default=20)

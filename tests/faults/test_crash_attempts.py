@@ -87,16 +87,21 @@ def test_poison_run_fails_after_max_recoveries(agent: Harness) -> None:
         assert app.handle(wid).status() == "failed"
 
 
-def test_a_crash_during_a_backoff_costs_no_attempt(agent: Harness) -> None:
-    wid = "backoff-1"
-    proc = agent.spawn("backoff", wid)
-    failed = agent.workdir / f"failed-{wid}"
+def _kill_in_backoff(agent: Harness, wid: str, failure: int, *extra: str) -> None:
+    """Run the backoff scenario and SIGKILL it during the backoff after failure ``failure``."""
+    proc = agent.spawn("backoff", wid, extra=extra)
+    failed = agent.workdir / f"failed-{wid}-{failure}"
     deadline = time.monotonic() + 30
     while not failed.exists() and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(1.0)  # attempt 1 failed and was recorded; the 3 s backoff is under way
+    time.sleep(1.0)  # the attempt failed and was recorded; the 3 s backoff is under way
     os.kill(proc.pid, signal.SIGKILL)
     assert agent.finish(proc, time.monotonic()).killed
+
+
+def test_a_crash_during_a_backoff_costs_no_attempt(agent: Harness) -> None:
+    wid = "backoff-1"
+    _kill_in_backoff(agent, wid, 1)
 
     resumed = agent.run("backoff", wid)  # attempt 2 never began: it runs as attempt 2
     assert (resumed.outcome["status"], resumed.outcome["result"]) == ("completed", 14), (
@@ -126,3 +131,21 @@ def test_a_crash_during_a_retry_is_charged_to_that_retry(agent: Harness) -> None
             ("completed", 3),
         ]
         assert entries[1].error is not None and entries[1].error.startswith("AttemptInterrupted")
+
+
+def test_a_retry_mark_from_before_a_redrive_charges_nothing_after_it(agent: Harness) -> None:
+    """The mark of a retry that began before ``app.retry`` must not survive it: a crash in the
+    backoff after the redrive would otherwise charge a retry that never ran."""
+    wid = "backoff-3"
+    budget = ["--attempts", "2", "--fail-times", "3"]
+    dead = agent.run("backoff", wid, extra=[*budget, "--delay", "0.05"])
+    assert dead.returncode == FAILED_EXIT, dead.describe()  # attempts 1 and 2 failed
+    with agent.app() as app:
+        app.retry(wid)
+    _kill_in_backoff(agent, wid, 3, *budget)  # attempt 1 of the new budget fails
+    resumed = agent.run("backoff", wid, extra=budget)
+    assert (resumed.outcome["status"], resumed.outcome["result"]) == ("completed", 14), (
+        resumed.describe()
+    )
+    attempts = [line["attempt"] for line in agent.executions(wid) if line["step"] == "flaky"]
+    assert attempts == [1, 2, 1, 2]  # attempt 2 of the new budget ran, uncharged

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from fault_harness import WORKER_AGENT, Harness, WorkerHarness, completed_twice
@@ -85,6 +84,6 @@ def test_a_dead_workers_run_on_another_host_is_taken_over_once_its_lease_lapses(
             elsewhere.wait()
 
 
-def test_the_lease_of_a_worker_on_this_host_names_this_host(tmp_path: Path) -> None:
+def test_the_lease_of_a_worker_on_this_host_names_this_host() -> None:
     assert HOST.split("~")[0] == os.uname().nodename.replace("/", "_")
     assert "/" not in HOST

@@ -276,14 +276,10 @@ class Invocation:
 
     def mark_retry(self, seq: int, attempt: int) -> None:
         """Note that a retry begins, so a crash in it is charged and one before it is not."""
-        try:
+        with self.journaling():
             held = self.core.store.mark_retry(
                 self.workflow_id, owner=self.owner, marker=f"{seq}:{attempt}"
             )
-        except CorruptRecord:
-            raise
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
