@@ -24,6 +24,7 @@ from typing import Any, TypeVar, overload
 from ._clock import Clock, ServerClock, SystemClock
 from ._engine.executor import Outcome, execute
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from ._engine.loop import AppLoop, install_task_factory
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
     CorruptRecord,
@@ -154,12 +155,14 @@ class Core:
         core = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _call_if_alive(core, "_forked"))
         self.keeper = _LeaseKeeper(self)
+        self.loop = AppLoop()  # every async run of this app in this process runs on it
         self.wakeup = threading.Event()  # set when this process changes something to claim
 
     def _forked(self) -> None:
         """In a forked child: a process of its own, so an owner of its own."""
         self.owner = new_owner()
         self._claims = itertools.count(1)
+        self.loop.forget()
 
     def claim_owner(self) -> str:
         """A lease owner for one claim: this process and app, and which claim it is, so that
@@ -432,6 +435,7 @@ class Stalwart:
     def close(self) -> None:
         """Stop background renewals and release the store's connections."""
         self._core.keeper.close()
+        self._core.loop.close()
         self._core.store.close()
 
     def __enter__(self) -> Stalwart:
@@ -656,12 +660,37 @@ class Stalwart:
                 f"app.run() of the async workflow {definition.name!r} was called inside a running "
                 "event loop; use 'await app.run_async(...)' there"
             )
+        return self._run(definition, args, kwargs, workflow_id, loop=None)
+
+    async def run_async(
+        self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
+    ) -> Any:
+        """:meth:`run` for callers inside an event loop: the workflow's async code runs on
+        the caller's loop (so loop-bound clients of the caller work in it), and the engine's
+        own blocking work on a thread."""
+        definition = self._definition(wf)
+        loop = asyncio.get_running_loop()
+        install_task_factory(loop)
+        return await asyncio.to_thread(
+            functools.partial(self._run, definition, args, kwargs, workflow_id, loop=loop)
+        )
+
+    def _run(
+        self,
+        definition: WorkflowDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        workflow_id: str | None,
+        *,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> Any:
         payload = self._encode_args(definition, args, kwargs)
         wid = _new_id(workflow_id)
         inv, row = self._acquire(definition, wid, payload)
         while True:
             if inv is None:
                 return self._outcome(row)
+            inv.loop = loop
             outcome = self._execute(inv, row)
             if outcome.status == "abort":
                 assert outcome.error is not None
@@ -674,28 +703,36 @@ class Stalwart:
                 continue
             inv, row = self._acquire(definition, wid, payload)
 
-    async def run_async(
-        self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
-    ) -> Any:
-        """:meth:`run` for callers inside an event loop; the run executes on a worker thread."""
-        return await asyncio.to_thread(
-            functools.partial(self.run, wf, *args, workflow_id=workflow_id, **kwargs)
-        )
-
     def _execute(self, inv: Invocation, row: RunRow) -> Outcome:
         """One invocation of a run this process holds, with its lease kept alive meanwhile."""
         core = self._core
         core.keeper.hold(inv)
         try:
             outcome = execute(core, inv, row.input)
-        except BaseException:
-            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+        except BaseException as exc:
+            self._abandon(inv, exc)
             raise
         finally:
             core.keeper.drop(inv.workflow_id)
         if outcome.status == "abort":
-            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+            self._abandon(inv, outcome.error)
         return outcome
+
+    def _abandon(self, inv: Invocation, error: BaseException | None) -> None:
+        """An invocation ended without recording an outcome: say so, and give its lease back
+        so that the run is taken up again at once, not when the lease lapses."""
+        inv.abandoned = True
+        log.error(
+            "run %s: stopped without recording an outcome (%s: %s); its lease was released",
+            inv.workflow_id,
+            type(error).__name__,
+            error,
+        )
+        core = self._core
+        try:
+            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+        except Exception as exc:
+            log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
 
     def _invocation(
         self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str

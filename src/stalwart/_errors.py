@@ -145,6 +145,12 @@ class UnsafeFork(StalwartError):
     """A fork would re-execute a completed irreversible step."""
 
 
+class EngineError(StalwartError):
+    """stalwart's own bookkeeping failed while it executed a run (a bug, not the workflow's
+    failure and not a worker crash): the run waits in ``needs_attention``; ``retry`` tries
+    again. It is the reason type, not an exception user code sees."""
+
+
 class NotDurableWarning(UserWarning):
     """The store keeps nothing across processes (``memory://``)."""
 

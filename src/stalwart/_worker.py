@@ -90,6 +90,8 @@ class Worker:
         """Start every thread the worker will use now, so its footprint is fixed from the
         start: runs add none, executing or suspended."""
         self.core.keeper.start()
+        if any(wf.is_async for wf in self.core.registry.workflows.values()):
+            _ = self.core.loop.loop  # the one loop every async run of this worker runs on
         barrier = threading.Barrier(self.concurrency)
         for future in [pool.submit(barrier.wait) for _ in range(self.concurrency)]:
             future.result()
@@ -220,10 +222,9 @@ class Worker:
                 invocations.append(inv)
                 if self.stopping.is_set():
                     inv.releasing.set()
-            if outcome.status == "abort":
-                log.error("run %s: %s", inv.workflow_id, outcome.error)
-        except Exception:
-            log.exception("run %s: the worker failed to execute it", inv.workflow_id)
+        except Exception as exc:
+            if not inv.abandoned:  # never a run left 'running' with nobody on it
+                self.app._abandon(inv, exc)
         finally:
             self.core.wakeup.set()
 

@@ -254,11 +254,14 @@ class WorkerHarness:
         hang: Sequence[str] = (),
         ready: bool = True,
         max_recoveries: int | None = None,
+        program: Path = WORKER_AGENT,
+        env: dict[str, str] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """Start a worker process; with ``ready`` wait until it is about to serve."""
+        """Start a worker process (``program``, by default ``worker_agent.py``, with extra
+        environment ``env``); with ``ready`` wait until it is about to serve."""
         cmd = [
             sys.executable,
-            str(WORKER_AGENT),
+            str(program),
             self.url,
             str(self.workdir),
             "--concurrency",
@@ -273,7 +276,11 @@ class WorkerHarness:
         out = self.workdir / f"worker-{len(self._workers)}.out"
         with out.open("wb") as sink:
             proc = subprocess.Popen(
-                cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=self.workdir, env=Harness._env()
+                cmd,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=self.workdir,
+                env={**Harness._env(), **(env or {})},
             )
         self._workers.append((proc, out))
         if ready:

@@ -8,7 +8,6 @@ on where it stopped (none skipped, none run twice) and a later retry or fork run
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -19,6 +18,7 @@ from .._serde import decode
 from .._signals import LeaseLost
 from .._store import Entry
 from .invocation import CURRENT_STEP, Invocation, StepScope
+from .loop import run_on
 
 if TYPE_CHECKING:
     from .._app import Core
@@ -110,7 +110,8 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
         try:
             outcome = step.compensate(result, *undo.args, **undo.kwargs)
             if inspect.isawaitable(outcome):
-                asyncio.run(_await(outcome))
+                loop = inv.loop if inv.loop is not None else core.loop.loop
+                run_on(loop, _await(outcome))
             error: Exception | None = None
         except Exception as exc:
             error = exc

@@ -10,13 +10,14 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CorruptRecord, SerializationError, WorkflowCancelled
+from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
 from .._serde import UnsupportedValue, decode
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .loop import run_on
 
 if TYPE_CHECKING:
     from .._app import Core
@@ -54,31 +55,35 @@ def _decode_input(
 
 
 def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    loop = asyncio.new_event_loop()
-    loop.set_task_factory(inv.task_factory)
+    """Run the workflow as a task on the app's loop (or the caller's, for ``run_async``),
+    blocking this thread until the invocation ends."""
+    loop = inv.loop if inv.loop is not None else inv.core.loop.loop
+    return run_on(loop, _main_task(inv, wf, args, kwargs))
 
-    async def main() -> Any:
-        CURRENT_RUN.set(inv)
-        CURRENT_STEP.set(None)
-        task = asyncio.current_task()
-        assert task is not None
-        inv.task_paths[task] = ""
-        return await wf.fn(*args, **kwargs)
 
+async def _main_task(
+    inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]
+) -> Any:
+    CURRENT_RUN.set(inv)
+    CURRENT_STEP.set(None)
+    task = asyncio.current_task()
+    assert task is not None
+    inv.task_paths[task] = ""
     try:
-        return loop.run_until_complete(main())
+        return await wf.fn(*args, **kwargs)
     except Suspend as signal:
         # Steps other tasks already started must be recorded before the run unwinds.
         inv.suspended = signal
-        loop.run_until_complete(_drain(inv))
+        await _drain(inv)
         raise
     finally:
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
+        # Only the tasks this run's workflow code created: the loop is shared with other
+        # runs, and tasks a client started inside a step belong to that client.
+        pending = [t for t in inv.task_paths if t is not task and not t.done()]
+        for child in pending:
+            child.cancel()
         if pending:
-            loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
-        loop.close()
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def _drain(inv: Invocation) -> None:
@@ -100,7 +105,21 @@ def _error_json(error: BaseException, **extra: Any) -> str:
 
 
 def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
-    """Run the workflow from the top; record how it ended unless the lease was lost."""
+    """Run the workflow from the top; record how it ended unless the lease was lost.
+
+    An exception of the engine's own bookkeeping (not of workflow code, not a store outage,
+    which the caller handles by releasing the lease) sends the run to an operator."""
+    try:
+        return _execute(core, inv, stored_input)
+    except StoreError:
+        raise
+    except Exception as exc:
+        fault = inv.engine_fault(exc).error
+        detail = _error_json(fault, reason=str(fault))
+        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=fault)
+
+
+def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     wf, wid = inv.wf, inv.workflow_id
     try:
         # A rollback implies recorded steps: a run that has none skips the lookup.

@@ -10,23 +10,37 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import json
+import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .._errors import CorruptRecord, NonDeterminismError, StoreError
+from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
 from .._serde import decode
-from .._signals import Abort, Cancel, LeaseLost, Release, StoreFailed, Suspend
+from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
 
 if TYPE_CHECKING:
     from .._app import Core
     from .._registry import WorkflowDef
 
-__all__ = ["CURRENT_RUN", "CURRENT_STEP", "Invocation", "Recorded", "StepScope"]
+__all__ = [
+    "CURRENT_RUN",
+    "CURRENT_STEP",
+    "Invocation",
+    "Recorded",
+    "StepScope",
+    "guarded",
+    "guarded_async",
+]
+
+log = logging.getLogger("stalwart")
+P = ParamSpec("P")
+T = TypeVar("T")
 
 COMPLETED, FAILED, REUSED = "completed", "failed", "reused"
 
@@ -129,6 +143,8 @@ class Invocation:
         self.suspended: Suspend | None = None
         self.releasing = threading.Event()
         self.in_flight = 0
+        self.abandoned = False  # ended without an outcome; its lease was given back
+        self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self._lock = threading.Lock()
 
     # -- positions ------------------------------------------------------------------------
@@ -150,19 +166,15 @@ class Invocation:
             self.counters[path] = n + 1
         return f"{path}{n}"
 
-    def task_factory(
-        self, loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any
-    ) -> asyncio.Task[Any]:
-        """Create a task and give it a path if workflow code (not a step) created it."""
-        task: asyncio.Task[Any] = asyncio.Task(coro, loop=loop, **kwargs)
-        if CURRENT_RUN.get() is self and CURRENT_STEP.get() is None:
-            parent = asyncio.current_task(loop)
-            if parent is not None and parent in self.task_paths:
-                path = self.task_paths[parent]
-                k = self.children.get(path, 0)
-                self.children[path] = k + 1
-                self.task_paths[task] = f"{path}t{k}."
-        return task
+    def adopt_task(self, task: asyncio.Task[Any], *, parent: asyncio.Task[Any] | None) -> None:
+        """Give a task that workflow code created its path: its place among its parent's
+        children (the task factory calls this as the task is created)."""
+        if parent is None or parent not in self.task_paths:
+            return
+        path = self.task_paths[parent]
+        k = self.children.get(path, 0)
+        self.children[path] = k + 1
+        self.task_paths[task] = f"{path}t{k}."
 
     def alloc_seq(self) -> int:
         """A fresh journal sequence number for a call replay has not seen."""
@@ -198,6 +210,23 @@ class Invocation:
         """Make ``error`` sticky: every later call in this invocation raises it again."""
         self.fatal = Abort(error, attention=attention)
         return self.fatal
+
+    def engine_fault(self, error: Exception) -> Abort:
+        """The engine's own bookkeeping raised ``error`` (not workflow code, not a store
+        outage): the run goes to ``needs_attention`` with reason type ``EngineError``."""
+        log.error(
+            "run %s: stalwart's bookkeeping failed: %s: %s",
+            self.workflow_id,
+            type(error).__name__,
+            error,
+            exc_info=error,
+        )
+        fault = EngineError(
+            f"run {self.workflow_id!r}: stalwart's own bookkeeping failed with "
+            f"{type(error).__name__}: {error}; this is a stalwart bug, not the workflow's "
+            "failure (please report it); app.retry() tries the run again"
+        )
+        return self.abort(fault, attention=True)
 
     def lookup(self, position: str, kind: str, name: str) -> Recorded | None:
         """The record at ``position``, after checking it is the call the code makes now."""
@@ -286,6 +315,14 @@ class Invocation:
 
     def record_value(self, kind: str, produce: Any) -> Any:
         """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
+        try:
+            return self._record_value(kind, produce)
+        except (EngineSignal, StalwartError):
+            raise
+        except Exception as exc:
+            raise self.engine_fault(exc) from exc
+
+    def _record_value(self, kind: str, produce: Any) -> Any:
         self.check_alive()
         position = self.next_position()
         rec = self.lookup(position, kind, kind)
@@ -309,3 +346,36 @@ class Invocation:
             )
         )
         return decode(payload)
+
+
+def guarded(fn: Callable[Concatenate[Invocation, P], T]) -> Callable[Concatenate[Invocation, P], T]:
+    """An engine entry point called from workflow code: what it raises on purpose (a signal or
+    a ``StalwartError``) passes, anything else is the engine's own fault."""
+
+    @functools.wraps(fn)
+    def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(inv, *args, **kwargs)
+        except (EngineSignal, StalwartError):
+            raise
+        except Exception as exc:
+            raise inv.engine_fault(exc) from exc
+
+    return wrapper
+
+
+def guarded_async(
+    fn: Callable[Concatenate[Invocation, P], Awaitable[T]],
+) -> Callable[Concatenate[Invocation, P], Awaitable[T]]:
+    """:func:`guarded` for an ``async def`` entry point."""
+
+    @functools.wraps(fn)
+    async def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(inv, *args, **kwargs)
+        except (EngineSignal, StalwartError):
+            raise
+        except Exception as exc:
+            raise inv.engine_fault(exc) from exc
+
+    return wrapper

@@ -14,7 +14,16 @@ from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
-from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
+from .invocation import (
+    COMPLETED,
+    CURRENT_STEP,
+    FAILED,
+    Invocation,
+    Recorded,
+    StepScope,
+    guarded,
+    guarded_async,
+)
 
 __all__ = ["call_step", "call_step_async"]
 
@@ -336,6 +345,7 @@ def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -
         CURRENT_STEP.reset(token)
 
 
+@guarded
 def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run or replay a sync step inside a workflow."""
     call = StepCall(inv, step, args, kwargs)
@@ -398,6 +408,7 @@ async def _backoff(inv: Invocation, call: StepCall, seconds: float) -> None:
         await asyncio.to_thread(inv.core.clock.sleep, seconds)
 
 
+@guarded_async
 async def call_step_async(
     inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:

@@ -13,7 +13,7 @@ from .._serde import decode
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
-from .invocation import COMPLETED, Invocation, Recorded
+from .invocation import COMPLETED, Invocation, Recorded, guarded
 
 __all__ = ["approval", "event", "seconds_of", "sleep"]
 
@@ -135,6 +135,7 @@ def _approval_value(value: Any) -> Approval | None:
     return Approval(**value) if isinstance(value, dict) else None
 
 
+@guarded
 def sleep(inv: Invocation, seconds: float) -> None:
     """A durable timer."""
     wait = _Wait(inv, "sleep", "sleep")
@@ -149,6 +150,7 @@ def sleep(inv: Invocation, seconds: float) -> None:
     raise wait.suspend(until, None)
 
 
+@guarded
 def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
     wait = _Wait(inv, "event", name)
@@ -167,6 +169,7 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     raise wait.suspend(until, f"event:{name}")
 
 
+@guarded
 def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
     """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
     wait = _Wait(inv, "approval", subject)
