@@ -1,0 +1,110 @@
+"""The async runtime in one process: every async run of an app shares one event loop.
+
+``app.run`` from sync code runs async workflows on a loop the app keeps in a thread of its own,
+so a client created once (here an ``httpx.AsyncClient`` against a local keep-alive server)
+works across runs and across a suspension; ``await app.run_async`` runs them on the caller's
+loop, so a client the caller's loop created works in its steps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import stalwart
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    """A local HTTP/1.1 server (connections kept alive, so a client pools them)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            data = json.dumps({"path": self.path}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture
+def real_app(tmp_path: Path) -> Iterator[stalwart.Stalwart]:
+    """An app with the real clock, so that a short durable sleep ends by itself."""
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'async.db'}") as app:
+        yield app
+
+
+def test_app_run_shares_one_loop_across_runs_and_suspensions(
+    real_app: stalwart.Stalwart, server: str
+) -> None:
+    app = real_app
+    client = httpx.AsyncClient(base_url=server)  # created with no loop, as at module level
+    loops: set[int] = set()
+
+    @app.step
+    async def get(path: str) -> str:
+        loops.add(id(asyncio.get_running_loop()))
+        response = await client.get(path)
+        return str(response.json()["path"])
+
+    @app.workflow
+    async def wf(n: int) -> list[str]:
+        first = await get(f"/{n}/a")
+        await stalwart.sleep_async(0.05)  # suspends: the second call is in a new invocation
+        return [first, await get(f"/{n}/b")]
+
+    @app.workflow
+    async def close_client() -> None:
+        await client.aclose()  # on the loop the client is bound to
+
+    for n in range(5):
+        assert app.run(wf, n, workflow_id=f"r{n}") == [f"/{n}/a", f"/{n}/b"]
+    assert len(loops) == 1
+    app.run(close_client)
+
+
+def test_run_async_runs_on_the_callers_loop(real_app: stalwart.Stalwart, server: str) -> None:
+    app = real_app
+    seen: list[asyncio.AbstractEventLoop] = []
+
+    async def main() -> list[Any]:
+        client = httpx.AsyncClient(base_url=server)  # bound to this loop on first use
+        await client.get("/warm")
+
+        @app.step
+        async def get(path: str) -> str:
+            seen.append(asyncio.get_running_loop())
+            return str((await client.get(path)).json()["path"])
+
+        @app.workflow
+        async def wf(n: int) -> list[str]:
+            a, b = await asyncio.gather(get(f"/{n}/x"), get(f"/{n}/y"))
+            return [a, b]
+
+        results = [await app.run_async(wf, n, workflow_id=f"ra{n}") for n in range(3)]
+        await client.aclose()
+        assert all(loop is asyncio.get_running_loop() for loop in seen)
+        return results
+
+    assert asyncio.run(main()) == [[f"/{n}/x", f"/{n}/y"] for n in range(3)]
