@@ -17,6 +17,11 @@ Each part uses a fresh SQLite store and a fresh worker: a subprocess running
    at ``--event-rate`` per second, noting ``time.time()`` just before each ``app.send_event``,
    and the run's next step records ``time.time()``. Latency = resume - send. Target: p99 under
    100 ms.
+4. Event to result, as the caller sees it: ``--callers`` runs wait on ``"go"``; one at a time,
+   the bench sends the event and calls ``Handle.result()``, timing from just before
+   ``send_event`` to the moment ``result`` returns, beside the engine's own send-to-resume
+   time of the same run (what a caller waits on top of the engine is the difference).
+   Target: caller p50 under 2 ms.
 
     python bench/waits.py [--runs 10000] [--timers 1000] [--events 200] [--only events]
 
@@ -35,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +51,8 @@ import stalwart
 TARGET_RSS_MB = 20.0
 TARGET_TIMER_P99_S = 1.0
 TARGET_EVENT_P99_S = 0.100
-PARTS = ("suspended", "timers", "events")
+PARTS = ("suspended", "timers", "events", "caller")
+TARGET_CALLER_P50_S = 0.002
 POLL_SECONDS = 0.25
 SETTLE_SECONDS = 1.0  # let a worker finish what it was doing before its memory is read
 CPU_WINDOW_SECONDS = 3.0
@@ -441,6 +448,78 @@ def part_events(folder: str, args: argparse.Namespace, report: Report) -> None:
     report.add("  app.send_event call p50", ms(statistics.median(calls)))
 
 
+def _caller_latencies(bench: Bench, ids: list[str]) -> tuple[list[float], list[float]]:
+    """One at a time: send ``go`` and wait in ``Handle.result``; (send -> result returned,
+    send -> the engine's resume) for each run."""
+    caller: list[float] = []
+    engine: list[float] = []
+    for i, wid in enumerate(ids):
+        handle = bench.app.handle(wid)
+        time.sleep(0.02)  # the worker idle in between
+        sent = time.time()
+        bench.app.send_event(wid, "go", i)
+        resumed = float(handle.result(timeout=30))
+        caller.append(time.time() - sent)
+        engine.append(resumed - sent)
+    return caller, engine
+
+
+def part_caller(folder: str, args: argparse.Namespace, report: Report) -> None:
+    from stalwart._worker import Worker as InProcessWorker
+
+    n = args.callers
+    rows = []
+    # In one process (the worker a thread of the caller's app, as app.serve beside a web
+    # handler), then with the worker in a process of its own.
+    for label in ("worker in the caller's process", "worker in another process"):
+        url = f"sqlite:///{folder}/{len(rows)}.db"
+        bench = build(url)
+        ids = [f"call-{i:06d}" for i in range(n)]
+        if label.endswith("another process"):
+            worker: Any = Worker(url, folder, args.concurrency)
+            stop = worker.stop
+        else:
+            worker = None
+            local = InProcessWorker(bench.app, concurrency=args.concurrency)
+            thread = threading.Thread(target=local.serve, daemon=True)
+            thread.start()
+
+            def stop(local: Any = local, thread: threading.Thread = thread) -> None:
+                local.stop()
+                thread.join(timeout=30)
+
+        try:
+            for wid in ids:
+                bench.app.start(bench.on_event, workflow_id=wid)
+            if worker is not None:
+                wait_for(bench.app, worker, "suspended", n, timeout=60 + n / 10, what="waiters")
+            else:
+                while count(bench.app, "suspended", n) < n:
+                    time.sleep(POLL_SECONDS)
+            time.sleep(SETTLE_SECONDS)
+            caller, engine = _caller_latencies(bench, ids)
+        finally:
+            stop()
+            bench.app.close()
+        c50, e50 = percentile(caller, 50), percentile(engine, 50)
+        print(
+            f"  {label}: send -> Handle.result() p50 {ms(c50)}, p99 "
+            f"{ms(percentile(caller, 99))}; send -> engine resume p50 {ms(e50)}; the caller "
+            f"waits {ms(c50 - e50)} on top of the engine at p50"
+        )
+        rows.append((label, c50, e50))
+    (_, local50, local_engine), (_, remote50, remote_engine) = rows
+    report.add(
+        f"event->Handle.result p50, one process ({n})",
+        ms(local50),
+        f"< {TARGET_CALLER_P50_S * 1000:.0f} ms",
+        local50 < TARGET_CALLER_P50_S,
+    )
+    report.add("  of which the engine's resume", ms(local_engine))
+    report.add(f"event->Handle.result p50, two processes ({n})", ms(remote50))
+    report.add("  of which the engine's resume (worker poll)", ms(remote_engine))
+
+
 # -- main ------------------------------------------------------------------------------------
 
 
@@ -449,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10_000, help="suspended runs (10000)")
     parser.add_argument("--timers", type=int, default=1000, help="timers due at once (1000)")
     parser.add_argument("--events", type=int, default=200, help="events sent (200)")
+    parser.add_argument("--callers", type=int, default=200, help="caller-side events (200)")
     parser.add_argument("--event-rate", type=float, default=20.0, help="events per second (20)")
     parser.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
     parser.add_argument(
@@ -470,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.serve:
         return serve(args.serve, args.concurrency)
-    if min(args.runs, args.timers, args.events, args.concurrency) < 1 or args.event_rate <= 0:
+    counts = (args.runs, args.timers, args.events, args.callers, args.concurrency)
+    if min(counts) < 1 or args.event_rate <= 0:
         parser.error("counts, --concurrency and --event-rate must be positive")
     if not Path("/proc/self/status").exists():
         parser.error("this benchmark reads /proc/PID/status: it needs Linux")
@@ -487,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
         "suspended": (f"1. {args.runs} runs suspended on wait_for_event", part_suspended),
         "timers": (f"2. {args.timers} timers due in the same second", part_timers),
         "events": (f"3. event -> resume latency, {args.events} events", part_events),
+        "caller": (f"4. event -> Handle.result latency, {args.callers} events", part_caller),
     }
     for name in PARTS:
         if args.only and name not in args.only:

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
@@ -157,12 +157,20 @@ class Core:
         self.keeper = _LeaseKeeper(self)
         self.loop = AppLoop()  # every async run of this app in this process runs on it
         self.wakeup = threading.Event()  # set when this process changes something to claim
+        self.settled = threading.Condition()  # notified when this process ends or parks a run
+        self.settled_count = 0
 
     def _forked(self) -> None:
         """In a forked child: a process of its own, so an owner of its own."""
         self.owner = new_owner()
         self._claims = itertools.count(1)
         self.loop.forget()
+
+    def note_settled(self) -> None:
+        """A run this process executed finished or suspended: wake callers waiting on it."""
+        with self.settled:
+            self.settled_count += 1
+            self.settled.notify_all()
 
     def claim_owner(self) -> str:
         """A lease owner for one claim: this process and app, and which claim it is, so that
@@ -223,22 +231,32 @@ class Handle:
     def result(self, timeout: float | None = None) -> Any:
         """Wait until the run is terminal and return its result (or raise its failure)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for pause in _pauses(deadline):
-            row = self._app._row(self.workflow_id)
-            if self._finished(row, deadline, timeout):
-                return self._app._outcome(row)
-            time.sleep(pause)
-        raise AssertionError("unreachable")
+        core = self._app._core
+        watch = _Watch(core)
+        while True:
+            if watch.should_read():
+                row = self._app._row(self.workflow_id)
+                if self._finished(row, deadline, timeout):
+                    return self._app._outcome(row)
+            elif deadline is not None and time.monotonic() >= deadline:
+                self._finished(self._app._row(self.workflow_id), deadline, timeout)
+            pause = watch.pause(deadline)
+            with core.settled:
+                core.settled.wait_for(lambda: core.settled_count != watch.settled, pause)
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`result`, without blocking the event loop."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for pause in _pauses(deadline):
-            row = await asyncio.to_thread(self._app._row, self.workflow_id)
-            if self._finished(row, deadline, timeout):
-                return self._app._outcome(row)
-            await asyncio.sleep(pause)
-        raise AssertionError("unreachable")
+        watch = _Watch(self._app._core)
+        while True:
+            if await asyncio.to_thread(watch.should_read):
+                row = await asyncio.to_thread(self._app._row, self.workflow_id)
+                if self._finished(row, deadline, timeout):
+                    return self._app._outcome(row)
+            elif deadline is not None and time.monotonic() >= deadline:
+                row = await asyncio.to_thread(self._app._row, self.workflow_id)
+                self._finished(row, deadline, timeout)
+            await asyncio.sleep(watch.pause(deadline))
 
     def _finished(self, row: RunRow, deadline: float | None, timeout: float | None) -> bool:
         if row.status in TERMINAL:
@@ -252,12 +270,50 @@ class Handle:
         self._app.cancel(self.workflow_id)
 
 
-def _pauses(deadline: float | None) -> Iterator[float]:
-    """Polling pauses: doubling from 10 ms to 0.5 s, never past ``deadline``."""
-    delay = 0.01
-    while True:
-        yield delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-        delay = min(delay * 2, 0.5)
+class _Watch:
+    """When a waiting caller looks at a run again.
+
+    Pauses grow from 1 ms to 50 ms, cut short when a run of this process settles. After
+    each, a change signal (a run this process settled, SQLite's ``data_version`` for other
+    processes' commits, PostgreSQL's notifications) triggers a look; without one the caller
+    looks anyway at intervals doubling from 1 ms to half a second, so a run is seen soon
+    after it ends while a long wait stays cheap.
+    """
+
+    FIRST = 0.001
+    LONGEST = 0.05
+    IDLE = 0.5
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self.delay = self.FIRST
+        self.settled = -1
+        self.version: int | None = None
+        self.last_read = -self.IDLE
+        self.read_every = 0.0
+
+    def should_read(self) -> bool:
+        """Whether the run may have changed since the last look."""
+        now = time.monotonic()
+        settled, version = self.core.settled_count, self.core.store.data_version()
+        changed = version != self.version or settled != self.settled
+        self.settled, self.version = settled, version
+        if changed:
+            self.last_read = now
+            return True
+        if now - self.last_read >= self.read_every:
+            self.last_read = now
+            self.read_every = min(max(self.read_every * 2, self.FIRST), self.IDLE)
+            return True
+        return False
+
+    def pause(self, deadline: float | None) -> float:
+        """The next pause, never past ``deadline``."""
+        delay = self.delay
+        self.delay = min(self.delay * 1.5, self.LONGEST)
+        if deadline is None:
+            return delay
+        return min(delay, max(0.0, deadline - time.monotonic()))
 
 
 def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:

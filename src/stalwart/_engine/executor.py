@@ -302,4 +302,5 @@ def _finish(
     if not ok:
         return Outcome("lease_lost")
     log.info("run %s: %s", inv.workflow_id, status)
+    core.note_settled()
     return Outcome(status, exc if isinstance(exc, Exception) else None)
