@@ -27,6 +27,7 @@ from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
     CorruptRecord,
+    InvalidOperation,
     NeedsAttention,
     SerializationError,
     UnsafeFork,
@@ -265,11 +266,13 @@ def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
 
 def _fork_plan(
     rows: list[tuple[Any, ...]], from_seq: int
-) -> tuple[list[int], list[tuple[int, str]]]:
+) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
     position before it, and the mark of an irreversible step's first attempt, so that a fork
-    of the fork still knows the step is irreversible), and the completed irreversible steps
-    it would run again."""
+    of the fork still knows the step is irreversible), the completed irreversible steps it
+    would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
+    outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
+    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
     latest: dict[str, tuple[Any, ...]] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for row in rows:
@@ -279,15 +282,18 @@ def _fork_plan(
             marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
+    doubtful: list[tuple[int, str]] = []
     for row_id, seq, _position, kind, name, status, _compensable in latest.values():
         done = status in ("completed", "reused")
-        if seq < from_seq and done:
+        if kind == "step" and status in ("scheduled", "in_doubt"):
+            doubtful.append((seq, name))
+        elif seq < from_seq and done:
             reuse.append(row_id)
             if seq in marks:
                 reuse.append(marks[seq])
         elif seq >= from_seq and done and kind == "step" and seq in marks:
             again.append((seq, name))
-    return sorted(reuse), sorted(again)
+    return sorted(reuse), sorted(again), sorted(doubtful)
 
 
 def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
@@ -1277,13 +1283,30 @@ class Stalwart:
         """A new run that reuses this run's journal before ``from_seq`` and executes from there.
 
         Refused with :class:`UnsafeFork` when a completed irreversible step at or after
-        ``from_seq`` would run again, unless ``allow_reexecute=True``.
+        ``from_seq`` would run again, or when an irreversible step anywhere in the journal is
+        in doubt, unless ``allow_reexecute=True``. A ``from_seq`` past the end of the journal
+        plus one raises :class:`InvalidOperation`.
         """
         row = self._row(workflow_id)
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
-            raise ValueError(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
+            raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
         rows = self._core.store.fork_candidates(workflow_id)
-        reuse, rerun_irreversible = _fork_plan(rows, from_seq)
+        end = max((r[1] for r in rows), default=0)
+        if from_seq > end + 1:
+            raise InvalidOperation(
+                f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "
+                f"from one of them, or from {end + 1} to reuse the whole journal"
+            )
+        reuse, rerun_irreversible, in_doubt = _fork_plan(rows, from_seq)
+        if in_doubt and not allow_reexecute:
+            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)
+            raise UnsafeFork(
+                f"run {workflow_id!r} has the irreversible step(s) {names} in doubt: an "
+                "interrupted attempt may have taken effect, and a fork would run it again "
+                f"under a new idempotency key; settle it with app.resolve({workflow_id!r}, "
+                f"{in_doubt[0][0]}, result=...) first, or pass allow_reexecute=True if running "
+                "it again is what you want"
+            )
         if rerun_irreversible and not allow_reexecute:
             names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
             raise UnsafeFork(
