@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
+from ._engine.compensation import Undo, interruption, pending_compensations
 from ._engine.executor import Outcome, execute
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
@@ -810,14 +811,51 @@ class Stalwart:
                 holder,
             )
             if crashes >= self.max_recoveries:
-                self._fail_poison_run(row.workflow_id, crashes, owner)
-                return None
+                return self._fail_poison_run(wf, row, crashes, owner)
         return self._invocation(wf, row, recovering=recovering, owner=owner)
 
-    def _fail_poison_run(self, wid: str, crashes: int, owner: str) -> RunRow:
-        """Dead-letter a run whose worker died at the same point ``crashes`` times in a row."""
-        now = self._core.clock.time()
-        error = json.dumps(
+    def _fail_poison_run(
+        self, wf: WorkflowDef, row: RunRow, crashes: int, owner: str
+    ) -> Invocation | None:
+        """Stop a run whose worker died at the same point ``crashes`` times in a row.
+
+        A run with completed compensable steps is rolled back like any failure before it is
+        failed: the invocation returned runs its compensations and then ends it ``failed``.
+        A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
+        (never to ``failed`` with compensations still pending). Otherwise it is failed now
+        and ``None`` is returned."""
+        core = self._core
+        wid = row.workflow_id
+        now = core.clock.time()
+        plan = pending_compensations(core.store.compensation_plan(wid))
+        rollback = core.store.rollback_in_progress(wid)
+        if rollback is not None:
+            if not plan:  # only the rollback's ending is left to record
+                return self._invocation(wf, row, recovering=True, owner=owner)
+            state = decode(rollback)
+            self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
+            return None
+        if plan:
+            detail = self._crashed_error(crashes)
+            entry = _lifecycle(
+                "rolling_back",
+                now,
+                output=core.codec.encode({"then": FAILED, "detail": detail}),
+            )
+            if not core.store.append(wid, entry, owner=owner):
+                return None  # another process took the run meanwhile
+            log.warning(
+                "run %s: crashed its worker %d times; rolling it back before failing it",
+                wid,
+                crashes,
+            )
+            return self._invocation(wf, row, recovering=True, owner=owner)
+        self._finish_poisoned(wid, FAILED, self._crashed_error(crashes), owner, now)
+        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
+        return None
+
+    def _crashed_error(self, crashes: int) -> str:
+        return json.dumps(
             {
                 "type": "WorkerCrashed",
                 "message": f"crashed its worker {crashes} times: each recovery found it where "
@@ -825,25 +863,48 @@ class Stalwart:
                 f"(max_recoveries={self.max_recoveries})",
             }
         )
+
+    def _rollback_crashed(
+        self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
+    ) -> None:
+        """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
+        its interrupted attempt and hand the run to an operator, who retries it to continue
+        the rollback with a fresh budget."""
+        core = self._core
+        row = core.store.get_run(wid)
+        charged = interruption(undo, row.retrying if row else None, now, final=True)
+        if charged is not None and not core.store.append(wid, charged, owner=owner):
+            return  # another process took the run meanwhile
+        reason = (
+            f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
+            f"{crashes} times in a row, so the rollback stopped instead of crash-looping the "
+            f"fleet (max_recoveries={self.max_recoveries}); fix the cause, then retry the run "
+            "to continue the rollback"
+        )
+        error = json.dumps(
+            {
+                "type": "CompensationFailed",
+                "message": reason,
+                "reason": reason,
+                "seq": undo.seq,
+                "then": state.get("then", FAILED),
+            }
+        )
+        self._finish_poisoned(wid, NEEDS_ATTENTION, error, owner, now)
+        log.warning("run %s: %s", wid, reason)
+
+    def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
         entry = Entry(
             kind="run",
-            name="finished",
+            name="finished" if status != NEEDS_ATTENTION else NEEDS_ATTENTION,
             status=FAILED,
             started_at=now,
             finished_at=now,
             error=error,
         )
         self._core.store.finish_run(
-            wid,
-            owner=owner,
-            status=FAILED,
-            output=None,
-            error=error,
-            now=now,
-            entry=entry,
+            wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
         )
-        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
-        return self._row(wid)
 
     # -- observing ------------------------------------------------------------------------
 
