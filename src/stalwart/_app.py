@@ -24,7 +24,7 @@ from typing import Any, TypeVar, overload
 from ._clock import Clock, ServerClock, SystemClock
 from ._engine.compensation import Undo, interruption, pending_compensations
 from ._engine.executor import Outcome, execute
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
     CorruptRecord,
@@ -295,6 +295,19 @@ def _fork_plan(
         elif seq >= from_seq and done and kind == "step" and seq in marks:
             again.append((seq, name))
     return sorted(reuse), sorted(again), sorted(doubtful)
+
+
+def _journal_key(workflow_id: str, kind: str, status: str, position: str | None) -> str | None:
+    """The idempotency key a journal row's step or compensation used, derived from its stored
+    position as the step saw it; ``None`` for other rows and for rows a fork reused (their step
+    ran in the source run, under its key)."""
+    if position is None or status == "reused":
+        return None
+    if kind == "step":
+        return step_key(workflow_id, position)
+    if kind == "compensation":
+        return step_key(workflow_id, position, "/undo")
+    return None
 
 
 def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
@@ -1008,6 +1021,7 @@ class Stalwart:
                     output=values[1],
                     error=_error_text(row.error),
                     by=row.by,
+                    idempotency_key=_journal_key(workflow_id, row.kind, row.status, row.position),
                 )
             )
         return entries

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from .._app import Core
     from .._registry import WorkflowDef
 
-__all__ = ["CURRENT_RUN", "CURRENT_STEP", "Invocation", "Recorded", "StepScope"]
+__all__ = ["CURRENT_RUN", "CURRENT_STEP", "Invocation", "Recorded", "StepScope", "step_key"]
 
 COMPLETED, FAILED, REUSED = "completed", "failed", "reused"
 
@@ -46,6 +46,13 @@ class Recorded:
     input: bytes | None = None
 
 
+def step_key(workflow_id: str, position: str, suffix: str = "") -> str:
+    """The idempotency key of the call at ``position`` of run ``workflow_id``; ``suffix`` is
+    ``"/undo"`` for the call's compensation. Positions count from 0 (seqs from 1); the form
+    never changes, since a new one would repeat the effects of runs in flight."""
+    return f"{workflow_id}/{position}{suffix}"
+
+
 @dataclass(slots=True)
 class StepScope:
     """What a running step attempt can ask about itself."""
@@ -62,7 +69,7 @@ class StepScope:
     def idempotency_key(self) -> str:
         """Stable across attempts and recoveries: the run id and the call's position (and
         ``/undo`` for the step's compensation, a different request downstream)."""
-        return f"{self.invocation.workflow_id}/{self.position}{self.suffix}"
+        return step_key(self.invocation.workflow_id, self.position, self.suffix)
 
 
 CURRENT_RUN: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(

@@ -14,7 +14,15 @@ from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
 from .._signals import EngineSignal, InDoubt, LeaseLost
 from .._store import Entry
-from .invocation import COMPLETED, CURRENT_STEP, FAILED, Invocation, Recorded, StepScope
+from .invocation import (
+    COMPLETED,
+    CURRENT_STEP,
+    FAILED,
+    Invocation,
+    Recorded,
+    StepScope,
+    step_key,
+)
 
 __all__ = ["call_step", "call_step_async"]
 
@@ -102,7 +110,7 @@ class StepCall:
         try:
             return self.step.verify(*self.args, **self.kwargs)
         except Exception as exc:
-            key = f"{self.inv.workflow_id}/{self.position}"
+            key = step_key(self.inv.workflow_id, self.position)
             raise InDoubt(
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect, "
                 f"and its verify raised {type(exc).__name__}: {exc}. It was called with "
@@ -123,7 +131,7 @@ class StepCall:
         if self.step.verify is None:
             if not marked:
                 self._record(IN_DOUBT, self.inv.core.clock.time())
-            key = f"{self.inv.workflow_id}/{self.position}"
+            key = step_key(self.inv.workflow_id, self.position)
             reason = (
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
                 f"attempt {self.attempt} was interrupted before its outcome was recorded. It was "
