@@ -23,6 +23,7 @@ from ._context import (
 )
 from ._errors import (
     CorruptRecord,
+    InvalidOperation,
     NeedsAttention,
     NonDeterminismError,
     NonRetryableError,
@@ -49,6 +50,7 @@ __all__ = [
     "ApprovalRequest",
     "CorruptRecord",
     "Handle",
+    "InvalidOperation",
     "JournalEntry",
     "NeedsAttention",
     "NonDeterminismError",

@@ -22,12 +22,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
+from ._engine.compensation import Undo, interruption, pending_compensations
 from ._engine.executor import Outcome, execute
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
 from ._engine.loop import AppLoop, install_task_factory
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
     CorruptRecord,
+    InvalidOperation,
     NeedsAttention,
     SerializationError,
     UnsafeFork,
@@ -324,11 +326,13 @@ def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
 
 def _fork_plan(
     rows: list[tuple[Any, ...]], from_seq: int
-) -> tuple[list[int], list[tuple[int, str]]]:
+) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
     position before it, and the mark of an irreversible step's first attempt, so that a fork
-    of the fork still knows the step is irreversible), and the completed irreversible steps
-    it would run again."""
+    of the fork still knows the step is irreversible), the completed irreversible steps it
+    would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
+    outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
+    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
     latest: dict[str, tuple[Any, ...]] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for row in rows:
@@ -338,15 +342,31 @@ def _fork_plan(
             marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
+    doubtful: list[tuple[int, str]] = []
     for row_id, seq, _position, kind, name, status, _compensable in latest.values():
         done = status in ("completed", "reused")
-        if seq < from_seq and done:
+        if kind == "step" and status in ("scheduled", "in_doubt"):
+            doubtful.append((seq, name))
+        elif seq < from_seq and done:
             reuse.append(row_id)
             if seq in marks:
                 reuse.append(marks[seq])
         elif seq >= from_seq and done and kind == "step" and seq in marks:
             again.append((seq, name))
-    return sorted(reuse), sorted(again)
+    return sorted(reuse), sorted(again), sorted(doubtful)
+
+
+def _journal_key(workflow_id: str, kind: str, status: str, position: str | None) -> str | None:
+    """The idempotency key a journal row's step or compensation used, derived from its stored
+    position as the step saw it; ``None`` for other rows and for rows a fork reused (their step
+    ran in the source run, under its key)."""
+    if position is None or status == "reused":
+        return None
+    if kind == "step":
+        return step_key(workflow_id, position)
+    if kind == "compensation":
+        return step_key(workflow_id, position, "/undo")
+    return None
 
 
 def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
@@ -897,14 +917,51 @@ class Stalwart:
                 holder,
             )
             if crashes >= self.max_recoveries:
-                self._fail_poison_run(row.workflow_id, crashes, owner)
-                return None
+                return self._fail_poison_run(wf, row, crashes, owner)
         return self._invocation(wf, row, recovering=recovering, owner=owner)
 
-    def _fail_poison_run(self, wid: str, crashes: int, owner: str) -> RunRow:
-        """Dead-letter a run whose worker died at the same point ``crashes`` times in a row."""
-        now = self._core.clock.time()
-        error = json.dumps(
+    def _fail_poison_run(
+        self, wf: WorkflowDef, row: RunRow, crashes: int, owner: str
+    ) -> Invocation | None:
+        """Stop a run whose worker died at the same point ``crashes`` times in a row.
+
+        A run with completed compensable steps is rolled back like any failure before it is
+        failed: the invocation returned runs its compensations and then ends it ``failed``.
+        A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
+        (never to ``failed`` with compensations still pending). Otherwise it is failed now
+        and ``None`` is returned."""
+        core = self._core
+        wid = row.workflow_id
+        now = core.clock.time()
+        plan = pending_compensations(core.store.compensation_plan(wid))
+        rollback = core.store.rollback_in_progress(wid)
+        if rollback is not None:
+            if not plan:  # only the rollback's ending is left to record
+                return self._invocation(wf, row, recovering=True, owner=owner)
+            state = decode(rollback)
+            self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
+            return None
+        if plan:
+            detail = self._crashed_error(crashes)
+            entry = _lifecycle(
+                "rolling_back",
+                now,
+                output=core.codec.encode({"then": FAILED, "detail": detail}),
+            )
+            if not core.store.append(wid, entry, owner=owner):
+                return None  # another process took the run meanwhile
+            log.warning(
+                "run %s: crashed its worker %d times; rolling it back before failing it",
+                wid,
+                crashes,
+            )
+            return self._invocation(wf, row, recovering=True, owner=owner)
+        self._finish_poisoned(wid, FAILED, self._crashed_error(crashes), owner, now)
+        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
+        return None
+
+    def _crashed_error(self, crashes: int) -> str:
+        return json.dumps(
             {
                 "type": "WorkerCrashed",
                 "message": f"crashed its worker {crashes} times: each recovery found it where "
@@ -912,25 +969,48 @@ class Stalwart:
                 f"(max_recoveries={self.max_recoveries})",
             }
         )
+
+    def _rollback_crashed(
+        self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
+    ) -> None:
+        """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
+        its interrupted attempt and hand the run to an operator, who retries it to continue
+        the rollback with a fresh budget."""
+        core = self._core
+        row = core.store.get_run(wid)
+        charged = interruption(undo, row.retrying if row else None, now, final=True)
+        if charged is not None and not core.store.append(wid, charged, owner=owner):
+            return  # another process took the run meanwhile
+        reason = (
+            f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
+            f"{crashes} times in a row, so the rollback stopped instead of crash-looping the "
+            f"fleet (max_recoveries={self.max_recoveries}); fix the cause, then retry the run "
+            "to continue the rollback"
+        )
+        error = json.dumps(
+            {
+                "type": "CompensationFailed",
+                "message": reason,
+                "reason": reason,
+                "seq": undo.seq,
+                "then": state.get("then", FAILED),
+            }
+        )
+        self._finish_poisoned(wid, NEEDS_ATTENTION, error, owner, now)
+        log.warning("run %s: %s", wid, reason)
+
+    def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
         entry = Entry(
             kind="run",
-            name="finished",
+            name="finished" if status != NEEDS_ATTENTION else NEEDS_ATTENTION,
             status=FAILED,
             started_at=now,
             finished_at=now,
             error=error,
         )
         self._core.store.finish_run(
-            wid,
-            owner=owner,
-            status=FAILED,
-            output=None,
-            error=error,
-            now=now,
-            entry=entry,
+            wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
         )
-        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
-        return self._row(wid)
 
     # -- observing ------------------------------------------------------------------------
 
@@ -1034,6 +1114,7 @@ class Stalwart:
                     output=values[1],
                     error=_error_text(row.error),
                     by=row.by,
+                    idempotency_key=_journal_key(workflow_id, row.kind, row.status, row.position),
                 )
             )
         return entries
@@ -1370,13 +1451,30 @@ class Stalwart:
         """A new run that reuses this run's journal before ``from_seq`` and executes from there.
 
         Refused with :class:`UnsafeFork` when a completed irreversible step at or after
-        ``from_seq`` would run again, unless ``allow_reexecute=True``.
+        ``from_seq`` would run again, or when an irreversible step anywhere in the journal is
+        in doubt, unless ``allow_reexecute=True``. A ``from_seq`` past the end of the journal
+        plus one raises :class:`InvalidOperation`.
         """
         row = self._row(workflow_id)
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
-            raise ValueError(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
+            raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
         rows = self._core.store.fork_candidates(workflow_id)
-        reuse, rerun_irreversible = _fork_plan(rows, from_seq)
+        end = max((r[1] for r in rows), default=0)
+        if from_seq > end + 1:
+            raise InvalidOperation(
+                f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "
+                f"from one of them, or from {end + 1} to reuse the whole journal"
+            )
+        reuse, rerun_irreversible, in_doubt = _fork_plan(rows, from_seq)
+        if in_doubt and not allow_reexecute:
+            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)
+            raise UnsafeFork(
+                f"run {workflow_id!r} has the irreversible step(s) {names} in doubt: an "
+                "interrupted attempt may have taken effect, and a fork would run it again "
+                f"under a new idempotency key; settle it with app.resolve({workflow_id!r}, "
+                f"{in_doubt[0][0]}, result=...) first, or pass allow_reexecute=True if running "
+                "it again is what you want"
+            )
         if rerun_irreversible and not allow_reexecute:
             names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
             raise UnsafeFork(

@@ -79,9 +79,12 @@ def ls_command(ctx: click.Context, status: str | None, name: str | None, as_json
 
 
 def format_timeline(entries: list[Any]) -> list[str]:
-    """Readable lines for a run's journal."""
+    """Readable lines for a run's journal, with the idempotency key of each step (keys count
+    positions from 0, seqs start at 1: print the key rather than have anyone derive it)."""
+    width = max([3, *(len(e.idempotency_key or "") for e in entries)])
     lines = [
-        f"{'SEQ':>4}  {'KIND':12} {'NAME':24} {'STATUS':10} {'TRY':>3}  {'FINISHED':19}  DETAIL"
+        f"{'SEQ':>4}  {'KIND':12} {'NAME':24} {'STATUS':10} {'TRY':>3}  {'FINISHED':19}  "
+        f"{'KEY':{width}}  DETAIL"
     ]
     for e in entries:
         if e.kind == "operator":
@@ -90,7 +93,8 @@ def format_timeline(entries: list[Any]) -> list[str]:
             detail = e.error if e.error else _short(e.output)
         lines.append(
             f"{'' if e.seq is None else e.seq:>4}  {e.kind:12} {e.name:24} {e.status:10} "
-            f"{'' if e.attempt is None else e.attempt:>3}  {_time(e.finished_at):19}  {detail}"
+            f"{'' if e.attempt is None else e.attempt:>3}  {_time(e.finished_at):19}  "
+            f"{e.idempotency_key or '':{width}}  {detail}"
         )
     return lines
 
@@ -123,6 +127,7 @@ def show_command(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
                             "output": e.output,
                             "error": e.error,
                             "by": e.by,
+                            "idempotency_key": e.idempotency_key,
                         }
                         for e in entries
                     ],

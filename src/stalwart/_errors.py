@@ -16,7 +16,8 @@
     ├── WorkflowNotFound
     ├── WorkflowFailed
     ├── WorkflowCancelled
-    └── UnsafeFork
+    ├── UnsafeFork
+    └── InvalidOperation           (also a ValueError: a refused operator action)
 
     NotDurableWarning (a UserWarning)
 
@@ -30,6 +31,7 @@ import re
 
 __all__ = [
     "CorruptRecord",
+    "InvalidOperation",
     "NeedsAttention",
     "NonDeterminismError",
     "NonRetryableError",
@@ -142,7 +144,12 @@ class WorkflowCancelled(StalwartError):
 
 
 class UnsafeFork(StalwartError):
-    """A fork would re-execute a completed irreversible step."""
+    """A fork would re-execute an irreversible step that completed or is in doubt."""
+
+
+class InvalidOperation(StalwartError, ValueError):
+    """An operator action the run's state or journal does not allow (say, a fork from a seq
+    past the end of the journal); also a ``ValueError``."""
 
 
 class EngineError(StalwartError):

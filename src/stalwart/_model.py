@@ -69,6 +69,7 @@ class JournalEntry:
     output: Any
     error: str | None
     by: str | None
+    idempotency_key: str | None = None  # the key the step (or its compensation) used
 
 
 @dataclass(frozen=True)

@@ -339,18 +339,26 @@ def trip_scenario(
     """A saga: book a flight, a hotel and a car (each charged downstream, each compensated by
     a refund), then ``pay`` fails for good, so the bookings are rolled back newest first.
 
-    A compensation logs ``undo_<kind>`` when it starts, refunds (idempotent by the step's
-    key), then hangs if ``--hang undo_<kind>`` asked for it.
+    A compensation logs ``undo_<kind>`` when it starts, SIGKILLs its own process while the
+    flag file ``crash-undo_<kind>-<WORKFLOW_ID>`` exists (before it refunds), refunds
+    (idempotent by the step's key), then hangs if ``--hang undo_<kind>`` asked for it. Each
+    booking (and so its compensation) has ``Retry(max_attempts=3)``.
     """
     downstream = _downstream(rec.workdir)
 
     def booking(kind: str) -> Any:
         def cancel(booking_id: str, trip: str) -> None:
             rec.executed(f"undo_{kind}")
+            if (rec.workdir / f"crash-undo_{kind}-{stalwart.workflow_id()}").exists():
+                kill_myself()  # the refund service takes its caller down with it
             downstream.refund(stalwart.idempotency_key(), booking_id)
             rec.hang_sync(f"undo_{kind}")  # refunded; the journal does not know yet
 
-        @app.step(name=f"book_{kind}", compensate=cancel)
+        @app.step(
+            name=f"book_{kind}",
+            compensate=cancel,
+            retry=stalwart.Retry(max_attempts=3, initial_delay=0),
+        )
         def book(trip: str) -> str:
             rec.executed(f"book_{kind}")
             charge_id: str = downstream.charge(
@@ -375,6 +383,33 @@ def trip_scenario(
     return trip_agent, (f"trip-{opts.seed}",)
 
 
+def poison_saga_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """``reserve`` (compensated by a release that logs ``undo_reserve``), then ``crashy``, which
+    SIGKILLs its process on every attempt of a budget far beyond ``--max-recoveries``."""
+
+    def release(reservation: str, x: int) -> None:
+        rec.executed("undo_reserve")
+
+    @app.step(name="reserve", compensate=release)
+    def reserve(x: int) -> str:
+        rec.executed("reserve")
+        return f"seat-{x}"
+
+    @app.step(name="crashy", retry=stalwart.Retry(max_attempts=50, initial_delay=0))
+    def crashy(reservation: str) -> str:
+        rec.executed("crashy")
+        kill_myself()
+        return reservation
+
+    @app.workflow(name="poison_saga_agent")
+    def poison_saga_agent(seed: int) -> str:
+        return crashy(reserve(seed))
+
+    return poison_saga_agent, (opts.seed,)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sync": sync_scenario,
     "async": async_scenario,
@@ -385,6 +420,7 @@ SCENARIOS: dict[str, Scenario] = {
     "pay_verified": pay_verified_scenario,
     "pay_unverified": pay_unverified_scenario,
     "trip": trip_scenario,
+    "poison_saga": poison_saga_scenario,
 }
 
 

@@ -72,8 +72,12 @@ def test_verify_settles_an_attempt_killed_after_its_effect(agent: Harness) -> No
     with agent.app() as app:
         assert app.handle(wid).status() == "completed"
         entries = step_entries(app, wid, "pay")
-        assert [(e.status, e.attempt) for e in entries] == [("scheduled", 1), ("completed", 1)]
-        assert entries[1].output == charge_id
+        assert [(e.status, e.attempt) for e in entries] == [
+            ("scheduled", 1),
+            ("in_doubt", 1),
+            ("completed", 1),
+        ]
+        assert (entries[2].output, entries[2].by) == (charge_id, "verify")
         assert completed_twice(app, wid) == []
 
     third = agent.run("pay_verified", wid)  # a terminal run: nothing runs, nothing is called

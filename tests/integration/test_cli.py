@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import stalwart
 
 
@@ -48,6 +50,59 @@ def test_ls_and_show(tmp_path: Path) -> None:
     assert "greet" in shown.stdout and '"hello ada"' in shown.stdout
     detail = json.loads(_cli("--url", url, "show", "run-1", "--json", cwd=tmp_path).stdout)
     assert [e["name"] for e in detail["journal"]] == ["started", "greet", "finished"]
+
+
+def test_show_prints_each_steps_idempotency_key(tmp_path: Path) -> None:
+    """Keys are numbered from 0 (the call's position) while seqs start at 1: ``show`` prints
+    the key each step and compensation used, so no one derives it from ``seq``."""
+    url = f"sqlite:///{tmp_path / 'keys.db'}"
+    seen: dict[str, str] = {}
+    with stalwart.Stalwart(url) as app:
+
+        def release(result: str, name: str) -> None:
+            seen["undo"] = stalwart.idempotency_key()
+
+        @app.step(name="reserve", compensate=release)
+        def reserve(name: str) -> str:
+            seen["reserve"] = stalwart.idempotency_key()
+            return f"seat for {name}"
+
+        @app.step(name="pay", retry=stalwart.Retry.never())
+        def pay(seat: str) -> str:
+            seen["pay"] = stalwart.idempotency_key()
+            raise RuntimeError("card declined")
+
+        @app.workflow(name="trip")
+        def trip(name: str) -> str:
+            return pay(reserve(name))
+
+        with pytest.raises(stalwart.WorkflowFailed, match="card declined"):
+            app.run(trip, "ada", workflow_id="run-7")
+    assert seen == {"reserve": "run-7/0", "pay": "run-7/1", "undo": "run-7/0/undo"}
+
+    shown = _cli("--url", url, "show", "run-7", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert "KEY" in lines[1].split()
+    for name, key in (("reserve", "run-7/0"), ("pay", "run-7/1")):
+        rows = [line for line in lines if f" {name} " in line and " step " in line]
+        assert rows and all(key in row.split() for row in rows), (name, lines)
+    [undo] = [line for line in lines if " compensation " in line]
+    assert "run-7/0/undo" in undo.split()
+
+    detail = json.loads(_cli("--url", url, "show", "run-7", "--json", cwd=tmp_path).stdout)
+    keys = [(e["kind"], e["name"], e["idempotency_key"]) for e in detail["journal"]]
+    assert keys == [
+        ("run", "started", None),
+        ("step", "reserve", "run-7/0"),
+        ("step", "pay", "run-7/1"),
+        ("run", "rolling_back", None),
+        ("compensation", "reserve", "run-7/0/undo"),
+        ("step", "reserve", "run-7/0"),  # the 'compensated' mark
+        ("run", "finished", None),
+    ]
+    with stalwart.Stalwart(url) as app:
+        assert [e.idempotency_key for e in app.journal("run-7")] == [k for _, _, k in keys]
 
 
 def test_exit_codes(tmp_path: Path) -> None:

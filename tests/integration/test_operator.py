@@ -175,8 +175,8 @@ def test_verify_is_check_then_act(app: stalwart.Stalwart) -> None:
         app.run(pay, workflow_id="v1")
     assert app.run(pay, workflow_id="v1") == "ch-o-9"
     assert len(charges) == 1
-    statuses = [e.status for e in app.journal("v1") if e.name == "charge"]
-    assert statuses == ["scheduled", "completed"]
+    statuses = [(e.status, e.by) for e in app.journal("v1") if e.name == "charge"]
+    assert statuses == [("scheduled", None), ("in_doubt", None), ("completed", "verify")]
 
 
 def test_an_exception_means_no_effect_and_verify_guards_the_retry(app: stalwart.Stalwart) -> None:

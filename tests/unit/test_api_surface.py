@@ -42,6 +42,7 @@ CONTRACT = {
     "WorkflowFailed",
     "WorkflowCancelled",
     "UnsafeFork",
+    "InvalidOperation",
     "NotDurableWarning",
 }
 
@@ -62,6 +63,7 @@ def test_errors_derive_from_one_base() -> None:
         ):
             assert issubclass(obj, stalwart.StalwartError), name
     assert issubclass(stalwart.CorruptRecord, stalwart.StoreError)
+    assert issubclass(stalwart.InvalidOperation, ValueError)
     assert issubclass(stalwart.NotDurableWarning, UserWarning)
 
 

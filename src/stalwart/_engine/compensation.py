@@ -4,6 +4,11 @@ Compensations of completed steps that declared one run newest first, each journa
 ``compensation``) and retried with its step's policy. A compensated step gets a ``compensated``
 row in the same transaction as its compensation's success, so after a crash the rollback goes
 on where it stopped (none skipped, none run twice) and a later retry or fork runs the step again.
+
+Before each attempt the run is marked with ``undo:<seq>:<attempt>`` (``runs.retrying``, the
+column that marks step retries), so a recovery that finds the mark of an attempt with no
+outcome charges it as an ``AttemptInterrupted`` failure: a compensation that crashes its worker
+runs out of attempts like a step does, and the run then needs an operator.
 """
 
 from __future__ import annotations
@@ -23,7 +28,13 @@ from .loop import run_on
 if TYPE_CHECKING:
     from .._app import Core
 
-__all__ = ["CompensationFailed", "pending_compensations", "run_compensations"]
+__all__ = [
+    "CompensationFailed",
+    "interruption",
+    "pending_compensations",
+    "retry_marker",
+    "run_compensations",
+]
 
 log = logging.getLogger("stalwart")
 
@@ -99,11 +110,55 @@ def run_compensations(core: Core, inv: Invocation) -> None:
         _compensate(core, inv, step, undo)
 
 
+def retry_marker(seq: int, attempt: int) -> str:
+    """The run's mark that attempt ``attempt`` of the compensation of seq ``seq`` began."""
+    return f"undo:{seq}:{attempt}"
+
+
+def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -> Entry | None:
+    """The failed entry that charges the compensation attempt a crash interrupted: the run's
+    mark names the attempt after the last recorded one, which began but never ended."""
+    attempt = undo.attempts + 1
+    if retrying != retry_marker(undo.seq, attempt):
+        return None
+    detail = {
+        "type": "AttemptInterrupted",
+        "message": f"attempt {attempt} was interrupted: its process stopped before the outcome "
+        "was recorded",
+        "final": final,
+    }
+    return Entry(
+        kind="compensation",
+        name=undo.name,
+        status="failed",
+        seq=undo.seq,
+        position=undo.position,
+        attempt=attempt,
+        started_at=now,
+        finished_at=now,
+        error=json.dumps(detail),
+    )
+
+
 def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
     attempt = undo.attempts
     result = step.restore(undo.result) if step.restore else undo.result
+    policy = step.undo_retry or step.retry
+    now = core.clock.time()
+    charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)
+    if charged is not None:  # retried whatever retry_on says, within max_attempts
+        _append(core, inv, [charged])
+        attempt += 1
+        if attempt >= policy.max_attempts:
+            raise CompensationFailed(
+                f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
+                f"{attempt} attempt(s): AttemptInterrupted: each was interrupted by a crash "
+                "of its worker; fix the cause, then retry the run to continue the rollback",
+                seq=undo.seq,
+            )
     while True:
         attempt += 1
+        _mark(core, inv, retry_marker(undo.seq, attempt))
         started = core.clock.time()
         scope = StepScope(inv, step.name, undo.seq, undo.position, attempt, suffix="/undo")
         token = CURRENT_STEP.set(scope)
@@ -144,7 +199,6 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             _append(core, inv, entries)
             log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
             return
-        policy = step.undo_retry or step.retry
         final = not policy.should_retry(error, attempt)
         detail = {"type": type(error).__name__, "message": str(error), "final": final}
         _append(core, inv, [Entry(status="failed", error=json.dumps(detail), **base)])
@@ -160,6 +214,14 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
 
 async def _await(outcome: Any) -> Any:
     return await outcome
+
+
+def _mark(core: Core, inv: Invocation, marker: str) -> None:
+    """Mark on the run that a compensation attempt begins, while the lease is held."""
+    if not core.store.mark_retry(inv.workflow_id, owner=inv.owner, marker=marker):
+        inv.lease_lost.set()
+        raise LeaseLost()
+    inv.retrying = marker
 
 
 def _append(core: Core, inv: Invocation, entries: list[Entry]) -> None:

@@ -36,6 +36,7 @@ __all__ = [
     "StepScope",
     "guarded",
     "guarded_async",
+    "step_key",
 ]
 
 log = logging.getLogger("stalwart")
@@ -60,6 +61,13 @@ class Recorded:
     input: bytes | None = None
 
 
+def step_key(workflow_id: str, position: str, suffix: str = "") -> str:
+    """The idempotency key of the call at ``position`` of run ``workflow_id``; ``suffix`` is
+    ``"/undo"`` for the call's compensation. Positions count from 0 (seqs from 1); the form
+    never changes, since a new one would repeat the effects of runs in flight."""
+    return f"{workflow_id}/{position}{suffix}"
+
+
 @dataclass(slots=True)
 class StepScope:
     """What a running step attempt can ask about itself."""
@@ -76,7 +84,7 @@ class StepScope:
     def idempotency_key(self) -> str:
         """Stable across attempts and recoveries: the run id and the call's position (and
         ``/undo`` for the step's compensation, a different request downstream)."""
-        return f"{self.invocation.workflow_id}/{self.position}{self.suffix}"
+        return step_key(self.invocation.workflow_id, self.position, self.suffix)
 
 
 CURRENT_RUN: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(

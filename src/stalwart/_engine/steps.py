@@ -12,7 +12,7 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path, decode
-from .._signals import EngineSignal, InDoubt
+from .._signals import EngineSignal, InDoubt, LeaseLost
 from .._store import Entry
 from .invocation import (
     COMPLETED,
@@ -23,6 +23,7 @@ from .invocation import (
     StepScope,
     guarded,
     guarded_async,
+    step_key,
 )
 
 __all__ = ["call_step", "call_step_async"]
@@ -111,7 +112,7 @@ class StepCall:
         try:
             return self.step.verify(*self.args, **self.kwargs)
         except Exception as exc:
-            key = f"{self.inv.workflow_id}/{self.position}"
+            key = step_key(self.inv.workflow_id, self.position)
             raise InDoubt(
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect, "
                 f"and its verify raised {type(exc).__name__}: {exc}. It was called with "
@@ -124,11 +125,15 @@ class StepCall:
             CURRENT_STEP.reset(token)
 
     def _in_doubt(self, *, marked: bool) -> bool:
-        """An attempt may have taken effect: check it, or stop and ask an operator."""
+        """An attempt may have taken effect: check it, or stop and ask an operator.
+
+        The interruption is this step's: it is recorded here (as ``in_doubt``, or as a failed
+        attempt when verify finds no effect), so a recovery never charges a later step."""
+        self.inv.recovering = False
         if self.step.verify is None:
             if not marked:
                 self._record(IN_DOUBT, self.inv.core.clock.time())
-            key = f"{self.inv.workflow_id}/{self.position}"
+            key = step_key(self.inv.workflow_id, self.position)
             reason = (
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
                 f"attempt {self.attempt} was interrupted before its outcome was recorded. It was "
@@ -138,7 +143,7 @@ class StepCall:
                 "rerun=True to run it again"
             )
             raise InDoubt(reason, seq=self.seq)
-        if self.pre_attempt(force=True):
+        if self.pre_attempt(force=True, interrupted=not marked):
             return True
         exc = AttemptInterrupted(
             f"attempt {self.attempt} was interrupted; verify found no effect, so it runs again"
@@ -151,9 +156,12 @@ class StepCall:
         self.attempt += 1
         return False
 
-    def pre_attempt(self, *, force: bool = False) -> bool:
+    def pre_attempt(self, *, force: bool = False, interrupted: bool = False) -> bool:
         """Before an irreversible step runs again, check-then-act: a non-``None`` answer from
-        ``verify`` is recorded as the step's result. True when that settled the call."""
+        ``verify`` is recorded as the step's result, with ``by="verify"``. With
+        ``interrupted`` (a recovery found the attempt only ``scheduled``), the interrupted
+        attempt is recorded as ``in_doubt`` in the same transaction. True when that settled
+        the call."""
         step = self.step
         if not step.irreversible or step.verify is None or self.rerun:
             return False
@@ -163,7 +171,18 @@ class StepCall:
         if found is None:
             return False
         payload = self._validate_and_encode(found)
-        self._record(COMPLETED, self.inv.core.clock.time(), output=payload)
+        now = self.inv.core.clock.time()
+        settled = self._entry(COMPLETED, now, output=payload, by="verify")
+        if interrupted:
+            detail = {
+                "type": AttemptInterrupted.__name__,
+                "message": f"attempt {self.attempt} was interrupted before its outcome was "
+                "recorded; verify found its effect, so it did not run again",
+                "final": False,
+            }
+            self._append_together([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
+        else:
+            self.inv.append(settled)
         value = decode(payload)
         self.value = step.restore(value) if step.restore else value
         return True
@@ -187,21 +206,41 @@ class StepCall:
         error: str | None = None,
         started: float | None = None,
     ) -> None:
-        self.inv.append(
-            Entry(
-                kind="step",
-                name=self.step.name,
-                status=status,
-                seq=self.seq,
-                position=self.position,
-                attempt=self.attempt,
-                started_at=started or self.started_at or now,
-                finished_at=None if status == SCHEDULED else now,
-                input=self.input,
-                output=output,
-                error=error,
-                compensable=status == COMPLETED and self.step.compensate is not None,
-            )
+        self.inv.append(self._entry(status, now, output=output, error=error, started=started))
+
+    def _append_together(self, entries: list[Entry]) -> None:
+        """Journal ``entries`` in one transaction, while the run's lease is held."""
+        inv = self.inv
+        with inv.journaling():
+            held = inv.core.store.append_many(inv.workflow_id, entries, owner=inv.owner)
+        if not held:
+            inv.lease_lost.set()
+            raise LeaseLost()
+
+    def _entry(
+        self,
+        status: str,
+        now: float,
+        *,
+        output: bytes | None = None,
+        error: str | None = None,
+        started: float | None = None,
+        by: str | None = None,
+    ) -> Entry:
+        return Entry(
+            kind="step",
+            name=self.step.name,
+            status=status,
+            seq=self.seq,
+            position=self.position,
+            attempt=self.attempt,
+            started_at=started or self.started_at or now,
+            finished_at=None if status == SCHEDULED else now,
+            input=self.input,
+            output=output,
+            error=error,
+            compensable=status == COMPLETED and self.step.compensate is not None,
+            by=by,
         )
 
     def _encode_input(self) -> bytes:

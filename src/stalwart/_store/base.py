@@ -96,6 +96,7 @@ class JournalRow:
     output: bytes | None
     error: str | None
     by: str | None
+    position: str | None = None
 
 
 @dataclass(slots=True)

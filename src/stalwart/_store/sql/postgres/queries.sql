@@ -91,7 +91,8 @@ WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
 ORDER BY id;
 
 -- name: journal
-SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by
+SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
+       position
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: list_runs
