@@ -54,7 +54,7 @@ from ._model import (
 )
 from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
-from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
+from ._serde import Codec, UnsupportedValue, argument_path, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
 from ._store.base import ApprovalRow, IndexRow, QueueLimits
 
@@ -850,7 +850,11 @@ class Stalwart:
     def _outcome(self, row: RunRow) -> Any:
         if row.status == COMPLETED:
             try:
-                value = decode(self._core.store.load_payload(row.output)) if row.output else None
+                value = (
+                    self._core.codec.decode(self._core.store.load_payload(row.output))
+                    if row.output
+                    else None
+                )
             except (ValueError, CorruptRecord) as exc:
                 raise CorruptRecord(
                     f"run {row.workflow_id!r}: its recorded result cannot be decoded ({exc})",
@@ -920,7 +924,7 @@ class Stalwart:
             values = []
             for label, stored in (("input", row.input), ("output", row.output)):
                 try:
-                    values.append(decode(stored) if stored is not None else None)
+                    values.append(self._core.codec.decode(stored) if stored is not None else None)
                 except ValueError as exc:
                     raise CorruptRecord(
                         f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
@@ -1027,10 +1031,11 @@ class Stalwart:
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
         try:
-            details = decode(row.details) if row.details is not None else None
+            details = self._core.codec.decode(row.details) if row.details is not None else None
         except ValueError as exc:
             raise CorruptRecord(
-                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details",
+                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
+                f"({exc}); restore the row from a backup",
                 workflow_id=row.workflow_id,
             ) from exc
         return ApprovalRequest(

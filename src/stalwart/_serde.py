@@ -200,6 +200,31 @@ class Codec:
             return JSON_TAG + _dumps(value).encode("utf-8")
         return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
 
+    def decode(self, payload: bytes) -> Any:
+        """The value of stored ``payload``; raises ``ValueError`` if this codec cannot read it.
+
+        The JSON codec refuses a payload tagged as pickle instead of unpickling it.
+        """
+        if payload == b"Jnull":
+            return None
+        tag, body = payload[:1], payload[1:]
+        if tag == JSON_TAG:
+            return _decode_json(body)
+        if tag == PICKLE_TAG:
+            if self.name != "pickle":
+                raise ValueError(
+                    "it was written with pickle, which an app with serializer='json' never "
+                    "loads; open the app with serializer='pickle' to read such rows"
+                )
+            try:
+                return pickle.loads(body)
+            except Exception as exc:
+                raise ValueError(f"invalid pickle payload: {exc}") from exc
+        raise ValueError(f"unknown payload codec {tag!r}")
+
+
+_TRUSTING = Codec("pickle")
+
 
 def make_codec(name: str) -> Codec:
     """The codec for the ``serializer=`` setting (``"json"`` or ``"pickle"``)."""
@@ -210,23 +235,21 @@ def make_codec(name: str) -> Codec:
     return Codec(name)
 
 
+def _decode_json(body: bytes) -> Any:
+    try:
+        tree = _loads(body.decode("utf-8"))
+        return _from_tree(tree) if b'"$' in body else tree
+    except Exception as exc:
+        raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
+
+
 def decode(payload: bytes) -> Any:
-    """The value of encoded ``payload``; raises ``ValueError`` if it is not a valid payload."""
-    if payload == b"Jnull":
-        return None
-    tag, body = payload[:1], payload[1:]
-    if tag == JSON_TAG:
-        try:
-            tree = _loads(body.decode("utf-8"))
-            return _from_tree(tree) if b'"$' in body else tree
-        except Exception as exc:
-            raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
-    if tag == PICKLE_TAG:
-        try:
-            return pickle.loads(body)
-        except Exception as exc:
-            raise ValueError(f"invalid pickle payload: {exc}") from exc
-    raise ValueError(f"unknown payload codec {tag!r}")
+    """The value of a payload this process has just encoded with either codec.
+
+    Stored data is never read with this (a row anyone could have written must not be
+    unpickled by a JSON app): decode it with the app's :meth:`Codec.decode`.
+    """
+    return _TRUSTING.decode(payload)
 
 
 def _wants_restoring(annotation: Any) -> bool:

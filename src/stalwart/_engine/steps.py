@@ -260,7 +260,7 @@ class StepCall:
             self.retry_at = now + delay
             return delay
         self._record(COMPLETED, now, output=payload)
-        value = decode(payload)
+        value = self.inv.core.codec.decode(payload)
         self.value = self.step.restore(value) if self.step.restore else value
         return _DONE
 

@@ -6,10 +6,10 @@ it may continue, and replay returns the recorded winner at the same position.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Any
 
 from .._model import Approval, from_epoch
-from .._serde import decode
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
@@ -48,10 +48,30 @@ class _Wait:
         return self.rec is not None and self.rec.status == COMPLETED
 
     def spec(self) -> dict[str, Any]:
-        assert self.rec is not None and self.rec.input is not None
-        value = decode(self.inv.core.store.load_payload(self.rec.input))
-        assert isinstance(value, dict)
+        """The wait's recorded spec: when it times out (``until``), and which approval."""
+        rec = self.rec
+        assert rec is not None
+        if rec.input is None:
+            raise self.inv.corrupt(rec, "the open wait has no recorded spec")
+        value = self.inv.decode_recorded(rec, "spec", rec.input)
+        until = value.get("until") if isinstance(value, dict) else None
+        if not isinstance(value, dict) or not (
+            until is None
+            or (
+                isinstance(until, int | float)
+                and not isinstance(until, bool)
+                and not math.isnan(until)
+            )
+        ):
+            raise self.inv.corrupt(rec, f"the recorded spec {value!r} does not say when it ends")
+        if self.kind == "approval" and not isinstance(value.get("approval_id"), str | int):
+            raise self.inv.corrupt(rec, f"the recorded spec {value!r} names no approval")
         return value
+
+    def decode_winner(self, data: bytes) -> Any:
+        """The payload of what ended the wait (an event, a decision), decoded."""
+        assert self.rec is not None
+        return self.inv.decode_recorded(self.rec, "payload of what ended the wait", data)
 
     def open(
         self,
@@ -131,8 +151,15 @@ def _decision(row: ApprovalRow) -> dict[str, Any]:
     }
 
 
-def _approval_value(value: Any) -> Approval | None:
-    return Approval(**value) if isinstance(value, dict) else None
+def _approval_value(wait: _Wait, value: Any) -> Approval:
+    """The recorded decision as an :class:`Approval`; ``CorruptRecord`` if it is not one."""
+    try:
+        if isinstance(value, dict):
+            return Approval(**value)
+    except (TypeError, ValueError):
+        pass
+    assert wait.rec is not None
+    raise wait.inv.corrupt(wait.rec, f"the recorded decision {value!r} is not an approval")
 
 
 def sleep(inv: Invocation, seconds: float) -> None:
@@ -161,7 +188,7 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     expired = until is not None and wait.now >= until
     winner, data = wait.decide(time_out=expired, event_name=name, until=until)
     if winner == "event":
-        return None if data is None else decode(data)
+        return None if data is None else wait.decode_winner(data)
     if winner == "timer":
         return None
     raise wait.suspend(until, f"event:{name}")
@@ -172,7 +199,8 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
     wait = _Wait(inv, "approval", subject)
     if wait.done:
         assert wait.rec is not None
-        return _approval_value(wait.inv.load_value(wait.rec))
+        value = wait.inv.load_value(wait.rec)
+        return None if value is None else _approval_value(wait, value)
     if wait.rec is None:
         expires = None if timeout is None else wait.now + timeout
         seq = inv.alloc_seq()
@@ -193,7 +221,7 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
     winner, data = wait.decide(time_out=expired, approval_id=approval_id)
     if winner == "approval":
         assert data is not None
-        return _approval_value(decode(data))
+        return _approval_value(wait, wait.decode_winner(data))
     if winner == "timer":
         return None
     raise wait.suspend(until, f"approval:{approval_id}")
