@@ -109,6 +109,37 @@ def _to_tree(value: Any, path: str) -> Any:
     raise UnsupportedValue(type(value).__qualname__, path)
 
 
+def _refused(value: Any, exc: BaseException) -> UnsupportedValue:
+    """What ``json`` refused in ``value`` (found by a walk, on this error path only)."""
+    if isinstance(exc, RecursionError):
+        return UnsupportedValue("list or dict that contains itself (or nests too deep)", "value")
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(value, "value")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return UnsupportedValue("str with a lone surrogate (not valid UTF-8)", path)
+        elif isinstance(node, int) and not isinstance(node, bool):
+            try:
+                str(node)
+            except ValueError:
+                return UnsupportedValue("int with more digits than the interpreter prints", path)
+        elif id(node) in seen:
+            continue
+        elif isinstance(node, dict):
+            seen.add(id(node))
+            for k, v in node.items():
+                stack.append((k, f"{path} (a key)"))
+                stack.append((v, f"{path}[{k!r}]"))
+        elif isinstance(node, list | tuple | set | frozenset):
+            seen.add(id(node))
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value")
+
+
 def argument_path(path: str) -> str:
     """Turn a path inside ``{"args": [...], "kwargs": {...}}`` into ``arguments[...]``."""
     for prefix in ("value['args']", "value['kwargs']"):
@@ -194,11 +225,16 @@ class Codec:
                 raise UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value") from exc
         if value is None:
             return b"Jnull"
-        if type(value) is dict and value == _EMPTY_CALL:
-            return _NO_ARGUMENTS
-        if _is_plain(value):
-            return JSON_TAG + _dumps(value).encode("utf-8")
-        return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
+        try:
+            if type(value) is dict and value == _EMPTY_CALL:
+                return _NO_ARGUMENTS
+            if _is_plain(value):
+                return JSON_TAG + _dumps(value).encode("utf-8")
+            return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
+        except UnsupportedValue:
+            raise
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+            raise _refused(value, exc) from None
 
     def decode(self, payload: bytes) -> Any:
         """The value of stored ``payload``; raises ``ValueError`` if this codec cannot read it.
