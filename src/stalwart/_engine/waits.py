@@ -20,15 +20,39 @@ __all__ = ["approval", "event", "seconds_of", "sleep"]
 SCHEDULED = "scheduled"
 
 
+# Times past the last second a datetime can hold (9999-12-31): a wait that long has no end.
+_FOREVER = 253_402_300_799.0
+
+
 def seconds_of(value: float | _dt.timedelta | None, what: str) -> float | None:
-    """Seconds in a number or timedelta; refuses negative and non-numeric values."""
+    """Seconds in a number or timedelta (``inf`` for ``float('inf')``, ``timedelta.max`` and
+    anything too large to be a time); refuses NaN, negative and non-numeric values."""
     if value is None:
         return None
+    seconds: float
     if isinstance(value, _dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        seconds = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what}={value!r}: pass seconds (a number >= 0) or a timedelta")
-    return float(value)
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(
+            f"{what}={value!r}: pass seconds (a number >= 0, or float('inf') for no limit) "
+            "or a timedelta"
+        )
+    return seconds
+
+
+def until_of(now: float, seconds: float | None) -> float | None:
+    """When a wait of ``seconds`` that begins at ``now`` ends; ``None`` for never."""
+    if seconds is None:
+        return None
+    until = now + seconds
+    return until if until < _FOREVER else None
 
 
 class _Wait:
@@ -168,9 +192,9 @@ def sleep(inv: Invocation, seconds: float) -> None:
     if wait.done:
         return
     if wait.rec is None:
-        wait.open({"until": wait.now + seconds})
-    until = float(wait.spec()["until"])
-    if wait.now >= until:
+        wait.open({"until": until_of(wait.now, seconds)})
+    until = wait.spec()["until"]
+    if until is not None and wait.now >= until:
         wait.decide(time_out=True)
         return
     raise wait.suspend(until, None)
@@ -183,7 +207,7 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
         assert wait.rec is not None
         return wait.inv.load_value(wait.rec)
     if wait.rec is None:
-        wait.open({"until": None if timeout is None else wait.now + timeout})
+        wait.open({"until": until_of(wait.now, timeout)})
     until = wait.spec().get("until")
     expired = until is not None and wait.now >= until
     winner, data = wait.decide(time_out=expired, event_name=name, until=until)
@@ -202,7 +226,7 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
         value = wait.inv.load_value(wait.rec)
         return None if value is None else _approval_value(wait, value)
     if wait.rec is None:
-        expires = None if timeout is None else wait.now + timeout
+        expires = until_of(wait.now, timeout)
         seq = inv.alloc_seq()
         approval_id = str(seq)
         request_spec: dict[str, Any] = {"approval_id": approval_id, "until": expires}
