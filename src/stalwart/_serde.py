@@ -301,20 +301,42 @@ def _adapter(annotation: Any) -> Any:
     return TypeAdapter(annotation)
 
 
-def restorer_for(annotation: Any) -> Callable[[Any], Any] | None:
-    """A function rebuilding dataclasses and pydantic models named by ``annotation``, if any."""
+def _type_name(annotation: Any) -> str:
+    return annotation.__qualname__ if isinstance(annotation, type) else repr(annotation)
+
+
+def restorer_for(annotation: Any, owner: str = "the value") -> Callable[[Any], Any] | None:
+    """A function rebuilding the dataclasses and pydantic models ``annotation`` names, or
+    ``None`` when it names none (plain values are left exactly as they round-trip).
+
+    ``owner`` (say ``"step 'charge'"``) is named by the error for a value that does not fit.
+    """
     if annotation is None or not _wants_restoring(annotation):
         return None
     try:
         adapter = _adapter(annotation)
     except Exception:
         return None
-    return functools.partial(restore, adapter)
+    return functools.partial(restore, adapter, owner, _type_name(annotation))
 
 
-def restore(adapter: Any, value: Any) -> Any:
-    """Rebuild ``value`` as the declared type; leaves it as it is if it does not fit."""
+def _problems(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return f"{type(exc).__name__}: {exc}"
+    parts = [
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', '')}"
+        for e in errors()[:3]
+    ]
+    return "; ".join(parts)
+
+
+def restore(adapter: Any, owner: str, type_name: str, value: Any) -> Any:
+    """Rebuild ``value`` as the declared type; :class:`SerializationError` if it does not fit."""
     try:
         return adapter.validate_python(value)
-    except Exception:
-        return value
+    except Exception as exc:
+        raise SerializationError(
+            f"{owner}: its result does not validate as {type_name} ({_problems(exc)}); return "
+            f"a value that does, or change the annotation to what it returns"
+        ) from None

@@ -144,6 +144,8 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
         inv.check_fully_replayed()
         try:
             payload = core.codec.encode(value)
+            if wf.restore is not None:  # what Handle.result will rebuild must fit
+                wf.restore(core.codec.decode(payload))
         except UnsupportedValue as exc:
             error = SerializationError(
                 f"workflow {wf.name!r} (run {wid!r}) returned a value of type {exc.type_name} "
@@ -151,6 +153,8 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
             return _finish(core, inv, FAILED, output=None, error=_error_json(error), exc=error)
+        except SerializationError as exc:
+            return _finish(core, inv, FAILED, output=None, error=_error_json(exc), exc=exc)
         return _finish(core, inv, COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
