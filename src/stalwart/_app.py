@@ -625,6 +625,10 @@ class Stalwart:
             _check_queue_name(queue)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
+        if not -(2**31) <= priority <= 2**31 - 1:
+            raise ValueError(
+                f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
+            )
         payload = self._encode_args(definition, args, kwargs)
         wid = _new_id(workflow_id)
         now = self._core.clock.time()
