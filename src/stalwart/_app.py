@@ -23,7 +23,7 @@ from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
 from ._engine.compensation import Undo, interruption, pending_compensations
-from ._engine.executor import Outcome, execute
+from ._engine.executor import Outcome, execute, rollback_state
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
 from ._engine.loop import AppLoop, install_task_factory
 from ._engine.steps import call_step, call_step_async
@@ -57,7 +57,7 @@ from ._model import (
 )
 from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
-from ._serde import Codec, UnsupportedValue, argument_path, decode, make_codec
+from ._serde import Codec, UnsupportedValue, argument_path, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
 from ._store.base import ApprovalRow, IndexRow, QueueLimits
 
@@ -705,6 +705,10 @@ class Stalwart:
             _check_queue_name(queue)
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
+        if not -(2**31) <= priority <= 2**31 - 1:
+            raise ValueError(
+                f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
+            )
         payload = self._encode_args(definition, args, kwargs)
         wid = _new_id(workflow_id)
         now = self._core.clock.time()
@@ -933,12 +937,23 @@ class Stalwart:
         core = self._core
         wid = row.workflow_id
         now = core.clock.time()
-        plan = pending_compensations(core.store.compensation_plan(wid))
-        rollback = core.store.rollback_in_progress(wid)
+        try:
+            plan = pending_compensations(
+                core.store.compensation_plan(wid), codec=core.codec, workflow_id=wid
+            )
+            rollback = core.store.rollback_in_progress(wid)
+            then = None if rollback is None else rollback_state(core, wid, rollback)[0]
+        except CorruptRecord as exc:
+            detail = json.dumps(
+                {"type": "CorruptRecord", "message": str(exc), "reason": str(exc), "seq": exc.seq}
+            )
+            self._finish_poisoned(wid, NEEDS_ATTENTION, detail, owner, now)
+            log.error("run %s: %s", wid, exc)
+            return None
         if rollback is not None:
             if not plan:  # only the rollback's ending is left to record
                 return self._invocation(wf, row, recovering=True, owner=owner)
-            state = decode(rollback)
+            state = {"then": then}
             self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
             return None
         if plan:
@@ -1023,7 +1038,11 @@ class Stalwart:
     def _outcome(self, row: RunRow) -> Any:
         if row.status == COMPLETED:
             try:
-                value = decode(self._core.store.load_payload(row.output)) if row.output else None
+                value = (
+                    self._core.codec.decode(self._core.store.load_payload(row.output))
+                    if row.output
+                    else None
+                )
             except (ValueError, CorruptRecord) as exc:
                 raise CorruptRecord(
                     f"run {row.workflow_id!r}: its recorded result cannot be decoded ({exc})",
@@ -1093,7 +1112,7 @@ class Stalwart:
             values = []
             for label, stored in (("input", row.input), ("output", row.output)):
                 try:
-                    values.append(decode(stored) if stored is not None else None)
+                    values.append(self._core.codec.decode(stored) if stored is not None else None)
                 except ValueError as exc:
                     raise CorruptRecord(
                         f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
@@ -1201,10 +1220,11 @@ class Stalwart:
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
         try:
-            details = decode(row.details) if row.details is not None else None
+            details = self._core.codec.decode(row.details) if row.details is not None else None
         except ValueError as exc:
             raise CorruptRecord(
-                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details",
+                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
+                f"({exc}); restore the row from a backup",
                 workflow_id=row.workflow_id,
             ) from exc
         return ApprovalRequest(

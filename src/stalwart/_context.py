@@ -138,7 +138,10 @@ def _workflow_for_wait(call: str, *, is_async: bool) -> Any:
 
 
 def sleep(seconds: float | _dt.timedelta) -> None:
-    """Wait durably: the run holds no thread or lease until the timer fires, across restarts."""
+    """Wait durably: the run holds no thread or lease until the timer fires, across restarts.
+
+    ``float('inf')`` (or ``timedelta.max``) sleeps until the run is cancelled; NaN and negative
+    values raise ``ValueError`` before anything is recorded."""
     inv = _workflow_for_wait("sleep", is_async=False)
     _waits.sleep(inv, _waits.seconds_of(seconds, "seconds") or 0.0)
 
@@ -151,7 +154,8 @@ async def sleep_async(seconds: float | _dt.timedelta) -> None:
 
 def wait_for_event(name: str, timeout: float | _dt.timedelta | None = None) -> Any:
     """The payload of the oldest unconsumed event ``name`` sent to this run, or ``None`` if
-    ``timeout`` passes first. Events sent before the wait are kept."""
+    ``timeout`` passes first (``None``, ``float('inf')`` and ``timedelta.max``: no timeout).
+    Events sent before the wait are kept."""
     inv = _workflow_for_wait("wait_for_event", is_async=False)
     return _waits.event(inv, _event_name(name), _waits.seconds_of(timeout, "timeout"))
 

@@ -70,7 +70,7 @@ class StepDef:
         self.signature = inspect.signature(self.fn)
         self.check_arguments = ArgumentCheck(self.signature)
         target = self.output if isinstance(self.output, type) else _return_annotation(self.fn)
-        self.restore = restorer_for(target)
+        self.restore = restorer_for(target, f"step {self.name!r}")
 
 
 @dataclass
@@ -87,7 +87,7 @@ class WorkflowDef:
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.fn)
-        self.restore = restorer_for(_return_annotation(self.fn))
+        self.restore = restorer_for(_return_annotation(self.fn), f"workflow {self.name!r}")
 
 
 class Registry:

@@ -109,6 +109,37 @@ def _to_tree(value: Any, path: str) -> Any:
     raise UnsupportedValue(type(value).__qualname__, path)
 
 
+def _refused(value: Any, exc: BaseException) -> UnsupportedValue:
+    """What ``json`` refused in ``value`` (found by a walk, on this error path only)."""
+    if isinstance(exc, RecursionError):
+        return UnsupportedValue("list or dict that contains itself (or nests too deep)", "value")
+    seen: set[int] = set()
+    stack: list[tuple[Any, str]] = [(value, "value")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return UnsupportedValue("str with a lone surrogate (not valid UTF-8)", path)
+        elif isinstance(node, int) and not isinstance(node, bool):
+            try:
+                str(node)
+            except ValueError:
+                return UnsupportedValue("int with more digits than the interpreter prints", path)
+        elif id(node) in seen:
+            continue
+        elif isinstance(node, dict):
+            seen.add(id(node))
+            for k, v in node.items():
+                stack.append((k, f"{path} (a key)"))
+                stack.append((v, f"{path}[{k!r}]"))
+        elif isinstance(node, list | tuple | set | frozenset):
+            seen.add(id(node))
+            stack.extend((v, f"{path}[{i}]") for i, v in enumerate(node))
+    return UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value")
+
+
 def argument_path(path: str) -> str:
     """Turn a path inside ``{"args": [...], "kwargs": {...}}`` into ``arguments[...]``."""
     for prefix in ("value['args']", "value['kwargs']"):
@@ -194,11 +225,41 @@ class Codec:
                 raise UnsupportedValue(f"{type(value).__qualname__} ({exc})", "value") from exc
         if value is None:
             return b"Jnull"
-        if type(value) is dict and value == _EMPTY_CALL:
-            return _NO_ARGUMENTS
-        if _is_plain(value):
-            return JSON_TAG + _dumps(value).encode("utf-8")
-        return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
+        try:
+            if type(value) is dict and value == _EMPTY_CALL:
+                return _NO_ARGUMENTS
+            if _is_plain(value):
+                return JSON_TAG + _dumps(value).encode("utf-8")
+            return JSON_TAG + _dumps(_to_tree(value, "value")).encode("utf-8")
+        except UnsupportedValue:
+            raise
+        except (ValueError, RecursionError) as exc:  # UnicodeEncodeError is a ValueError
+            raise _refused(value, exc) from None
+
+    def decode(self, payload: bytes) -> Any:
+        """The value of stored ``payload``; raises ``ValueError`` if this codec cannot read it.
+
+        The JSON codec refuses a payload tagged as pickle instead of unpickling it.
+        """
+        if payload == b"Jnull":
+            return None
+        tag, body = payload[:1], payload[1:]
+        if tag == JSON_TAG:
+            return _decode_json(body)
+        if tag == PICKLE_TAG:
+            if self.name != "pickle":
+                raise ValueError(
+                    "it was written with pickle, which an app with serializer='json' never "
+                    "loads; open the app with serializer='pickle' to read such rows"
+                )
+            try:
+                return pickle.loads(body)
+            except Exception as exc:
+                raise ValueError(f"invalid pickle payload: {exc}") from exc
+        raise ValueError(f"unknown payload codec {tag!r}")
+
+
+_TRUSTING = Codec("pickle")
 
 
 def make_codec(name: str) -> Codec:
@@ -210,23 +271,21 @@ def make_codec(name: str) -> Codec:
     return Codec(name)
 
 
+def _decode_json(body: bytes) -> Any:
+    try:
+        tree = _loads(body.decode("utf-8"))
+        return _from_tree(tree) if b'"$' in body else tree
+    except Exception as exc:
+        raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
+
+
 def decode(payload: bytes) -> Any:
-    """The value of encoded ``payload``; raises ``ValueError`` if it is not a valid payload."""
-    if payload == b"Jnull":
-        return None
-    tag, body = payload[:1], payload[1:]
-    if tag == JSON_TAG:
-        try:
-            tree = _loads(body.decode("utf-8"))
-            return _from_tree(tree) if b'"$' in body else tree
-        except Exception as exc:
-            raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
-    if tag == PICKLE_TAG:
-        try:
-            return pickle.loads(body)
-        except Exception as exc:
-            raise ValueError(f"invalid pickle payload: {exc}") from exc
-    raise ValueError(f"unknown payload codec {tag!r}")
+    """The value of a payload this process has just encoded with either codec.
+
+    Stored data is never read with this (a row anyone could have written must not be
+    unpickled by a JSON app): decode it with the app's :meth:`Codec.decode`.
+    """
+    return _TRUSTING.decode(payload)
 
 
 def _wants_restoring(annotation: Any) -> bool:
@@ -242,20 +301,42 @@ def _adapter(annotation: Any) -> Any:
     return TypeAdapter(annotation)
 
 
-def restorer_for(annotation: Any) -> Callable[[Any], Any] | None:
-    """A function rebuilding dataclasses and pydantic models named by ``annotation``, if any."""
+def _type_name(annotation: Any) -> str:
+    return annotation.__qualname__ if isinstance(annotation, type) else repr(annotation)
+
+
+def restorer_for(annotation: Any, owner: str = "the value") -> Callable[[Any], Any] | None:
+    """A function rebuilding the dataclasses and pydantic models ``annotation`` names, or
+    ``None`` when it names none (plain values are left exactly as they round-trip).
+
+    ``owner`` (say ``"step 'charge'"``) is named by the error for a value that does not fit.
+    """
     if annotation is None or not _wants_restoring(annotation):
         return None
     try:
         adapter = _adapter(annotation)
     except Exception:
         return None
-    return functools.partial(restore, adapter)
+    return functools.partial(restore, adapter, owner, _type_name(annotation))
 
 
-def restore(adapter: Any, value: Any) -> Any:
-    """Rebuild ``value`` as the declared type; leaves it as it is if it does not fit."""
+def _problems(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return f"{type(exc).__name__}: {exc}"
+    parts = [
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'value'}: {e.get('msg', '')}"
+        for e in errors()[:3]
+    ]
+    return "; ".join(parts)
+
+
+def restore(adapter: Any, owner: str, type_name: str, value: Any) -> Any:
+    """Rebuild ``value`` as the declared type; :class:`SerializationError` if it does not fit."""
     try:
         return adapter.validate_python(value)
-    except Exception:
-        return value
+    except Exception as exc:
+        raise SerializationError(
+            f"{owner}: its result does not validate as {type_name} ({_problems(exc)}); return "
+            f"a value that does, or change the annotation to what it returns"
+        ) from None

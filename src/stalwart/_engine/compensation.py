@@ -19,7 +19,8 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._serde import decode
+from .._errors import CorruptRecord
+from .._serde import Codec
 from .._signals import LeaseLost
 from .._store import Entry
 from .invocation import CURRENT_STEP, Invocation, StepScope
@@ -60,14 +61,57 @@ class Undo:
     attempts: int
 
 
-def pending_compensations(rows: list[tuple[Any, ...]]) -> list[Undo]:
+_KNOWN = {
+    "step": ("completed", "reused", "compensated"),
+    "compensation": ("completed", "failed"),
+}
+
+
+def _corrupt(workflow_id: str, row: tuple[Any, ...], what: str) -> CorruptRecord:
+    return CorruptRecord(
+        f"run {workflow_id!r}, seq {row[1]} ({row[8]} {row[3]!r}): {what}; restore the row "
+        "from a backup, then retry the run",
+        workflow_id=workflow_id,
+        seq=row[1],
+    )
+
+
+def _check(workflow_id: str, row: tuple[Any, ...]) -> None:
+    kind, status, attempt = row[8], row[4], row[5]
+    if status not in _KNOWN.get(kind, ()):
+        raise _corrupt(workflow_id, row, f"the recorded status {status!r} is not one it can have")
+    if attempt is not None and (type(attempt) is not int or attempt < 0):
+        raise _corrupt(workflow_id, row, f"the recorded attempt {attempt!r} is not a count")
+
+
+def _decoded(codec: Codec, workflow_id: str, row: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The step's recorded call and result; ``CorruptRecord`` if either cannot be read."""
+    try:
+        call = codec.decode(row[6]) if row[6] is not None else {"args": [], "kwargs": {}}
+        result = codec.decode(row[7]) if row[7] is not None else None
+    except ValueError as exc:
+        raise _corrupt(workflow_id, row, f"its recorded value cannot be decoded ({exc})") from exc
+    if not (
+        isinstance(call, dict)
+        and isinstance(call.get("args", []), list)
+        and isinstance(call.get("kwargs", {}), dict)
+    ):
+        raise _corrupt(workflow_id, row, "its recorded input is not an argument record")
+    return call, result
+
+
+def pending_compensations(
+    rows: list[tuple[Any, ...]], *, codec: Codec, workflow_id: str
+) -> list[Undo]:
     """Pure: from the journal rows of compensable steps and compensations (in order), the
-    completed steps still to undo, newest completion first."""
+    completed steps still to undo, newest completion first. A row it cannot read raises
+    ``CorruptRecord`` naming ``workflow_id`` and the row's seq."""
     completed: dict[int, tuple[int, tuple[Any, ...]]] = {}
     undone: set[int] = set()
     attempts: dict[int, int] = {}
     for row in rows:
         row_id, seq, _position, _name, status, attempt, _input, _output, kind, _error = row
+        _check(workflow_id, row)
         if kind == "step" and status in ("completed", "reused"):
             completed[seq] = (row_id, row)
             undone.discard(seq)
@@ -80,8 +124,7 @@ def pending_compensations(rows: list[tuple[Any, ...]]) -> list[Undo]:
     for seq, (_row_id, row) in sorted(completed.items(), key=lambda item: -item[1][0]):
         if seq in undone:
             continue
-        call = decode(row[6]) if row[6] is not None else {"args": [], "kwargs": {}}
-        result = decode(row[7]) if row[7] is not None else None
+        call, result = _decoded(codec, workflow_id, row)
         plan.append(
             Undo(
                 seq,
@@ -99,7 +142,8 @@ def pending_compensations(rows: list[tuple[Any, ...]]) -> list[Undo]:
 def run_compensations(core: Core, inv: Invocation) -> None:
     """Undo the run's completed steps, newest first; raise ``CompensationFailed`` when one
     exhausts its retries (the run then needs an operator)."""
-    for undo in pending_compensations(core.store.compensation_plan(inv.workflow_id)):
+    rows = core.store.compensation_plan(inv.workflow_id)
+    for undo in pending_compensations(rows, codec=core.codec, workflow_id=inv.workflow_id):
         step = core.registry.steps.get(undo.name)
         if step is None or step.compensate is None:
             raise CompensationFailed(

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
-from .._serde import UnsupportedValue, decode
+from .._serde import UnsupportedValue
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
 from .compensation import CompensationFailed, pending_compensations, run_compensations
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .._app import Core
     from .._registry import WorkflowDef
 
-__all__ = ["Outcome", "execute"]
+__all__ = ["Outcome", "execute", "rollback_state"]
 
 log = logging.getLogger("stalwart")
 
@@ -40,18 +40,42 @@ def _decode_input(
     core: Core, workflow_id: str, stored: bytes | None
 ) -> tuple[list[Any], dict[str, Any]]:
     try:
-        value = decode(core.store.load_payload(stored)) if stored is not None else None
+        value = core.codec.decode(core.store.load_payload(stored)) if stored is not None else None
     except (ValueError, CorruptRecord) as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}: its recorded input cannot be decoded ({exc})",
             workflow_id=workflow_id,
         ) from exc
-    if not isinstance(value, dict):
+    args = value.get("args", []) if isinstance(value, dict) else None
+    kwargs = value.get("kwargs", {}) if isinstance(value, dict) else None
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise CorruptRecord(
-            f"run {workflow_id!r}: its recorded input is not an argument record",
+            f"run {workflow_id!r}: its recorded input is not an argument record; restore the "
+            "row from a backup",
             workflow_id=workflow_id,
         )
-    return list(value.get("args", [])), dict(value.get("kwargs", {}))
+    return args, kwargs
+
+
+def rollback_state(core: Core, workflow_id: str, stored: bytes) -> tuple[str, str]:
+    """How the interrupted rollback ends the run, from its ``rolling_back`` entry."""
+    try:
+        state = core.codec.decode(stored)
+    except ValueError as exc:
+        raise CorruptRecord(
+            f"run {workflow_id!r}: its rolling_back entry cannot be decoded ({exc}); restore "
+            "the row from a backup, then retry the run",
+            workflow_id=workflow_id,
+        ) from exc
+    then = state.get("then") if isinstance(state, dict) else None
+    detail = state.get("detail") if isinstance(state, dict) else None
+    if then not in (FAILED, CANCELLED) or not isinstance(detail, str):
+        raise CorruptRecord(
+            f"run {workflow_id!r}: its rolling_back entry {state!r} does not say how the run "
+            "ends; restore the row from a backup, then retry the run",
+            workflow_id=workflow_id,
+        )
+    return then, detail
 
 
 def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -125,8 +149,8 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
         # A rollback implies recorded steps: a run that has none skips the lookup.
         pending = core.store.rollback_in_progress(wid) if inv.recorded else None
         if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
-            state = decode(pending)
-            return _roll_back(core, inv, state["then"], state["detail"], None, started=True)
+            then, detail = rollback_state(core, wid, pending)
+            return _roll_back(core, inv, then, detail, None, started=True)
         args, kwargs = _decode_input(core, wid, stored_input)
         try:
             runner = _run_async if wf.is_async else _run_sync
@@ -139,6 +163,8 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
         inv.check_fully_replayed()
         try:
             payload = core.codec.encode(value)
+            if wf.restore is not None:  # what Handle.result will rebuild must fit
+                wf.restore(core.codec.decode(payload))
         except UnsupportedValue as exc:
             error = SerializationError(
                 f"workflow {wf.name!r} (run {wid!r}) returned a value of type {exc.type_name} "
@@ -146,6 +172,8 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
             return _finish(core, inv, FAILED, output=None, error=_error_json(error), exc=error)
+        except SerializationError as exc:
+            return _finish(core, inv, FAILED, output=None, error=_error_json(exc), exc=exc)
         return _finish(core, inv, COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
@@ -229,7 +257,8 @@ def _roll_back(
 
 
 def _has_compensations(core: Core, inv: Invocation) -> bool:
-    return bool(pending_compensations(core.store.compensation_plan(inv.workflow_id)))
+    rows = core.store.compensation_plan(inv.workflow_id)
+    return bool(pending_compensations(rows, codec=core.codec, workflow_id=inv.workflow_id))
 
 
 def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:

@@ -10,17 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime as _dt
 import functools
 import json
 import logging
+import math
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
-from .._serde import decode
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
 
@@ -44,6 +46,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 COMPLETED, FAILED, REUSED = "completed", "failed", "reused"
+_RECORDED_TYPES: dict[str, type] = {"now": _dt.datetime, "uuid": uuid.UUID, "random": float}
 
 
 @dataclass(slots=True)
@@ -95,15 +98,62 @@ CURRENT_STEP: contextvars.ContextVar[StepScope | None] = contextvars.ContextVar(
 )
 
 
+# The statuses each kind of positioned journal row can have; anything else is damage.
+_STATUSES = {
+    "step": frozenset({"completed", "reused", "failed", "scheduled", "in_doubt", "compensated"}),
+    "sleep": frozenset({"scheduled", "completed"}),
+    "event": frozenset({"scheduled", "completed"}),
+    "approval": frozenset({"scheduled", "completed"}),
+    "now": frozenset({"completed"}),
+    "uuid": frozenset({"completed"}),
+    "random": frozenset({"completed"}),
+}
+_ERROR_FIELDS: dict[str, tuple[type, ...]] = {
+    "type": (str,),
+    "message": (str,),
+    "final": (bool,),
+    "rerun": (bool,),
+}
+
+
 def parse_error(text: str | None) -> dict[str, Any] | None:
-    """The stored JSON error of a journal row."""
+    """The stored JSON error of a journal row; ``ValueError`` saying why if it is not one."""
     if text is None:
         return None
     try:
         value = json.loads(text)
-    except ValueError:
-        return {"type": "Unknown", "message": text}
-    return value if isinstance(value, dict) else {"type": "Unknown", "message": str(value)}
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the recorded error is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"the recorded error {value!r} is not an error record")
+    for key, types in _ERROR_FIELDS.items():
+        if key in value and not isinstance(value[key], types):
+            raise ValueError(
+                f"the recorded error's {key} {value[key]!r} is not a {types[0].__name__}"
+            )
+    retry_at = value.get("retry_at")
+    if retry_at is not None and (
+        isinstance(retry_at, bool)
+        or not isinstance(retry_at, int | float)
+        or not math.isfinite(retry_at)
+    ):
+        raise ValueError(f"the recorded error's retry_at {retry_at!r} is not a time")
+    return value
+
+
+def _damage(row: IndexRow) -> str | None:
+    """What is wrong with a positioned journal row replay would read, if anything."""
+    statuses = _STATUSES.get(row.kind) if isinstance(row.kind, str) else None
+    if statuses is None:
+        return f"the recorded kind {row.kind!r} is not one stalwart writes"
+    if row.status not in statuses:
+        return f"the recorded status {row.status!r} is not one a {row.kind} row can have"
+    attempt = row.attempt
+    if attempt is not None and (type(attempt) is not int or attempt < 0):
+        return f"the recorded attempt {attempt!r} is not a count"
+    if row.kind == "step" and row.status == "failed" and row.error is None:
+        return "the failed step has no recorded error"
+    return None
 
 
 class Invocation:
@@ -126,7 +176,17 @@ class Invocation:
         self.recovering = recovering
         self.is_async = wf.is_async
         self.recorded: dict[str, Recorded] = {}
+        self.damaged: dict[str, str] = {}  # position -> why its latest row cannot be read
         for row in index:
+            problem = _damage(row)
+            try:
+                error = parse_error(row.error)
+            except ValueError as exc:
+                problem, error = problem or str(exc), None
+            if problem is None:
+                self.damaged.pop(row.position, None)
+            else:
+                self.damaged[row.position] = problem
             self.recorded[row.position] = Recorded(
                 row.seq,
                 row.position,
@@ -135,7 +195,7 @@ class Invocation:
                 COMPLETED if row.status == REUSED else row.status,
                 row.attempt or 0,
                 row.output,
-                parse_error(row.error),
+                error,
                 row.input,
             )
         self.unvisited = set(self.recorded)
@@ -242,6 +302,8 @@ class Invocation:
         if rec is None:
             return None
         self.unvisited.discard(position)
+        if position in self.damaged:
+            raise self.corrupt(rec, self.damaged[position])
         if rec.kind != kind or rec.name != name:
             error = NonDeterminismError(
                 f"run {self.workflow_id!r} diverged from its journal at seq {rec.seq}: the "
@@ -270,23 +332,30 @@ class Invocation:
         )
         raise self.abort(error, attention=True)
 
+    def corrupt(self, rec: Recorded, problem: str) -> Abort:
+        """Abort the run: the journal row of ``rec`` cannot be read (``problem`` says why)."""
+        error = CorruptRecord(
+            f"run {self.workflow_id!r}, seq {rec.seq} ({rec.kind} {rec.name!r}): {problem}; "
+            "restore the row from a backup or fork the run from before this seq",
+            workflow_id=self.workflow_id,
+            seq=rec.seq,
+        )
+        return self.abort(error, attention=False)
+
+    def decode_recorded(self, rec: Recorded, label: str, stored: bytes) -> Any:
+        """A stored payload of ``rec``, decoded; a bad one aborts with ``CorruptRecord``."""
+        try:
+            with self.journaling():
+                payload = self.core.store.load_payload(stored)
+            return self.core.codec.decode(payload)
+        except (ValueError, CorruptRecord) as exc:
+            raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
+
     def load_value(self, rec: Recorded) -> Any:
         """The recorded output of ``rec``, decoded; a bad row aborts with ``CorruptRecord``."""
         if rec.output is None:
             return None
-        try:
-            with self.journaling():
-                stored = self.core.store.load_payload(rec.output)
-            return decode(stored)
-        except (ValueError, CorruptRecord) as exc:
-            error = CorruptRecord(
-                f"run {self.workflow_id!r}, seq {rec.seq} ({rec.kind} {rec.name!r}): the "
-                f"recorded output cannot be decoded ({exc}); restore the row from a backup or "
-                "fork the run from before this seq",
-                workflow_id=self.workflow_id,
-                seq=rec.seq,
-            )
-            raise self.abort(error, attention=False) from exc
+        return self.decode_recorded(rec, "output", rec.output)
 
     @contextmanager
     def journaling(self) -> Iterator[None]:
@@ -335,7 +404,10 @@ class Invocation:
         position = self.next_position()
         rec = self.lookup(position, kind, kind)
         if rec is not None:
-            return self.load_value(rec)
+            value = self.load_value(rec)
+            if not isinstance(value, _RECORDED_TYPES[kind]):
+                raise self.corrupt(rec, f"the recorded {kind} {value!r} is not a {kind} value")
+            return value
         self.recovering = False
         value = produce()
         payload = self.core.codec.encode(value)
@@ -353,7 +425,7 @@ class Invocation:
                 output=payload,
             )
         )
-        return decode(payload)
+        return self.core.codec.decode(payload)
 
 
 def guarded(fn: Callable[Concatenate[Invocation, P], T]) -> Callable[Concatenate[Invocation, P], T]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
-from .._serde import UnsupportedValue, argument_path, decode
+from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt, LeaseLost
 from .._store import Entry
 from .invocation import (
@@ -183,7 +183,7 @@ class StepCall:
             self._append_together([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
         else:
             self.inv.append(settled)
-        value = decode(payload)
+        value = self.inv.core.codec.decode(payload)
         self.value = step.restore(value) if step.restore else value
         return True
 
@@ -288,6 +288,7 @@ class StepCall:
         if error is None:
             try:
                 payload = self._validate_and_encode(outcome)
+                value = self._restored(payload)  # validated before it is recorded
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
         if isinstance(error, StepTimeout) and self.step.irreversible:
@@ -308,14 +309,21 @@ class StepCall:
             self.retry_at = now + delay
             return delay
         self._record(COMPLETED, now, output=payload)
-        value = decode(payload)
-        self.value = self.step.restore(value) if self.step.restore else value
+        self.value = value
         return _DONE
+
+    def _restored(self, payload: bytes) -> Any:
+        """The value workflow code receives: ``payload`` decoded, and rebuilt as the classes
+        the step's annotation names (``SerializationError`` if it does not fit them)."""
+        value = self.inv.core.codec.decode(payload)
+        return self.step.restore(value) if self.step.restore else value
 
     def _validate_and_encode(self, raw: Any) -> bytes:
         check = self.step.output
         if check is not None:
             validate = getattr(check, "model_validate", None)
+            if callable(validate) and isinstance(raw, str | bytes | bytearray):
+                validate = getattr(check, "model_validate_json", validate)  # an LLM's JSON
             try:
                 raw = validate(raw) if callable(validate) else check(raw)
             except Exception as exc:

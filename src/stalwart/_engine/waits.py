@@ -6,10 +6,10 @@ it may continue, and replay returns the recorded winner at the same position.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Any
 
 from .._model import Approval, from_epoch
-from .._serde import decode
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
@@ -20,15 +20,39 @@ __all__ = ["approval", "event", "seconds_of", "sleep"]
 SCHEDULED = "scheduled"
 
 
+# Times past the last second a datetime can hold (9999-12-31): a wait that long has no end.
+_FOREVER = 253_402_300_799.0
+
+
 def seconds_of(value: float | _dt.timedelta | None, what: str) -> float | None:
-    """Seconds in a number or timedelta; refuses negative and non-numeric values."""
+    """Seconds in a number or timedelta (``inf`` for ``float('inf')``, ``timedelta.max`` and
+    anything too large to be a time); refuses NaN, negative and non-numeric values."""
     if value is None:
         return None
+    seconds: float
     if isinstance(value, _dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        seconds = value.total_seconds()
+    elif isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what}={value!r}: pass seconds (a number >= 0) or a timedelta")
-    return float(value)
+    else:
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds < 0:
+        raise ValueError(
+            f"{what}={value!r}: pass seconds (a number >= 0, or float('inf') for no limit) "
+            "or a timedelta"
+        )
+    return seconds
+
+
+def until_of(now: float, seconds: float | None) -> float | None:
+    """When a wait of ``seconds`` that begins at ``now`` ends; ``None`` for never."""
+    if seconds is None:
+        return None
+    until = now + seconds
+    return until if until < _FOREVER else None
 
 
 class _Wait:
@@ -48,10 +72,30 @@ class _Wait:
         return self.rec is not None and self.rec.status == COMPLETED
 
     def spec(self) -> dict[str, Any]:
-        assert self.rec is not None and self.rec.input is not None
-        value = decode(self.inv.core.store.load_payload(self.rec.input))
-        assert isinstance(value, dict)
+        """The wait's recorded spec: when it times out (``until``), and which approval."""
+        rec = self.rec
+        assert rec is not None
+        if rec.input is None:
+            raise self.inv.corrupt(rec, "the open wait has no recorded spec")
+        value = self.inv.decode_recorded(rec, "spec", rec.input)
+        until = value.get("until") if isinstance(value, dict) else None
+        if not isinstance(value, dict) or not (
+            until is None
+            or (
+                isinstance(until, int | float)
+                and not isinstance(until, bool)
+                and not math.isnan(until)
+            )
+        ):
+            raise self.inv.corrupt(rec, f"the recorded spec {value!r} does not say when it ends")
+        if self.kind == "approval" and not isinstance(value.get("approval_id"), str | int):
+            raise self.inv.corrupt(rec, f"the recorded spec {value!r} names no approval")
         return value
+
+    def decode_winner(self, data: bytes) -> Any:
+        """The payload of what ended the wait (an event, a decision), decoded."""
+        assert self.rec is not None
+        return self.inv.decode_recorded(self.rec, "payload of what ended the wait", data)
 
     def open(
         self,
@@ -131,8 +175,15 @@ def _decision(row: ApprovalRow) -> dict[str, Any]:
     }
 
 
-def _approval_value(value: Any) -> Approval | None:
-    return Approval(**value) if isinstance(value, dict) else None
+def _approval_value(wait: _Wait, value: Any) -> Approval:
+    """The recorded decision as an :class:`Approval`; ``CorruptRecord`` if it is not one."""
+    try:
+        if isinstance(value, dict):
+            return Approval(**value)
+    except (TypeError, ValueError):
+        pass
+    assert wait.rec is not None
+    raise wait.inv.corrupt(wait.rec, f"the recorded decision {value!r} is not an approval")
 
 
 @guarded
@@ -142,9 +193,9 @@ def sleep(inv: Invocation, seconds: float) -> None:
     if wait.done:
         return
     if wait.rec is None:
-        wait.open({"until": wait.now + seconds})
-    until = float(wait.spec()["until"])
-    if wait.now >= until:
+        wait.open({"until": until_of(wait.now, seconds)})
+    until = wait.spec()["until"]
+    if until is not None and wait.now >= until:
         wait.decide(time_out=True)
         return
     raise wait.suspend(until, None)
@@ -158,12 +209,12 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
         assert wait.rec is not None
         return wait.inv.load_value(wait.rec)
     if wait.rec is None:
-        wait.open({"until": None if timeout is None else wait.now + timeout})
+        wait.open({"until": until_of(wait.now, timeout)})
     until = wait.spec().get("until")
     expired = until is not None and wait.now >= until
     winner, data = wait.decide(time_out=expired, event_name=name, until=until)
     if winner == "event":
-        return None if data is None else decode(data)
+        return None if data is None else wait.decode_winner(data)
     if winner == "timer":
         return None
     raise wait.suspend(until, f"event:{name}")
@@ -175,9 +226,10 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
     wait = _Wait(inv, "approval", subject)
     if wait.done:
         assert wait.rec is not None
-        return _approval_value(wait.inv.load_value(wait.rec))
+        value = wait.inv.load_value(wait.rec)
+        return None if value is None else _approval_value(wait, value)
     if wait.rec is None:
-        expires = None if timeout is None else wait.now + timeout
+        expires = until_of(wait.now, timeout)
         seq = inv.alloc_seq()
         approval_id = str(seq)
         request_spec: dict[str, Any] = {"approval_id": approval_id, "until": expires}
@@ -196,7 +248,7 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
     winner, data = wait.decide(time_out=expired, approval_id=approval_id)
     if winner == "approval":
         assert data is not None
-        return _approval_value(decode(data))
+        return _approval_value(wait, wait.decode_winner(data))
     if winner == "timer":
         return None
     raise wait.suspend(until, f"approval:{approval_id}")
