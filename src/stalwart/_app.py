@@ -463,6 +463,23 @@ def _lifecycle(
     )
 
 
+def _run_error(row: RunRow) -> dict[str, Any]:
+    """The run's recorded error as a record (empty when it has none)."""
+    if not row.error:
+        return {}
+    try:
+        error = json.loads(row.error)
+    except ValueError:
+        error = None
+    if not isinstance(error, dict):
+        raise CorruptRecord(
+            f"run {row.workflow_id!r}: its recorded error {row.error[:80]!r} cannot be decoded; "
+            "restore the row from a backup",
+            workflow_id=row.workflow_id,
+        )
+    return error
+
+
 def _error_text(error: str | None) -> str | None:
     if error is None:
         return None
@@ -1050,7 +1067,7 @@ class Stalwart:
                 ) from exc
             wf = self._core.registry.workflows.get(row.name)
             return wf.restore(value) if wf is not None and wf.restore else value
-        error = json.loads(row.error) if row.error else {}
+        error = _run_error(row)
         if row.status == FAILED:
             raise WorkflowFailed(
                 row.workflow_id, error.get("type", "Error"), error.get("message", "")
@@ -1331,7 +1348,7 @@ class Stalwart:
                 f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
                 "can be retried"
             )
-        error = json.loads(row.error) if row.error else {}
+        error = _run_error(row)
         if error.get("type") == "InDoubt":
             raise ValueError(
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
@@ -1403,7 +1420,7 @@ class Stalwart:
         if (result is _MISSING) == (not rerun):
             raise ValueError("resolve() takes exactly one of result=... or rerun=True")
         row = self._row(workflow_id)
-        error = json.loads(row.error) if row.error else {}
+        error = _run_error(row)
         if row.status != NEEDS_ATTENTION or error.get("type") != "InDoubt":
             raise ValueError(f"run {workflow_id!r} has no in-doubt step to resolve")
         if error.get("seq") != seq:

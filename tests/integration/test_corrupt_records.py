@@ -204,3 +204,22 @@ def test_a_damaged_rollback_state(app: stalwart.Stalwart, raw_sql: Sql) -> None:
     assert info.value.workflow_id == "w"
     assert undos == []
     assert app.handle("w").status() == "needs_attention"
+
+
+def test_a_damaged_run_error_is_a_corrupt_record(app: stalwart.Stalwart, raw_sql: Sql) -> None:
+    @app.step(retry=stalwart.Retry.never())
+    def boom() -> None:
+        raise RuntimeError("no")
+
+    @app.workflow
+    def failing() -> None:
+        boom()
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(failing, workflow_id="bad-error")
+    raw_sql(app, "UPDATE runs SET error = '{not json' WHERE workflow_id = 'bad-error'")
+    with pytest.raises(stalwart.CorruptRecord, match="bad-error") as caught:
+        app.handle("bad-error").result(timeout=5)
+    assert caught.value.workflow_id == "bad-error"
+    with pytest.raises(stalwart.CorruptRecord):
+        app.retry("bad-error")

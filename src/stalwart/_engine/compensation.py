@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._errors import CorruptRecord
+from .._errors import CorruptRecord, SerializationError
 from .._serde import Codec
 from .._signals import LeaseLost
 from .._store import Entry
@@ -186,7 +186,15 @@ def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -
 
 def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
     attempt = undo.attempts
-    result = step.restore(undo.result) if step.restore else undo.result
+    try:
+        result = step.restore(undo.result) if step.restore else undo.result
+    except SerializationError as exc:
+        raise CompensationFailed(
+            f"the compensation of step {step.name!r} (seq {undo.seq}) cannot be given the "
+            f"step's recorded result: {exc}; deploy code whose annotation fits it, then retry "
+            "the run to continue the rollback",
+            seq=undo.seq,
+        ) from exc
     policy = step.undo_retry or step.retry
     now = core.clock.time()
     charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)

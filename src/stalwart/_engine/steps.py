@@ -171,6 +171,7 @@ class StepCall:
         if found is None:
             return False
         payload = self._validate_and_encode(found)
+        value = self._restored(payload)  # an answer that does not fit is refused unrecorded
         now = self.inv.core.clock.time()
         settled = self._entry(COMPLETED, now, output=payload, by="verify")
         if interrupted:
@@ -183,8 +184,7 @@ class StepCall:
             self._append_together([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
         else:
             self.inv.append(settled)
-        value = self.inv.core.codec.decode(payload)
-        self.value = step.restore(value) if step.restore else value
+        self.value = value
         return True
 
     def begin_attempt(self) -> None:
