@@ -199,7 +199,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
     now = core.clock.time()
     charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)
     if charged is not None:  # retried whatever retry_on says, within max_attempts
-        _append(core, inv, [charged])
+        inv.append_many([charged])
         attempt += 1
         if attempt >= policy.max_attempts:
             raise CompensationFailed(
@@ -248,12 +248,12 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
                     finished_at=now,
                 ),
             ]
-            _append(core, inv, entries)
+            inv.append_many(entries)
             log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
             return
         final = not policy.should_retry(error, attempt)
         detail = {"type": type(error).__name__, "message": str(error), "final": final}
-        _append(core, inv, [Entry(status="failed", error=json.dumps(detail), **base)])
+        inv.append_many([Entry(status="failed", error=json.dumps(detail), **base)])
         if final:
             raise CompensationFailed(
                 f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
@@ -274,9 +274,3 @@ def _mark(core: Core, inv: Invocation, marker: str) -> None:
         inv.lease_lost.set()
         raise LeaseLost()
     inv.retrying = marker
-
-
-def _append(core: Core, inv: Invocation, entries: list[Entry]) -> None:
-    if not core.store.append_many(inv.workflow_id, entries, owner=inv.owner):
-        inv.lease_lost.set()
-        raise LeaseLost()

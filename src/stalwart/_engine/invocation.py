@@ -380,6 +380,14 @@ class Invocation:
             self.lease_lost.set()
             raise LeaseLost()
 
+    def append_many(self, entries: list[Entry]) -> None:
+        """Journal ``entries`` in one transaction while this invocation holds the lease."""
+        with self.journaling():
+            held = self.core.store.append_many(self.workflow_id, entries, owner=self.owner)
+        if not held:
+            self.lease_lost.set()
+            raise LeaseLost()
+
     def mark_retry(self, seq: int, attempt: int) -> None:
         """Note that a retry begins, so a crash in it is charged and one before it is not."""
         with self.journaling():

@@ -12,7 +12,7 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path
-from .._signals import EngineSignal, InDoubt, LeaseLost
+from .._signals import EngineSignal, InDoubt
 from .._store import Entry
 from .invocation import (
     COMPLETED,
@@ -181,7 +181,7 @@ class StepCall:
                 "recorded; verify found its effect, so it did not run again",
                 "final": False,
             }
-            self._append_together([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
+            self.inv.append_many([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
         else:
             self.inv.append(settled)
         self.value = value
@@ -207,15 +207,6 @@ class StepCall:
         started: float | None = None,
     ) -> None:
         self.inv.append(self._entry(status, now, output=output, error=error, started=started))
-
-    def _append_together(self, entries: list[Entry]) -> None:
-        """Journal ``entries`` in one transaction, while the run's lease is held."""
-        inv = self.inv
-        with inv.journaling():
-            held = inv.core.store.append_many(inv.workflow_id, entries, owner=inv.owner)
-        if not held:
-            inv.lease_lost.set()
-            raise LeaseLost()
 
     def _entry(
         self,
