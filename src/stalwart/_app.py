@@ -33,6 +33,7 @@ from ._errors import (
     NeedsAttention,
     SerializationError,
     UnsafeFork,
+    WorkflowAlreadyExists,
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowNotFound,
@@ -884,7 +885,7 @@ class Stalwart:
                     return self._invocation(wf, row, recovering=False, owner=owner), row
                 continue
             if row.name != wf.name:
-                raise ValueError(
+                raise WorkflowAlreadyExists(
                     f"run {wid!r} belongs to workflow {row.name!r}, not {wf.name!r}; use another "
                     "workflow_id"
                 )
@@ -1288,9 +1289,9 @@ class Stalwart:
         if approval_id is None:
             pending = store.list_approvals(pending=True, workflow_id=workflow_id)
             if not pending:
-                raise ValueError(f"run {workflow_id!r} has no pending approval request")
+                raise InvalidOperation(f"run {workflow_id!r} has no pending approval request")
             if len(pending) != 1:
-                raise ValueError(
+                raise InvalidOperation(
                     f"run {workflow_id!r} has {len(pending)} pending approval requests; pass "
                     "approval_id= to say which (see app.approvals())"
                 )
@@ -1310,8 +1311,10 @@ class Stalwart:
         ):
             existing = store.get_approval(workflow_id, approval_id)
             if existing is None:
-                raise ValueError(f"run {workflow_id!r} has no approval request {approval_id!r}")
-            raise ValueError(
+                raise InvalidOperation(
+                    f"run {workflow_id!r} has no approval request {approval_id!r}"
+                )
+            raise InvalidOperation(
                 f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
             )
         self._core.wakeup.set()
@@ -1331,7 +1334,7 @@ class Stalwart:
         )
         if verdict == "finished":
             status = self._row(workflow_id).status
-            raise ValueError(f"run {workflow_id!r} is {status}; there is nothing to cancel")
+            raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
         held = self._core.keeper.held.get(workflow_id)
         if held is not None:
             held.cancel_requested.set()
@@ -1344,13 +1347,13 @@ class Stalwart:
         step is settled with :meth:`resolve` instead."""
         row = self._row(workflow_id)
         if row.status not in (FAILED, NEEDS_ATTENTION):
-            raise ValueError(
+            raise InvalidOperation(
                 f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
                 "can be retried"
             )
         error = _run_error(row)
         if error.get("type") == "InDoubt":
-            raise ValueError(
+            raise InvalidOperation(
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
                 f"{error.get('seq')}); settle it with resolve(), not retry()"
             )
@@ -1403,7 +1406,9 @@ class Stalwart:
             ]
             entries.append(self._operator("retry", now, who, {"from_status": row.status}))
         if not self._core.store.redrive(workflow_id, now=now, entries=entries):
-            raise ValueError(f"run {workflow_id!r} changed while it was being retried; look again")
+            raise InvalidOperation(
+                f"run {workflow_id!r} changed while it was being retried; look again"
+            )
         self._core.wakeup.set()
         log.info("run %s: retried by %s", workflow_id, who)
 
@@ -1422,9 +1427,9 @@ class Stalwart:
         row = self._row(workflow_id)
         error = _run_error(row)
         if row.status != NEEDS_ATTENTION or error.get("type") != "InDoubt":
-            raise ValueError(f"run {workflow_id!r} has no in-doubt step to resolve")
+            raise InvalidOperation(f"run {workflow_id!r} has no in-doubt step to resolve")
         if error.get("seq") != seq:
-            raise ValueError(
+            raise InvalidOperation(
                 f"run {workflow_id!r} is in doubt about seq {error.get('seq')}, not {seq}"
             )
         rec = next(r for r in reversed(self._core.store.replay_index(workflow_id)) if r.seq == seq)
@@ -1473,7 +1478,7 @@ class Stalwart:
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
         entries = [entry, self._operator("resolve", now, who, detail)]
         if not self._core.store.redrive(workflow_id, now=now, entries=entries):
-            raise ValueError(f"run {workflow_id!r} changed while it was being resolved")
+            raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
         self._core.wakeup.set()
         log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
 
@@ -1540,7 +1545,9 @@ class Stalwart:
             by=who,
             notes=note,
         ):
-            raise ValueError(f"a run with workflow_id {fork_id!r} already exists")
+            raise WorkflowAlreadyExists(
+                f"a run with workflow_id {fork_id!r} already exists; pick another new_id"
+            )
         self._core.wakeup.set()
         log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)
         return Handle(self, fork_id)

@@ -3,21 +3,25 @@
 ::
 
     StalwartError
+    ├── RunEnded                   (how a run ended, raised to whoever waits on it)
+    │   ├── WorkflowFailed
+    │   ├── WorkflowCancelled
+    │   └── NeedsAttention
+    ├── UsageError                 (also a ValueError: the caller asked for something wrong)
+    │   ├── RegistrationError
+    │   ├── SerializationError
+    │   ├── UnsafeFork
+    │   ├── InvalidOperation       (a refused operator action)
+    │   └── WorkflowAlreadyExists
+    ├── StepError                  (a step's failure, raised into workflow code)
+    │   ├── StepFailed
+    │   ├── StepTimeout
+    │   └── OutputInvalid
     ├── StoreError
     │   └── CorruptRecord
-    ├── RegistrationError
-    ├── NeedsAttention
-    ├── SerializationError
     ├── NonRetryableError          (raise it in a step to stop retrying)
-    ├── StepFailed                 (raised into workflow code)
-    ├── StepTimeout
-    ├── OutputInvalid
     ├── NonDeterminismError
-    ├── WorkflowNotFound
-    ├── WorkflowFailed
-    ├── WorkflowCancelled
-    ├── UnsafeFork
-    └── InvalidOperation           (also a ValueError: a refused operator action)
+    └── WorkflowNotFound
 
     NotDurableWarning (a UserWarning)
 
@@ -38,12 +42,16 @@ __all__ = [
     "NotDurableWarning",
     "OutputInvalid",
     "RegistrationError",
+    "RunEnded",
     "SerializationError",
     "StalwartError",
+    "StepError",
     "StepFailed",
     "StepTimeout",
     "StoreError",
     "UnsafeFork",
+    "UsageError",
+    "WorkflowAlreadyExists",
     "WorkflowCancelled",
     "WorkflowFailed",
     "WorkflowNotFound",
@@ -52,6 +60,19 @@ __all__ = [
 
 class StalwartError(Exception):
     """Base class of every error stalwart raises."""
+
+
+class RunEnded(StalwartError):
+    """A run ended (or stopped for an operator) in a way its caller is told about."""
+
+
+class UsageError(StalwartError, ValueError):
+    """The caller asked for something stalwart refuses; also a ``ValueError``, so existing
+    ``except ValueError`` handlers keep working."""
+
+
+class StepError(StalwartError):
+    """A step's failure, as workflow code sees it."""
 
 
 class StoreError(StalwartError):
@@ -67,11 +88,11 @@ class CorruptRecord(StoreError):
         self.seq = seq
 
 
-class RegistrationError(StalwartError):
+class RegistrationError(UsageError):
     """A workflow or step was declared wrongly (for example twice under one name)."""
 
 
-class NeedsAttention(StalwartError):
+class NeedsAttention(RunEnded):
     """The run stopped in status ``needs_attention`` and waits for an operator."""
 
     def __init__(self, message: str, *, workflow_id: str, reason: str):
@@ -80,7 +101,7 @@ class NeedsAttention(StalwartError):
         self.reason = reason
 
 
-class SerializationError(StalwartError):
+class SerializationError(UsageError):
     """A value cannot be stored by the app's serializer."""
 
 
@@ -88,7 +109,7 @@ class NonRetryableError(StalwartError):
     """Raise inside a step to fail it at once, without further attempts."""
 
 
-class StepFailed(StalwartError):
+class StepFailed(StepError):
     """A step failed for good: its retries are exhausted or its error is not retryable."""
 
     def __init__(self, step: str, attempts: int, cause_type: str, cause_message: str):
@@ -104,11 +125,11 @@ class StepFailed(StalwartError):
         return (type(self), (self.step, self.attempts, self.cause_type, self.cause_message))
 
 
-class StepTimeout(StalwartError):
+class StepTimeout(StepError):
     """A step attempt ran longer than its ``timeout``; retryable like any other error."""
 
 
-class OutputInvalid(StalwartError):
+class OutputInvalid(StepError):
     """A step's result failed its ``output=`` validation; retryable."""
 
 
@@ -126,7 +147,7 @@ class WorkflowNotFound(StalwartError):
     """No run with that workflow id exists in the store."""
 
 
-class WorkflowFailed(StalwartError):
+class WorkflowFailed(RunEnded):
     """The run ended in status ``failed``."""
 
     def __init__(self, workflow_id: str, cause_type: str, cause_message: str):
@@ -139,17 +160,21 @@ class WorkflowFailed(StalwartError):
         return (type(self), (self.workflow_id, self.cause_type, self.cause_message))
 
 
-class WorkflowCancelled(StalwartError):
+class WorkflowCancelled(RunEnded):
     """The run was cancelled (or, inside a step, its lease was lost)."""
 
 
-class UnsafeFork(StalwartError):
+class UnsafeFork(UsageError):
     """A fork would re-execute an irreversible step that completed or is in doubt."""
 
 
-class InvalidOperation(StalwartError, ValueError):
+class InvalidOperation(UsageError):
     """An operator action the run's state or journal does not allow (say, a fork from a seq
     past the end of the journal); also a ``ValueError``."""
+
+
+class WorkflowAlreadyExists(UsageError):
+    """The id asked for belongs to another run that cannot be reused for this one."""
 
 
 class EngineError(StalwartError):

@@ -43,6 +43,10 @@ CONTRACT = {
     "WorkflowCancelled",
     "UnsafeFork",
     "InvalidOperation",
+    "RunEnded",
+    "StepError",
+    "UsageError",
+    "WorkflowAlreadyExists",
     "NotDurableWarning",
 }
 
@@ -64,6 +68,27 @@ def test_errors_derive_from_one_base() -> None:
             assert issubclass(obj, stalwart.StalwartError), name
     assert issubclass(stalwart.CorruptRecord, stalwart.StoreError)
     assert issubclass(stalwart.InvalidOperation, ValueError)
+    groups = {
+        stalwart.RunEnded: (
+            stalwart.WorkflowFailed,
+            stalwart.WorkflowCancelled,
+            stalwart.NeedsAttention,
+        ),
+        stalwart.UsageError: (
+            stalwart.RegistrationError,
+            stalwart.SerializationError,
+            stalwart.UnsafeFork,
+            stalwart.InvalidOperation,
+            stalwart.WorkflowAlreadyExists,
+        ),
+        stalwart.StepError: (stalwart.StepFailed, stalwart.StepTimeout, stalwart.OutputInvalid),
+        stalwart.StoreError: (stalwart.CorruptRecord,),
+    }
+    for group, members in groups.items():
+        assert issubclass(group, stalwart.StalwartError)
+        for member in members:
+            assert issubclass(member, group), (member, group)
+    assert issubclass(stalwart.UsageError, ValueError)
     assert issubclass(stalwart.NotDurableWarning, UserWarning)
 
 
