@@ -33,6 +33,7 @@ class Calls:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.received: list[dict[str, Any]] = []
+        self.in_flight: list[int] = []  # the pid of every call being answered now
 
 
 @pytest.fixture
@@ -45,8 +46,11 @@ def server() -> Iterator[tuple[str, Calls]]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with calls.lock:
+                calls.in_flight.append(body["pid"])
             time.sleep(0.02)  # long enough for a SIGKILL to land while calls are in flight
             with calls.lock:
+                calls.in_flight.remove(body["pid"])
                 calls.received.append(body)
             data = json.dumps({"n": body["n"]}).encode()
             self.send_response(200)
@@ -106,7 +110,12 @@ def test_a_module_level_async_client_survives_runs_resumes_and_a_sigkill(
         [doomed, survivor],
     )
     send_to_suspended()
-    time.sleep(0.05)
+
+    def doomed_mid_call() -> bool:
+        with calls.lock:
+            return doomed.pid in calls.in_flight
+
+    workers.wait_for(doomed_mid_call, "a call in flight on the doomed worker", 30, [doomed])
     workers.kill(doomed)
 
     def all_done() -> bool:
