@@ -438,18 +438,6 @@ def _who(by: str | None) -> str:
         return "unknown"
 
 
-def _operator(action: str, now: float, by: str, *, input: Any) -> Entry:
-    return Entry(
-        kind="operator",
-        name=action,
-        status=COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=input,
-        by=by,
-    )
-
-
 def _lifecycle(
     name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
 ) -> Entry:
@@ -1156,7 +1144,7 @@ class Stalwart:
             )
         return entries
 
-    # -- operator calls that arrive with later releases --------------------------------------
+    # -- serving and operator calls -------------------------------------------------------
 
     def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
         """Run a worker in this process until SIGINT/SIGTERM: it claims runs of this app's

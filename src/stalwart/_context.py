@@ -74,13 +74,14 @@ def heartbeat(details: Any = None) -> None:
         return
     scope.last_beat = now
     progress = core.codec.encode(details) if details is not None else None
-    ok = core.store.record_progress(
-        inv.workflow_id,
-        owner=inv.owner,
-        progress=progress,
-        now=now,
-        lease_until=now + core.lease_seconds,
-    )
+    with inv.journaling():  # a store failure stops the run like any other journaling
+        ok = core.store.record_progress(
+            inv.workflow_id,
+            owner=inv.owner,
+            progress=progress,
+            now=now,
+            lease_until=now + core.lease_seconds,
+        )
     if not ok:
         inv.lease_lost.set()
         raise WorkflowCancelled(f"run {inv.workflow_id!r} is no longer held by this worker")

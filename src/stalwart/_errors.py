@@ -193,11 +193,3 @@ _PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``."""
     return _PASSWORD.sub(r"\1***\3", url)
-
-
-def not_built(feature: str, arrives_with: str) -> NotImplementedError:
-    """The error for a contract feature that this release does not implement yet."""
-    return NotImplementedError(
-        f"{feature} is not built yet in this release of stalwart (it arrives with "
-        f"{arrives_with}); remove it for now rather than rely on it being ignored"
-    )

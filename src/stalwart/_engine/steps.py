@@ -431,19 +431,24 @@ async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs:
         CURRENT_STEP.reset(token)
 
 
+def _pause_before_retry(inv: Invocation, call: StepCall, seconds: float) -> float:
+    """Seconds to wait in place before the next attempt; a longer backoff unwinds the run
+    as a durable timer instead of holding a thread."""
+    if seconds > DURABLE_BACKOFF_SECONDS:
+        raise inv.suspend(wake_at=call.retry_at, waiting_for=None)
+    return seconds
+
+
 def _back_off(inv: Invocation, call: StepCall, seconds: float) -> None:
-    """Wait before the next attempt: in this thread if short, else as a durable timer."""
-    if seconds > DURABLE_BACKOFF_SECONDS:
-        raise inv.suspend(wake_at=call.retry_at, waiting_for=None)
-    if seconds > 0:
-        inv.core.clock.sleep(seconds)
+    pause = _pause_before_retry(inv, call, seconds)
+    if pause > 0:
+        inv.core.clock.sleep(pause)
 
 
-async def _backoff(inv: Invocation, call: StepCall, seconds: float) -> None:
-    if seconds > DURABLE_BACKOFF_SECONDS:
-        raise inv.suspend(wake_at=call.retry_at, waiting_for=None)
-    if seconds > 0:
-        await asyncio.to_thread(inv.core.clock.sleep, seconds)
+async def _back_off_async(inv: Invocation, call: StepCall, seconds: float) -> None:
+    pause = _pause_before_retry(inv, call, seconds)
+    if pause > 0:
+        await asyncio.to_thread(inv.core.clock.sleep, pause)
 
 
 @guarded_async
@@ -465,7 +470,7 @@ async def _attempts_async(
     inv: Invocation, call: StepCall, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     if call.retry_at:
-        await _backoff(inv, call, call.wait_before_attempt())
+        await _back_off_async(inv, call, call.wait_before_attempt())
     while True:
         inv.check_alive()
         if call.pre_attempt():
@@ -482,4 +487,4 @@ async def _attempts_async(
         if verdict is _DONE:
             return call.value
         assert isinstance(verdict, float)
-        await _backoff(inv, call, verdict)
+        await _back_off_async(inv, call, verdict)
