@@ -25,7 +25,7 @@ from typing import Any
 
 from ._errors import SerializationError
 
-__all__ = ["Codec", "argument_path", "decode", "make_codec", "restore", "restorer_for"]
+__all__ = ["Codec", "argument_path", "make_codec", "restore", "restorer_for"]
 
 JSON_TAG = b"J"
 PICKLE_TAG = b"P"
@@ -259,9 +259,6 @@ class Codec:
         raise ValueError(f"unknown payload codec {tag!r}")
 
 
-_TRUSTING = Codec("pickle")
-
-
 def make_codec(name: str) -> Codec:
     """The codec for the ``serializer=`` setting (``"json"`` or ``"pickle"``)."""
     if name not in ("json", "pickle"):
@@ -277,15 +274,6 @@ def _decode_json(body: bytes) -> Any:
         return _from_tree(tree) if b'"$' in body else tree
     except Exception as exc:
         raise ValueError(f"invalid JSON payload: {type(exc).__name__}: {exc}") from exc
-
-
-def decode(payload: bytes) -> Any:
-    """The value of a payload this process has just encoded with either codec.
-
-    Stored data is never read with this (a row anyone could have written must not be
-    unpickled by a JSON app): decode it with the app's :meth:`Codec.decode`.
-    """
-    return _TRUSTING.decode(payload)
 
 
 def _wants_restoring(annotation: Any) -> bool:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError
 from .._serde import Codec
-from .._signals import LeaseLost
 from .._store import Entry
 from .invocation import CURRENT_STEP, Invocation, StepScope
 from .loop import run_on
@@ -210,15 +209,16 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             )
     while True:
         attempt += 1
-        _mark(core, inv, retry_marker(undo.seq, attempt))
+        marker = retry_marker(undo.seq, attempt)
+        inv.mark_retry(marker)
+        inv.retrying = marker
         started = core.clock.time()
         scope = StepScope(inv, step.name, undo.seq, undo.position, attempt, suffix="/undo")
         token = CURRENT_STEP.set(scope)
         try:
             outcome = step.compensate(result, *undo.args, **undo.kwargs)
             if inspect.isawaitable(outcome):
-                loop = inv.loop if inv.loop is not None else core.loop.loop
-                run_on(loop, _await(outcome))
+                run_on(inv.event_loop, _await(outcome))
             error: Exception | None = None
         except Exception as exc:
             error = exc
@@ -266,11 +266,3 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
 
 async def _await(outcome: Any) -> Any:
     return await outcome
-
-
-def _mark(core: Core, inv: Invocation, marker: str) -> None:
-    """Mark on the run that a compensation attempt begins, while the lease is held."""
-    if not core.store.mark_retry(inv.workflow_id, owner=inv.owner, marker=marker):
-        inv.lease_lost.set()
-        raise LeaseLost()
-    inv.retrying = marker

@@ -81,8 +81,7 @@ def rollback_state(core: Core, workflow_id: str, stored: bytes) -> tuple[str, st
 def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Run the workflow as a task on the app's loop (or the caller's, for ``run_async``),
     blocking this thread until the invocation ends."""
-    loop = inv.loop if inv.loop is not None else inv.core.loop.loop
-    return run_on(loop, _main_task(inv, wf, args, kwargs))
+    return run_on(inv.event_loop, _main_task(inv, wf, args, kwargs))
 
 
 async def _main_task(

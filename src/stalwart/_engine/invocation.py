@@ -156,6 +156,39 @@ def _damage(row: IndexRow) -> str | None:
     return None
 
 
+def guarded(fn: Callable[Concatenate[Invocation, P], T]) -> Callable[Concatenate[Invocation, P], T]:
+    """An engine entry point called from workflow code: what it raises on purpose (a signal or
+    a ``StalwartError``) passes, anything else is the engine's own fault."""
+
+    @functools.wraps(fn)
+    def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return fn(inv, *args, **kwargs)
+        except (EngineSignal, StalwartError):
+            raise
+        except Exception as exc:
+            raise inv.engine_fault(exc) from exc
+
+    return wrapper
+
+
+def guarded_async(
+    fn: Callable[Concatenate[Invocation, P], Awaitable[T]],
+) -> Callable[Concatenate[Invocation, P], Awaitable[T]]:
+    """:func:`guarded` for an ``async def`` entry point."""
+
+    @functools.wraps(fn)
+    async def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await fn(inv, *args, **kwargs)
+        except (EngineSignal, StalwartError):
+            raise
+        except Exception as exc:
+            raise inv.engine_fault(exc) from exc
+
+    return wrapper
+
+
 class Invocation:
     """State of one execution of a run, from the top of the workflow function."""
 
@@ -388,26 +421,24 @@ class Invocation:
             self.lease_lost.set()
             raise LeaseLost()
 
-    def mark_retry(self, seq: int, attempt: int) -> None:
-        """Note that a retry begins, so a crash in it is charged and one before it is not."""
+    def mark_retry(self, marker: str) -> None:
+        """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
+        charged and one before it is not."""
         with self.journaling():
-            held = self.core.store.mark_retry(
-                self.workflow_id, owner=self.owner, marker=f"{seq}:{attempt}"
-            )
+            held = self.core.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
 
+    @property
+    def event_loop(self) -> asyncio.AbstractEventLoop:
+        """Where this invocation's async code runs: the caller's loop for ``run_async``, else
+        the app's one loop."""
+        return self.loop if self.loop is not None else self.core.loop.loop
+
+    @guarded
     def record_value(self, kind: str, produce: Any) -> Any:
         """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
-        try:
-            return self._record_value(kind, produce)
-        except (EngineSignal, StalwartError):
-            raise
-        except Exception as exc:
-            raise self.engine_fault(exc) from exc
-
-    def _record_value(self, kind: str, produce: Any) -> Any:
         self.check_alive()
         position = self.next_position()
         rec = self.lookup(position, kind, kind)
@@ -434,36 +465,3 @@ class Invocation:
             )
         )
         return self.core.codec.decode(payload)
-
-
-def guarded(fn: Callable[Concatenate[Invocation, P], T]) -> Callable[Concatenate[Invocation, P], T]:
-    """An engine entry point called from workflow code: what it raises on purpose (a signal or
-    a ``StalwartError``) passes, anything else is the engine's own fault."""
-
-    @functools.wraps(fn)
-    def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return fn(inv, *args, **kwargs)
-        except (EngineSignal, StalwartError):
-            raise
-        except Exception as exc:
-            raise inv.engine_fault(exc) from exc
-
-    return wrapper
-
-
-def guarded_async(
-    fn: Callable[Concatenate[Invocation, P], Awaitable[T]],
-) -> Callable[Concatenate[Invocation, P], Awaitable[T]]:
-    """:func:`guarded` for an ``async def`` entry point."""
-
-    @functools.wraps(fn)
-    async def wrapper(inv: Invocation, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return await fn(inv, *args, **kwargs)
-        except (EngineSignal, StalwartError):
-            raise
-        except Exception as exc:
-            raise inv.engine_fault(exc) from exc
-
-    return wrapper

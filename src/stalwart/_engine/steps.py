@@ -195,7 +195,7 @@ class StepCall:
         if self.step.irreversible:
             self._record(SCHEDULED, self.started_at)
         elif self.attempt >= 2:
-            self.inv.mark_retry(self.seq, self.attempt)
+            self.inv.mark_retry(f"{self.seq}:{self.attempt}")
 
     def _record(
         self,
