@@ -53,6 +53,7 @@ class Worker:
         self.concurrency = concurrency
         self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
+        self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
         self._lock = threading.Lock()
 
@@ -107,6 +108,11 @@ class Worker:
         next_full = 0.0
         next_scan = 0.0
         while not self.stopping.is_set():
+            if self._signalled is not None:
+                name = signal.Signals(self._signalled).name
+                log.info("worker %s: %s received, stopping", self.core.owner, name)
+                self.stop()
+                break
             now = time.monotonic()
             version = store.data_version()
             nudged = self.core.wakeup.is_set()
@@ -235,10 +241,10 @@ class Worker:
             return lambda: None
 
         def handler(signum: int, frame: FrameType | None) -> None:
-            log.info(
-                "worker %s: %s received, stopping", self.core.owner, signal.Signals(signum).name
-            )
-            self.stop()
+            # Only a store: the handler runs on the main thread between any two bytecodes,
+            # possibly while the loop holds the wake-up Event's lock or the log handler's,
+            # and taking either here would deadlock. The loop notices within one poll.
+            self._signalled = signum
 
         previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
 

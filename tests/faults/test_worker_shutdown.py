@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from fault_harness import WorkerHarness, completed_twice
@@ -115,3 +117,60 @@ def test_sigterm_exits_within_the_bound_when_a_step_outlives_it(workers: WorkerH
     assert "outlived the shutdown grace" in workers.output(first)
     workers.start(lease_seconds=lease_seconds)
     assert handle.result(timeout=30) == chain_expected(2)
+
+
+SIGNAL_INSIDE_THE_LOOPS_LOCK = """
+import logging
+import signal
+import stalwart
+
+logging.basicConfig(level=logging.INFO)
+app = stalwart.Stalwart("sqlite:///worker.db")
+
+
+@app.workflow
+def idle() -> None:
+    return None
+
+
+wakeup = app._core.wakeup  # the Event the worker's loop clears and waits on
+cleared = wakeup.clear
+
+
+def clear_with_a_signal_inside() -> None:
+    # SIGTERM lands while the loop holds the Event's (non-reentrant) lock, as it can at any
+    # bytecode of Event.clear or Event.wait: the handler must not need that lock.
+    with wakeup._cond:
+        signal.raise_signal(signal.SIGTERM)
+    cleared()
+
+
+wakeup.clear = clear_with_a_signal_inside
+wakeup.set()  # the loop's first look clears the nudge
+app.serve()
+print("stopped cleanly")
+"""
+
+
+def test_sigterm_landing_while_the_loop_holds_its_wakeup_lock_still_stops_the_worker(
+    tmp_path: Path,
+) -> None:
+    """A signal handler runs between any two bytecodes of the main thread; one that set the
+    wake-up Event deadlocked when the loop was inside that Event's lock (a worker that ignored
+    SIGTERM for good, seen once in CI)."""
+    script = tmp_path / "worker.py"
+    script.write_text(SIGNAL_INSIDE_THE_LOOPS_LOCK)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            check=False,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the worker deadlocked in its SIGTERM handler")
+    assert done.returncode == 0, done.stderr
+    assert "stopped cleanly" in done.stdout
+    assert "SIGTERM received, stopping" in done.stderr
