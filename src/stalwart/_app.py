@@ -9,7 +9,6 @@ import functools
 import getpass
 import inspect
 import itertools
-import json
 import logging
 import os
 import random
@@ -40,18 +39,17 @@ from ._errors import (
 )
 from ._leases import holder_is_gone, new_owner
 from ._model import (
-    CANCELLED,
-    COMPLETED,
-    FAILED,
-    NEEDS_ATTENTION,
-    PENDING,
-    RUNNING,
+    ENDED,
     STATUSES,
-    SUSPENDED,
     TERMINAL,
     Approval,
     ApprovalRequest,
+    EntryKind,
+    ErrorRecord,
+    ErrorType,
     JournalEntry,
+    OutcomeKind,
+    RunStatus,
     WorkflowInfo,
     from_epoch,
     to_epoch,
@@ -378,11 +376,11 @@ def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> lis
         latest[row.position] = row
     failed = []
     for row in latest.values():
-        if row.kind == "step" and row.status == FAILED and row.error:
+        if row.kind == "step" and row.status == RunStatus.FAILED and row.error:
             with contextlib.suppress(ValueError):
-                detail = json.loads(row.error)
-                crashed = interrupted and detail.get("type") == "AttemptInterrupted"
-                if detail.get("final") or crashed:
+                detail = ErrorRecord.from_json(row.error)
+                crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
+                if detail.final or crashed:
                     failed.append(row)
     return failed
 
@@ -442,9 +440,9 @@ def _lifecycle(
     name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
 ) -> Entry:
     return Entry(
-        kind="run",
+        kind=EntryKind.RUN,
         name=name,
-        status=COMPLETED,
+        status=RunStatus.COMPLETED,
         started_at=now,
         finished_at=now,
         input=input,
@@ -452,33 +450,27 @@ def _lifecycle(
     )
 
 
-def _run_error(row: RunRow) -> dict[str, Any]:
-    """The run's recorded error as a record (empty when it has none)."""
+def _run_error(row: RunRow) -> ErrorRecord:
+    """The run's recorded error (one of type ``""`` when it has none)."""
     if not row.error:
-        return {}
+        return ErrorRecord("")
     try:
-        error = json.loads(row.error)
+        return ErrorRecord.from_json(row.error)
     except ValueError:
-        error = None
-    if not isinstance(error, dict):
         raise CorruptRecord(
             f"run {row.workflow_id!r}: its recorded error {row.error[:80]!r} cannot be decoded; "
             "restore the row from a backup",
             workflow_id=row.workflow_id,
-        )
-    return error
+        ) from None
 
 
 def _error_text(error: str | None) -> str | None:
     if error is None:
         return None
     try:
-        data = json.loads(error)
+        return ErrorRecord.from_json(error).text()
     except ValueError:
         return error
-    if not isinstance(data, dict):
-        return error
-    return f"{data.get('type', 'Error')}: {data.get('message', '')}"
 
 
 class Stalwart:
@@ -721,7 +713,7 @@ class Stalwart:
         self._core.store.create_run(
             workflow_id=wid,
             name=definition.name,
-            status=PENDING,
+            status=RunStatus.PENDING,
             queue=definition.queue if queue is None else queue,
             priority=priority,
             input=payload,
@@ -778,12 +770,12 @@ class Stalwart:
                 return self._outcome(row)
             inv.loop = loop
             outcome = self._execute(inv, row)
-            if outcome.status == "abort":
+            if outcome.status == OutcomeKind.ABORT:
                 assert outcome.error is not None
                 raise outcome.error
-            if outcome.status in TERMINAL or outcome.status == NEEDS_ATTENTION:
+            if outcome.status in ENDED:
                 return self._outcome(self._row(wid))
-            if outcome.status == "wake":  # still held: what it waits for has arrived
+            if outcome.status == OutcomeKind.WAKE:  # still held: what it waits for has arrived
                 row = self._row(wid)
                 inv = self._invocation(definition, row, recovering=False, owner=inv.owner)
                 continue
@@ -800,7 +792,7 @@ class Stalwart:
             raise
         finally:
             core.keeper.drop(inv.workflow_id)
-        if outcome.status == "abort":
+        if outcome.status == OutcomeKind.ABORT:
             self._abandon(inv, outcome.error)
         return outcome
 
@@ -857,7 +849,7 @@ class Stalwart:
                     core.store.create_run(
                         workflow_id=wid,
                         name=wf.name,
-                        status=PENDING if limited else RUNNING,
+                        status=RunStatus.PENDING if limited else RunStatus.RUNNING,
                         queue=wf.queue,
                         priority=0,
                         input=payload,
@@ -879,7 +871,7 @@ class Stalwart:
                 )
             if row.status in TERMINAL:
                 return None, row
-            if row.status == NEEDS_ATTENTION:
+            if row.status == RunStatus.NEEDS_ATTENTION:
                 self._outcome(row)  # raises NeedsAttention
             if self._claimable(row, now):
                 taken = self._take(wf, row, now)
@@ -888,12 +880,12 @@ class Stalwart:
                 # another process was faster, or the run's queue is at its limit: wait a little
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
-            if row.status == SUSPENDED:
+            if row.status == RunStatus.SUSPENDED:
                 delay = WAIT_POLL_SECONDS
 
     @staticmethod
     def _claimable(row: RunRow, now: float) -> bool:
-        if row.status == SUSPENDED:
+        if row.status == RunStatus.SUSPENDED:
             return row.wake_at is not None and row.wake_at <= now
         holder = row.lease_owner
         expired = row.lease_expires_at is not None and row.lease_expires_at <= now
@@ -904,7 +896,7 @@ class Stalwart:
         core = self._core
         holder = row.lease_owner
         # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
-        recovering = row.status == RUNNING
+        recovering = row.status == RunStatus.RUNNING
         detail = core.codec.encode({"recovered_from": holder}) if recovering else None
         owner = core.claim_owner()
         taken, crashes = core.store.take_lease(
@@ -950,10 +942,8 @@ class Stalwart:
             rollback = core.store.rollback_in_progress(wid)
             then = None if rollback is None else rollback_state(core, wid, rollback)[0]
         except CorruptRecord as exc:
-            detail = json.dumps(
-                {"type": "CorruptRecord", "message": str(exc), "reason": str(exc), "seq": exc.seq}
-            )
-            self._finish_poisoned(wid, NEEDS_ATTENTION, detail, owner, now)
+            detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
+            self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, detail, owner, now)
             log.error("run %s: %s", wid, exc)
             return None
         if rollback is not None:
@@ -967,7 +957,7 @@ class Stalwart:
             entry = _lifecycle(
                 "rolling_back",
                 now,
-                output=core.codec.encode({"then": FAILED, "detail": detail}),
+                output=core.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
             )
             if not core.store.append(wid, entry, owner=owner):
                 return None  # another process took the run meanwhile
@@ -977,19 +967,17 @@ class Stalwart:
                 crashes,
             )
             return self._invocation(wf, row, recovering=True, owner=owner)
-        self._finish_poisoned(wid, FAILED, self._crashed_error(crashes), owner, now)
+        self._finish_poisoned(wid, RunStatus.FAILED, self._crashed_error(crashes), owner, now)
         log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
         return None
 
     def _crashed_error(self, crashes: int) -> str:
-        return json.dumps(
-            {
-                "type": "WorkerCrashed",
-                "message": f"crashed its worker {crashes} times: each recovery found it where "
-                "the last one left it, so it was failed instead of crash-looping the fleet "
-                f"(max_recoveries={self.max_recoveries})",
-            }
-        )
+        return ErrorRecord(
+            ErrorType.WORKER_CRASHED,
+            f"crashed its worker {crashes} times: each recovery found it where the last one "
+            "left it, so it was failed instead of crash-looping the fleet "
+            f"(max_recoveries={self.max_recoveries})",
+        ).to_json()
 
     def _rollback_crashed(
         self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
@@ -1008,23 +996,21 @@ class Stalwart:
             f"fleet (max_recoveries={self.max_recoveries}); fix the cause, then retry the run "
             "to continue the rollback"
         )
-        error = json.dumps(
-            {
-                "type": "CompensationFailed",
-                "message": reason,
-                "reason": reason,
-                "seq": undo.seq,
-                "then": state.get("then", FAILED),
-            }
-        )
-        self._finish_poisoned(wid, NEEDS_ATTENTION, error, owner, now)
+        error = ErrorRecord(
+            ErrorType.COMPENSATION_FAILED,
+            reason,
+            reason=reason,
+            seq=undo.seq,
+            then=state.get("then", RunStatus.FAILED),
+        ).to_json()
+        self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, error, owner, now)
         log.warning("run %s: %s", wid, reason)
 
     def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
         entry = Entry(
-            kind="run",
-            name="finished" if status != NEEDS_ATTENTION else NEEDS_ATTENTION,
-            status=FAILED,
+            kind=EntryKind.RUN,
+            name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
+            status=RunStatus.FAILED,
             started_at=now,
             finished_at=now,
             error=error,
@@ -1042,7 +1028,7 @@ class Stalwart:
         return row
 
     def _outcome(self, row: RunRow) -> Any:
-        if row.status == COMPLETED:
+        if row.status == RunStatus.COMPLETED:
             try:
                 value = (
                     self._core.codec.decode(self._core.store.load_payload(row.output))
@@ -1057,16 +1043,14 @@ class Stalwart:
             wf = self._core.registry.workflows.get(row.name)
             return wf.restore(value) if wf is not None and wf.restore else value
         error = _run_error(row)
-        if row.status == FAILED:
-            raise WorkflowFailed(
-                row.workflow_id, error.get("type", "Error"), error.get("message", "")
-            )
-        if row.status == CANCELLED:
+        if row.status == RunStatus.FAILED:
+            raise WorkflowFailed(row.workflow_id, error.type or "Error", error.message)
+        if row.status == RunStatus.CANCELLED:
             raise WorkflowCancelled(f"run {row.workflow_id!r} was cancelled")
-        if row.status == NEEDS_ATTENTION:
-            reason = error.get("reason") or error.get("message", "")
-            if error.get("type") == "CorruptRecord":
-                raise CorruptRecord(reason, workflow_id=row.workflow_id, seq=error.get("seq"))
+        if row.status == RunStatus.NEEDS_ATTENTION:
+            reason = error.reason or error.message
+            if error.type == ErrorType.CORRUPT_RECORD:
+                raise CorruptRecord(reason, workflow_id=row.workflow_id, seq=error.seq)
             raise NeedsAttention(
                 f"run {row.workflow_id!r} needs attention: {reason}",
                 workflow_id=row.workflow_id,
@@ -1203,9 +1187,9 @@ class Stalwart:
     def _operator(self, action: str, now: float, by: str, detail: Any) -> Entry:
         """The journal entry of an operator action: what, by whom, when."""
         return Entry(
-            kind="operator",
+            kind=EntryKind.OPERATOR,
             name=action,
-            status=COMPLETED,
+            status=RunStatus.COMPLETED,
             started_at=now,
             finished_at=now,
             input=None if detail is None else self._core.codec.encode(detail),
@@ -1314,9 +1298,9 @@ class Stalwart:
         self._row(workflow_id)
         who = _who(by)
         now = self._core.clock.time()
-        error = json.dumps(
-            {"type": "WorkflowCancelled", "message": f"run {workflow_id!r} was cancelled by {who}"}
-        )
+        error = ErrorRecord(
+            ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
+        ).to_json()
         verdict = self._core.store.cancel_run(
             workflow_id, now=now, error=error, entry=self._operator("cancel", now, who, None)
         )
@@ -1334,35 +1318,33 @@ class Stalwart:
         exhausted compensation, a repaired record) replays again. An in-doubt irreversible
         step is settled with :meth:`resolve` instead."""
         row = self._row(workflow_id)
-        if row.status not in (FAILED, NEEDS_ATTENTION):
+        if row.status not in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION):
             raise InvalidOperation(
                 f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
                 "can be retried"
             )
         error = _run_error(row)
-        if error.get("type") == "InDoubt":
+        if error.type == ErrorType.IN_DOUBT:
             raise InvalidOperation(
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
-                f"{error.get('seq')}); settle it with resolve(), not retry()"
+                f"{error.seq}); settle it with resolve(), not retry()"
             )
         now = self._core.clock.time()
         who = _who(by)
         rollback = self._core.store.rollback_in_progress(workflow_id)
-        if error.get("type") == "CompensationFailed" and rollback is not None:
+        if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
             # Continue the rollback, not the run: its compensation gets a fresh budget and
             # the next invocation goes straight back to the compensations still to do.
             entries = [
                 Entry(
-                    kind="compensation",
+                    kind=EntryKind.COMPENSATION,
                     name="reset",
-                    status=FAILED,
-                    seq=error.get("seq"),
+                    status=RunStatus.FAILED,
+                    seq=error.seq,
                     attempt=0,
                     started_at=now,
                     finished_at=now,
-                    error=json.dumps(
-                        {"type": "Redriven", "message": f"retried by {who}", "final": False}
-                    ),
+                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
                 ),
                 self._operator("retry", now, who, {"from_status": row.status}),
                 _lifecycle("rolling_back", now, output=rollback),
@@ -1370,26 +1352,19 @@ class Stalwart:
         else:
             entries = [
                 Entry(
-                    kind="step",
+                    kind=EntryKind.STEP,
                     name=rec.name,
-                    status=FAILED,
+                    status=RunStatus.FAILED,
                     seq=rec.seq,
                     position=rec.position,
                     attempt=0,
                     started_at=now,
                     finished_at=now,
-                    error=json.dumps(
-                        {
-                            "type": "Redriven",
-                            "message": f"retried by {who}",
-                            "final": False,
-                            "retry_at": None,
-                        }
-                    ),
+                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
                 )
                 for rec in _failed_for_good(
                     self._core.store.replay_index(workflow_id),
-                    interrupted=error.get("type") == "WorkerCrashed",
+                    interrupted=error.type == ErrorType.WORKER_CRASHED,
                 )
             ]
             entries.append(self._operator("retry", now, who, {"from_status": row.status}))
@@ -1414,34 +1389,28 @@ class Stalwart:
             raise ValueError("resolve() takes exactly one of result=... or rerun=True")
         row = self._row(workflow_id)
         error = _run_error(row)
-        if row.status != NEEDS_ATTENTION or error.get("type") != "InDoubt":
+        if row.status != RunStatus.NEEDS_ATTENTION or error.type != ErrorType.IN_DOUBT:
             raise InvalidOperation(f"run {workflow_id!r} has no in-doubt step to resolve")
-        if error.get("seq") != seq:
+        if error.seq != seq:
             raise InvalidOperation(
-                f"run {workflow_id!r} is in doubt about seq {error.get('seq')}, not {seq}"
+                f"run {workflow_id!r} is in doubt about seq {error.seq}, not {seq}"
             )
         rec = next(r for r in reversed(self._core.store.replay_index(workflow_id)) if r.seq == seq)
         now = self._core.clock.time()
         who = _who(by)
         if rerun:
             entry = Entry(
-                kind="step",
+                kind=EntryKind.STEP,
                 name=rec.name,
-                status=FAILED,
+                status=RunStatus.FAILED,
                 seq=seq,
                 position=rec.position,
                 attempt=rec.attempt,
                 started_at=now,
                 finished_at=now,
-                error=json.dumps(
-                    {
-                        "type": "ResolvedRerun",
-                        "message": f"rerun by {who}",
-                        "final": False,
-                        "retry_at": None,
-                        "rerun": True,
-                    }
-                ),
+                error=ErrorRecord(
+                    ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True
+                ).to_json(),
             )
         else:
             try:
@@ -1452,9 +1421,9 @@ class Stalwart:
                     f"{exc.type_name}"
                 ) from None
             entry = Entry(
-                kind="step",
+                kind=EntryKind.STEP,
                 name=rec.name,
-                status=COMPLETED,
+                status=RunStatus.COMPLETED,
                 seq=seq,
                 position=rec.position,
                 attempt=rec.attempt,

@@ -3,28 +3,178 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
+import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "ENDED",
+    "STATUSES",
     "TERMINAL",
     "Approval",
     "ApprovalRequest",
+    "EntryKind",
+    "EntryStatus",
+    "ErrorRecord",
+    "ErrorType",
     "JournalEntry",
+    "OutcomeKind",
+    "RunStatus",
     "WorkflowInfo",
     "from_epoch",
     "to_epoch",
 ]
 
-PENDING, RUNNING, SUSPENDED = "pending", "running", "suspended"
-COMPLETED, FAILED, CANCELLED, NEEDS_ATTENTION = (
-    "completed",
-    "failed",
-    "cancelled",
-    "needs_attention",
-)
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED})
-STATUSES = (PENDING, RUNNING, SUSPENDED, COMPLETED, FAILED, CANCELLED, NEEDS_ATTENTION)
+
+class RunStatus(StrEnum):
+    """Where a run is in its lifecycle (``runs.status``)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NEEDS_ATTENTION = "needs_attention"
+
+
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+STATUSES = tuple(status.value for status in RunStatus)  # plain words: click shows them
+
+
+class EntryKind(StrEnum):
+    """What a journal entry records."""
+
+    STEP = "step"
+    SLEEP = "sleep"
+    EVENT = "event"
+    APPROVAL = "approval"
+    NOW = "now"
+    UUID = "uuid"
+    RANDOM = "random"
+    RUN = "run"  # the run's own milestones: started, rolling_back, finished, needs_attention
+    COMPENSATION = "compensation"
+    OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
+
+
+class EntryStatus(StrEnum):
+    """How a journal entry ended (a scheduled wait has not ended yet)."""
+
+    COMPLETED = "completed"
+    REUSED = "reused"  # a fork's copy of a step it did not run again
+    FAILED = "failed"
+    SCHEDULED = "scheduled"
+    IN_DOUBT = "in_doubt"
+    COMPENSATED = "compensated"
+
+
+class OutcomeKind(StrEnum):
+    """How one invocation of a run ended, as the lifecycle driver sees it."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    NEEDS_ATTENTION = "needs_attention"
+    SUSPENDED = "suspended"
+    WAKE = "wake"  # suspended, but what it waits for is already there: invoke again
+    RELEASED = "released"  # given back at a step boundary (worker shutting down)
+    LEASE_LOST = "lease_lost"
+    ABORT = "abort"  # the engine could not go on (a corrupt record, a store failure)
+
+
+ENDED = frozenset(
+    {OutcomeKind.COMPLETED, OutcomeKind.FAILED, OutcomeKind.CANCELLED, OutcomeKind.NEEDS_ATTENTION}
+)  # the outcomes after which the run has a result (or a reason) to read
+
+
+class ErrorType(StrEnum):
+    """The error types the engine itself records (a step's own failure records the
+    exception's class name instead)."""
+
+    IN_DOUBT = "InDoubt"
+    COMPENSATION_FAILED = "CompensationFailed"
+    WORKER_CRASHED = "WorkerCrashed"
+    CORRUPT_RECORD = "CorruptRecord"
+    ATTEMPT_INTERRUPTED = "AttemptInterrupted"
+    REDRIVEN = "Redriven"
+    RESOLVED_RERUN = "ResolvedRerun"
+    WORKFLOW_CANCELLED = "WorkflowCancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorRecord:
+    """A recorded failure reason: a run's ``error`` or a journal entry's.
+
+    Stored as JSON with the same keys (``to_json``/``from_json`` are its one encoder and its
+    one decoder). ``final`` means no attempt is left; ``retry_at`` is when the next attempt
+    may start; ``rerun`` marks an in-doubt step an operator chose to run again; ``seq`` names
+    the entry a run-level reason is about; ``then`` is the status a rollback ends in.
+    """
+
+    type: str
+    message: str = ""
+    final: bool = False
+    retry_at: float | None = None
+    rerun: bool = False
+    seq: int | None = None
+    reason: str | None = None
+    then: str | None = None
+
+    @classmethod
+    def of(cls, error: BaseException, **fields: Any) -> ErrorRecord:
+        """The record of an exception: its class name and message."""
+        return cls(type=type(error).__name__, message=str(error), **fields)
+
+    def to_json(self) -> str:
+        """The stored form; fields at their default are left out."""
+        data: dict[str, Any] = {"type": str(self.type), "message": self.message}
+        for name in ("final", "retry_at", "rerun", "seq", "reason", "then"):
+            value = getattr(self, name)
+            if value is not None and value is not False:
+                data[name] = str(value) if name == "then" else value
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> ErrorRecord:
+        """Decode a stored record; ``ValueError`` saying why when it is not one."""
+        try:
+            data = json.loads(text)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"the recorded error is not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"the recorded error {data!r} is not an error record")
+        fields: dict[str, Any] = {}
+        for name, types in _ERROR_FIELDS.items():
+            value = data.get(name)
+            if value is None:
+                continue
+            if not isinstance(value, types) or (types != (bool,) and isinstance(value, bool)):
+                raise ValueError(
+                    f"the recorded error's {name} {value!r} is not a {types[0].__name__}"
+                )
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"the recorded error's retry_at {value!r} is not a time")
+            fields[name] = value
+        fields.setdefault("type", "Error")
+        return cls(**fields)
+
+    def text(self) -> str:
+        """How a person reads it: ``Type: message``."""
+        return f"{self.type}: {self.message}"
+
+
+_ERROR_FIELDS: dict[str, tuple[type, ...]] = {
+    "type": (str,),
+    "message": (str,),
+    "final": (bool,),
+    "retry_at": (int, float),
+    "rerun": (bool,),
+    "seq": (int,),
+    "reason": (str,),
+    "then": (str,),
+}
 
 
 def from_epoch(seconds: float | None) -> _dt.datetime | None:

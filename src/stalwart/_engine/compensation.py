@@ -14,12 +14,12 @@ runs out of attempts like a step does, and the run then needs an operator.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError
+from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._serde import Codec
 from .._store import Entry
 from .invocation import CURRENT_STEP, Invocation, StepScope
@@ -164,22 +164,21 @@ def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -
     attempt = undo.attempts + 1
     if retrying != retry_marker(undo.seq, attempt):
         return None
-    detail = {
-        "type": "AttemptInterrupted",
-        "message": f"attempt {attempt} was interrupted: its process stopped before the outcome "
-        "was recorded",
-        "final": final,
-    }
+    detail = ErrorRecord(
+        ErrorType.ATTEMPT_INTERRUPTED,
+        f"attempt {attempt} was interrupted: its process stopped before the outcome was recorded",
+        final=final,
+    )
     return Entry(
-        kind="compensation",
+        kind=EntryKind.COMPENSATION,
         name=undo.name,
-        status="failed",
+        status=EntryStatus.FAILED,
         seq=undo.seq,
         position=undo.position,
         attempt=attempt,
         started_at=now,
         finished_at=now,
-        error=json.dumps(detail),
+        error=detail.to_json(),
     )
 
 
@@ -236,11 +235,11 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
         }
         if error is None:
             entries = [
-                Entry(status="completed", **base),
+                Entry(status=EntryStatus.COMPLETED, **base),
                 Entry(
-                    kind="step",
+                    kind=EntryKind.STEP,
                     name=step.name,
-                    status="compensated",
+                    status=EntryStatus.COMPENSATED,
                     seq=undo.seq,
                     position=undo.position,
                     attempt=attempt,
@@ -252,8 +251,8 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
             return
         final = not policy.should_retry(error, attempt)
-        detail = {"type": type(error).__name__, "message": str(error), "final": final}
-        inv.append_many([Entry(status="failed", error=json.dumps(detail), **base)])
+        detail = ErrorRecord.of(error, final=final)
+        inv.append_many([Entry(status=EntryStatus.FAILED, error=detail.to_json(), **base)])
         if final:
             raise CompensationFailed(
                 f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "

@@ -5,13 +5,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-import json
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
-from .._model import CANCELLED, COMPLETED, FAILED, NEEDS_ATTENTION, SUSPENDED, from_epoch
+from .._model import (
+    EntryKind,
+    EntryStatus,
+    ErrorRecord,
+    ErrorType,
+    OutcomeKind,
+    RunStatus,
+    from_epoch,
+)
 from .._serde import UnsupportedValue
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
@@ -32,7 +39,7 @@ log = logging.getLogger("stalwart")
 class Outcome:
     """How an invocation ended. ``error`` is set for ``abort`` (corrupt record)."""
 
-    status: str  # completed failed cancelled needs_attention suspended wake lease_lost abort
+    status: OutcomeKind
     error: Exception | None = None
 
 
@@ -69,7 +76,7 @@ def rollback_state(core: Core, workflow_id: str, stored: bytes) -> tuple[str, st
         ) from exc
     then = state.get("then") if isinstance(state, dict) else None
     detail = state.get("detail") if isinstance(state, dict) else None
-    if then not in (FAILED, CANCELLED) or not isinstance(detail, str):
+    if then not in (RunStatus.FAILED, RunStatus.CANCELLED) or not isinstance(detail, str):
         raise CorruptRecord(
             f"run {workflow_id!r}: its rolling_back entry {state!r} does not say how the run "
             "ends; restore the row from a backup, then retry the run",
@@ -124,7 +131,7 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
 
 
 def _error_json(error: BaseException, **extra: Any) -> str:
-    return json.dumps({"type": type(error).__name__, "message": str(error), **extra})
+    return ErrorRecord.of(error, **extra).to_json()
 
 
 def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
@@ -139,7 +146,7 @@ def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
     except Exception as exc:
         fault = inv.engine_fault(exc).error
         detail = _error_json(fault, reason=str(fault))
-        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=fault)
+        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault)
 
 
 def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
@@ -157,7 +164,7 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _roll_back(core, inv, FAILED, _error_json(exc), exc)
+            return _roll_back(core, inv, RunStatus.FAILED, _error_json(exc), exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
@@ -170,15 +177,21 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
                 f"at {exc.path.replace('value', 'result', 1)}, which cannot be stored; return "
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
-            return _finish(core, inv, FAILED, output=None, error=_error_json(error), exc=error)
+            return _finish(
+                core, inv, RunStatus.FAILED, output=None, error=_error_json(error), exc=error
+            )
         except SerializationError as exc:
-            return _finish(core, inv, FAILED, output=None, error=_error_json(exc), exc=exc)
-        return _finish(core, inv, COMPLETED, output=payload, error=None, exc=None)
+            return _finish(
+                core, inv, RunStatus.FAILED, output=None, error=_error_json(exc), exc=exc
+            )
+        return _finish(core, inv, RunStatus.COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
             reason = str(signal.error)
             detail = _error_json(signal.error, reason=reason)
-            return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=signal.error)
+            return _finish(
+                core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=signal.error
+            )
         return _corrupt(core, inv, signal.error)
     except CorruptRecord as exc:
         return _corrupt(core, inv, exc)
@@ -186,30 +199,25 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
         return _suspend(core, inv, signal)
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
-        return _roll_back(core, inv, CANCELLED, detail, None)
+        return _roll_back(core, inv, RunStatus.CANCELLED, detail, None)
     except InDoubt as signal:
-        detail = json.dumps(
-            {
-                "type": "InDoubt",
-                "message": signal.reason,
-                "reason": signal.reason,
-                "seq": signal.seq,
-            }
-        )
+        detail = ErrorRecord(
+            ErrorType.IN_DOUBT, signal.reason, reason=signal.reason, seq=signal.seq
+        ).to_json()
         log.warning("run %s: %s", wid, signal.reason)
-        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=None)
+        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=None)
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         with contextlib.suppress(Exception):
             core.store.release_lease(wid, owner=inv.owner, now=core.clock.time())
-        return Outcome("abort", signal.error)
+        return Outcome(OutcomeKind.ABORT, signal.error)
     except Release:
         core.store.release_run(wid, owner=inv.owner, now=core.clock.time())
         log.info("run %s: given back at a step boundary (worker shutting down)", wid)
-        return Outcome("released")
+        return Outcome(OutcomeKind.RELEASED)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped without writing", wid)
-        return Outcome("lease_lost")
+        return Outcome(OutcomeKind.LEASE_LOST)
 
 
 def _roll_back(
@@ -231,9 +239,9 @@ def _roll_back(
                 now = core.clock.time()
                 inv.append(
                     Entry(
-                        kind="run",
+                        kind=EntryKind.RUN,
                         name="rolling_back",
-                        status=COMPLETED,
+                        status=EntryStatus.COMPLETED,
                         started_at=now,
                         finished_at=now,
                         output=core.codec.encode({"then": status, "detail": detail}),
@@ -242,16 +250,10 @@ def _roll_back(
             run_compensations(core, inv)
     except CompensationFailed as failure:
         reason = str(failure)
-        error = json.dumps(
-            {
-                "type": "CompensationFailed",
-                "message": reason,
-                "reason": reason,
-                "seq": failure.seq,
-                "then": status,
-            }
-        )
-        return _finish(core, inv, NEEDS_ATTENTION, output=None, error=error, exc=failure)
+        error = ErrorRecord(
+            ErrorType.COMPENSATION_FAILED, reason, reason=reason, seq=failure.seq, then=status
+        ).to_json()
+        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=error, exc=failure)
     return _finish(core, inv, status, output=None, error=detail, exc=exc)
 
 
@@ -265,8 +267,8 @@ def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:
     and retrying it would only fail again); the caller sees the ``CorruptRecord``."""
     seq = getattr(error, "seq", None)
     detail = _error_json(error, reason=str(error), seq=seq)
-    _finish(core, inv, NEEDS_ATTENTION, output=None, error=detail, exc=error)
-    return Outcome("abort", error)
+    _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=error)
+    return Outcome(OutcomeKind.ABORT, error)
 
 
 def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
@@ -275,9 +277,9 @@ def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = core.clock.time()
     entry = Entry(
-        kind="run",
-        name=SUSPENDED,
-        status=COMPLETED,
+        kind=EntryKind.RUN,
+        name=RunStatus.SUSPENDED,
+        status=EntryStatus.COMPLETED,
         started_at=now,
         finished_at=now,
         output=core.codec.encode(
@@ -293,10 +295,10 @@ def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
         entry=entry,
     ):
         log.info("run %s: suspended (%s)", inv.workflow_id, signal.waiting_for or "timer")
-        return Outcome(SUSPENDED)
+        return Outcome(OutcomeKind.SUSPENDED)
     if inv.lease_lost.is_set():
-        return Outcome("lease_lost")
-    return Outcome("wake")  # what it waits for arrived while it was unwinding
+        return Outcome(OutcomeKind.LEASE_LOST)
+    return Outcome(OutcomeKind.WAKE)  # what it waits for arrived while it was unwinding
 
 
 def _finish(
@@ -310,9 +312,9 @@ def _finish(
 ) -> Outcome:
     now = core.clock.time()
     entry = Entry(
-        kind="run",
-        name="finished" if status != NEEDS_ATTENTION else NEEDS_ATTENTION,
-        status=COMPLETED if status == COMPLETED else FAILED,
+        kind=EntryKind.RUN,
+        name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
+        status=EntryStatus.COMPLETED if status == RunStatus.COMPLETED else EntryStatus.FAILED,
         started_at=now,
         finished_at=now,
         output=output,
@@ -328,7 +330,7 @@ def _finish(
         entry=entry,
     )
     if not ok:
-        return Outcome("lease_lost")
+        return Outcome(OutcomeKind.LEASE_LOST)
     log.info("run %s: %s", inv.workflow_id, status)
     core.note_settled()
-    return Outcome(status, exc if isinstance(exc, Exception) else None)
+    return Outcome(OutcomeKind(status), exc if isinstance(exc, Exception) else None)

@@ -12,9 +12,7 @@ import asyncio
 import contextvars
 import datetime as _dt
 import functools
-import json
 import logging
-import math
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -23,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
+from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
 
@@ -45,7 +44,6 @@ log = logging.getLogger("stalwart")
 P = ParamSpec("P")
 T = TypeVar("T")
 
-COMPLETED, FAILED, REUSED = "completed", "failed", "reused"
 _RECORDED_TYPES: dict[str, type] = {"now": _dt.datetime, "uuid": uuid.UUID, "random": float}
 
 
@@ -60,7 +58,7 @@ class Recorded:
     status: str
     attempt: int
     output: bytes | None
-    error: dict[str, Any] | None
+    error: ErrorRecord | None
     input: bytes | None = None
 
 
@@ -99,46 +97,16 @@ CURRENT_STEP: contextvars.ContextVar[StepScope | None] = contextvars.ContextVar(
 
 
 # The statuses each kind of positioned journal row can have; anything else is damage.
-_STATUSES = {
-    "step": frozenset({"completed", "reused", "failed", "scheduled", "in_doubt", "compensated"}),
-    "sleep": frozenset({"scheduled", "completed"}),
-    "event": frozenset({"scheduled", "completed"}),
-    "approval": frozenset({"scheduled", "completed"}),
-    "now": frozenset({"completed"}),
-    "uuid": frozenset({"completed"}),
-    "random": frozenset({"completed"}),
+_WAIT_STATUSES = frozenset({EntryStatus.SCHEDULED, EntryStatus.COMPLETED})
+_STATUSES: dict[str, frozenset[EntryStatus]] = {
+    EntryKind.STEP: frozenset(EntryStatus),
+    EntryKind.SLEEP: _WAIT_STATUSES,
+    EntryKind.EVENT: _WAIT_STATUSES,
+    EntryKind.APPROVAL: _WAIT_STATUSES,
+    EntryKind.NOW: frozenset({EntryStatus.COMPLETED}),
+    EntryKind.UUID: frozenset({EntryStatus.COMPLETED}),
+    EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED}),
 }
-_ERROR_FIELDS: dict[str, tuple[type, ...]] = {
-    "type": (str,),
-    "message": (str,),
-    "final": (bool,),
-    "rerun": (bool,),
-}
-
-
-def parse_error(text: str | None) -> dict[str, Any] | None:
-    """The stored JSON error of a journal row; ``ValueError`` saying why if it is not one."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"the recorded error is not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"the recorded error {value!r} is not an error record")
-    for key, types in _ERROR_FIELDS.items():
-        if key in value and not isinstance(value[key], types):
-            raise ValueError(
-                f"the recorded error's {key} {value[key]!r} is not a {types[0].__name__}"
-            )
-    retry_at = value.get("retry_at")
-    if retry_at is not None and (
-        isinstance(retry_at, bool)
-        or not isinstance(retry_at, int | float)
-        or not math.isfinite(retry_at)
-    ):
-        raise ValueError(f"the recorded error's retry_at {retry_at!r} is not a time")
-    return value
 
 
 def _damage(row: IndexRow) -> str | None:
@@ -151,7 +119,7 @@ def _damage(row: IndexRow) -> str | None:
     attempt = row.attempt
     if attempt is not None and (type(attempt) is not int or attempt < 0):
         return f"the recorded attempt {attempt!r} is not a count"
-    if row.kind == "step" and row.status == "failed" and row.error is None:
+    if row.kind == EntryKind.STEP and row.status == EntryStatus.FAILED and row.error is None:
         return "the failed step has no recorded error"
     return None
 
@@ -213,7 +181,7 @@ class Invocation:
         for row in index:
             problem = _damage(row)
             try:
-                error = parse_error(row.error)
+                error = None if row.error is None else ErrorRecord.from_json(row.error)
             except ValueError as exc:
                 problem, error = problem or str(exc), None
             if problem is None:
@@ -225,7 +193,7 @@ class Invocation:
                 row.position,
                 row.kind,
                 row.name,
-                COMPLETED if row.status == REUSED else row.status,
+                EntryStatus.COMPLETED if row.status == EntryStatus.REUSED else row.status,
                 row.attempt or 0,
                 row.output,
                 error,
@@ -455,7 +423,7 @@ class Invocation:
             Entry(
                 kind=kind,
                 name=kind,
-                status=COMPLETED,
+                status=EntryStatus.COMPLETED,
                 seq=self.alloc_seq(),
                 position=position,
                 attempt=1,

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import json
 import threading
 from collections.abc import Awaitable
 from typing import Any
 
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
+from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._registry import StepDef
 from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
 from .invocation import (
-    COMPLETED,
     CURRENT_STEP,
-    FAILED,
     Invocation,
     Recorded,
     StepScope,
@@ -31,9 +29,6 @@ __all__ = ["call_step", "call_step_async"]
 _DONE = object()
 # A backoff longer than this unwinds the run as a durable timer instead of holding a thread.
 DURABLE_BACKOFF_SECONDS = 5.0
-
-
-SCHEDULED, IN_DOUBT, COMPENSATED = "scheduled", "in_doubt", "compensated"
 
 
 def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -70,29 +65,25 @@ class StepCall:
             self.seq = self.inv.alloc_seq()
             self.attempt = 1
             self.retry_at = 0.0
-        elif rec.status == COMPLETED:
+        elif rec.status == EntryStatus.COMPLETED:
             value = self.inv.load_value(rec)
             self.value = self.step.restore(value) if self.step.restore else value
             return True
-        elif rec.status == COMPENSATED:  # undone: a retry or fork runs it again
+        elif rec.status == EntryStatus.COMPENSATED:  # undone: a retry or fork runs it again
             self.seq, self.attempt, self.retry_at = rec.seq, 1, 0.0
-        elif rec.status in (SCHEDULED, IN_DOUBT):  # only irreversible steps write these
+        elif rec.status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
+            # only irreversible steps write these
             self.seq, self.attempt, self.retry_at = rec.seq, rec.attempt, 0.0
             self.input = self._encode_input()
-            return self._in_doubt(marked=rec.status == IN_DOUBT)
+            return self._in_doubt(marked=rec.status == EntryStatus.IN_DOUBT)
         else:
-            error = rec.error or {}
-            if error.get("final"):
-                raise StepFailed(
-                    self.step.name,
-                    rec.attempt,
-                    error.get("type", "Unknown"),
-                    error.get("message", ""),
-                )
+            error = rec.error or ErrorRecord("Unknown")
+            if error.final:
+                raise StepFailed(self.step.name, rec.attempt, error.type, error.message)
             self.seq = rec.seq
             self.attempt = rec.attempt + 1
-            self.retry_at = float(error.get("retry_at") or 0.0)
-            self.rerun = bool(error.get("rerun"))
+            self.retry_at = float(error.retry_at or 0.0)
+            self.rerun = error.rerun
             if self.inv.retrying != f"{self.seq}:{self.attempt}":
                 # The retry never began (``begin_attempt`` marks it on the run): the process
                 # stopped during the backoff, which costs the step no attempt.
@@ -132,7 +123,7 @@ class StepCall:
         self.inv.recovering = False
         if self.step.verify is None:
             if not marked:
-                self._record(IN_DOUBT, self.inv.core.clock.time())
+                self._record(EntryStatus.IN_DOUBT, self.inv.core.clock.time())
             key = step_key(self.inv.workflow_id, self.position)
             reason = (
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
@@ -173,15 +164,15 @@ class StepCall:
         payload = self._validate_and_encode(found)
         value = self._restored(payload)  # an answer that does not fit is refused unrecorded
         now = self.inv.core.clock.time()
-        settled = self._entry(COMPLETED, now, output=payload, by="verify")
+        settled = self._entry(EntryStatus.COMPLETED, now, output=payload, by="verify")
         if interrupted:
-            detail = {
-                "type": AttemptInterrupted.__name__,
-                "message": f"attempt {self.attempt} was interrupted before its outcome was "
-                "recorded; verify found its effect, so it did not run again",
-                "final": False,
-            }
-            self.inv.append_many([self._entry(IN_DOUBT, now, error=json.dumps(detail)), settled])
+            detail = ErrorRecord(
+                ErrorType.ATTEMPT_INTERRUPTED,
+                f"attempt {self.attempt} was interrupted before its outcome was recorded; "
+                "verify found its effect, so it did not run again",
+            )
+            in_doubt = self._entry(EntryStatus.IN_DOUBT, now, error=detail.to_json())
+            self.inv.append_many([in_doubt, settled])
         else:
             self.inv.append(settled)
         self.value = value
@@ -193,7 +184,7 @@ class StepCall:
         that a crash during it is charged and a crash during the backoff before it is not; a
         first attempt writes nothing: the one-commit hot path."""
         if self.step.irreversible:
-            self._record(SCHEDULED, self.started_at)
+            self._record(EntryStatus.SCHEDULED, self.started_at)
         elif self.attempt >= 2:
             self.inv.mark_retry(f"{self.seq}:{self.attempt}")
 
@@ -219,18 +210,18 @@ class StepCall:
         by: str | None = None,
     ) -> Entry:
         return Entry(
-            kind="step",
+            kind=EntryKind.STEP,
             name=self.step.name,
             status=status,
             seq=self.seq,
             position=self.position,
             attempt=self.attempt,
             started_at=started or self.started_at or now,
-            finished_at=None if status == SCHEDULED else now,
+            finished_at=None if status == EntryStatus.SCHEDULED else now,
             input=self.input,
             output=output,
             error=error,
-            compensable=status == COMPLETED and self.step.compensate is not None,
+            compensable=status == EntryStatus.COMPLETED and self.step.compensate is not None,
             by=by,
         )
 
@@ -283,7 +274,8 @@ class StepCall:
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
         if isinstance(error, StepTimeout) and self.step.irreversible:
-            self._record(IN_DOUBT, now)  # abandoned, not failed: it may still take effect
+            # abandoned, not failed: it may still take effect
+            self._record(EntryStatus.IN_DOUBT, now)
             if self._in_doubt(marked=True):
                 return _DONE
             return 0.0
@@ -299,7 +291,7 @@ class StepCall:
             self.attempt += 1
             self.retry_at = now + delay
             return delay
-        self._record(COMPLETED, now, output=payload)
+        self._record(EntryStatus.COMPLETED, now, output=payload)
         self.value = value
         return _DONE
 
@@ -341,13 +333,8 @@ class StepCall:
         delay: float,
         final: bool = False,
     ) -> None:
-        detail = {
-            "type": type(error).__name__,
-            "message": str(error),
-            "final": final,
-            "retry_at": None if final else now + delay,
-        }
-        self._record(FAILED, now, error=json.dumps(detail), started=started)
+        detail = ErrorRecord.of(error, final=final, retry_at=None if final else now + delay)
+        self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started)
 
 
 def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:

@@ -9,15 +9,13 @@ import datetime as _dt
 import math
 from typing import Any
 
-from .._model import Approval, from_epoch
+from .._model import Approval, EntryKind, EntryStatus, from_epoch
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
-from .invocation import COMPLETED, Invocation, Recorded, guarded
+from .invocation import Invocation, Recorded, guarded
 
 __all__ = ["approval", "event", "seconds_of", "sleep"]
-
-SCHEDULED = "scheduled"
 
 
 # Times past the last second a datetime can hold (9999-12-31): a wait that long has no end.
@@ -69,7 +67,7 @@ class _Wait:
 
     @property
     def done(self) -> bool:
-        return self.rec is not None and self.rec.status == COMPLETED
+        return self.rec is not None and self.rec.status == EntryStatus.COMPLETED
 
     def spec(self) -> dict[str, Any]:
         """The wait's recorded spec: when it times out (``until``), and which approval."""
@@ -88,7 +86,7 @@ class _Wait:
             )
         ):
             raise self.inv.corrupt(rec, f"the recorded spec {value!r} does not say when it ends")
-        if self.kind == "approval" and not isinstance(value.get("approval_id"), str | int):
+        if self.kind == EntryKind.APPROVAL and not isinstance(value.get("approval_id"), str | int):
             raise self.inv.corrupt(rec, f"the recorded spec {value!r} names no approval")
         return value
 
@@ -108,7 +106,7 @@ class _Wait:
         entry = Entry(
             kind=self.kind,
             name=self.name,
-            status=SCHEDULED,
+            status=EntryStatus.SCHEDULED,
             seq=seq,
             position=self.position,
             started_at=self.now,
@@ -123,7 +121,15 @@ class _Wait:
             raise LeaseLost()
         inv.recovering = False
         self.rec = Recorded(
-            seq, self.position, self.kind, self.name, SCHEDULED, 0, None, None, entry.input
+            seq,
+            self.position,
+            self.kind,
+            self.name,
+            EntryStatus.SCHEDULED,
+            0,
+            None,
+            None,
+            entry.input,
         )
 
     def decide(
@@ -139,7 +145,7 @@ class _Wait:
         entry = Entry(
             kind=self.kind,
             name=self.name,
-            status=COMPLETED,
+            status=EntryStatus.COMPLETED,
             seq=self.rec.seq,
             position=self.position,
             started_at=self.now,
@@ -189,7 +195,7 @@ def _approval_value(wait: _Wait, value: Any) -> Approval:
 @guarded
 def sleep(inv: Invocation, seconds: float) -> None:
     """A durable timer."""
-    wait = _Wait(inv, "sleep", "sleep")
+    wait = _Wait(inv, EntryKind.SLEEP, "sleep")
     if wait.done:
         return
     if wait.rec is None:
@@ -204,7 +210,7 @@ def sleep(inv: Invocation, seconds: float) -> None:
 @guarded
 def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
-    wait = _Wait(inv, "event", name)
+    wait = _Wait(inv, EntryKind.EVENT, name)
     if wait.done:
         assert wait.rec is not None
         return wait.inv.load_value(wait.rec)
@@ -223,7 +229,7 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
 @guarded
 def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
     """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
-    wait = _Wait(inv, "approval", subject)
+    wait = _Wait(inv, EntryKind.APPROVAL, subject)
     if wait.done:
         assert wait.rec is not None
         value = wait.inv.load_value(wait.rec)
