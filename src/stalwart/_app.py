@@ -8,23 +8,18 @@ import dataclasses
 import functools
 import getpass
 import inspect
-import itertools
 import logging
-import os
-import random
-import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
 from ._engine.compensation import Undo, interruption, pending_compensations
 from ._engine.executor import Outcome, execute, rollback_state
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
-from ._engine.loop import AppLoop, install_task_factory
+from ._engine.keeper import LeaseKeeper
+from ._engine.loop import install_task_factory
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
     CorruptRecord,
@@ -37,7 +32,8 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
-from ._leases import holder_is_gone, new_owner
+from ._leases import holder_is_gone
+from ._loop import AppLoop
 from ._model import (
     ENDED,
     STATUSES,
@@ -56,7 +52,8 @@ from ._model import (
 )
 from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
-from ._serde import Codec, UnsupportedValue, argument_path, make_codec
+from ._runtime import Runtime
+from ._serde import UnsupportedValue, argument_path, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
 from ._store.base import ApprovalRow, IndexRow, QueueLimits
 
@@ -67,116 +64,6 @@ CANCEL_POLL_SECONDS = 0.25
 WAIT_POLL_SECONDS = 0.02
 F = TypeVar("F", bound=Callable[..., Any])
 _MISSING: Any = object()
-
-
-class _LeaseKeeper:
-    """Renews the leases of the runs this process executes, in the background."""
-
-    def __init__(self, core: Core) -> None:
-        self.core = core
-        self.held: dict[str, Invocation] = {}
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._closed = False
-
-    def hold(self, inv: Invocation) -> None:
-        with self._lock:
-            self.held[inv.workflow_id] = inv
-        self.start()
-
-    def start(self) -> None:
-        """Start the renewal thread (once)."""
-        with self._lock:
-            if self._thread is None and not self._closed:
-                self._thread = threading.Thread(
-                    target=self._loop, name="stalwart-leases", daemon=True
-                )
-                self._thread.start()
-
-    def drop(self, workflow_id: str) -> None:
-        with self._lock:
-            self.held.pop(workflow_id, None)
-
-    def close(self) -> None:
-        self._closed = True
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        renew_every = max(0.05, self.core.lease_seconds / 3)
-        next_renewal = time.monotonic() + renew_every
-        while not self._wake.wait(CANCEL_POLL_SECONDS):
-            with self._lock:
-                held = list(self.held.values())
-            if not held:
-                continue
-            try:
-                cancelled = self.core.store.cancel_requested_for(self.core.owner + "#")
-            except Exception:
-                log.warning("cancel poll failed", exc_info=True)
-                cancelled = set()
-            for inv in held:
-                if inv.workflow_id in cancelled:
-                    inv.cancel_requested.set()
-            if time.monotonic() < next_renewal:
-                continue
-            next_renewal = time.monotonic() + renew_every
-            for inv in held:
-                until = self.core.clock.time() + self.core.lease_seconds
-                try:
-                    ok = self.core.store.renew_lease(
-                        inv.workflow_id, owner=inv.owner, lease_until=until
-                    )
-                except Exception:  # the store is unreachable: the next round tries again
-                    log.warning("run %s: lease renewal failed", inv.workflow_id, exc_info=True)
-                    continue
-                if ok is None:
-                    inv.lease_lost.set()
-                elif ok:
-                    inv.cancel_requested.set()
-
-
-@dataclass
-class Core:
-    """What the engine shares with the app: store, serializer, clock and policies."""
-
-    store: Store
-    codec: Codec
-    clock: Clock
-    lease_seconds: float
-    registry: Registry
-    rng: random.Random
-    owner: str
-    queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._claims = itertools.count(1)
-        core = weakref.ref(self)
-        os.register_at_fork(after_in_child=lambda: _call_if_alive(core, "_forked"))
-        self.keeper = _LeaseKeeper(self)
-        self.loop = AppLoop()  # every async run of this app in this process runs on it
-        self.wakeup = threading.Event()  # set when this process changes something to claim
-        self.settled = threading.Condition()  # notified when this process ends or parks a run
-        self.settled_count = 0
-
-    def _forked(self) -> None:
-        """In a forked child: a process of its own, so an owner of its own."""
-        self.owner = new_owner()
-        self._claims = itertools.count(1)
-        self.loop.forget()
-
-    def note_settled(self) -> None:
-        """A run this process executed finished or suspended: wake callers waiting on it."""
-        with self.settled:
-            self.settled_count += 1
-            self.settled.notify_all()
-
-    def claim_owner(self) -> str:
-        """A lease owner for one claim: this process and app, and which claim it is, so that
-        two claims of one run by the same app can never both write."""
-        return f"{self.owner}#{next(self._claims)}"
 
 
 class StepFunction:
@@ -190,7 +77,7 @@ class StepFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         step = self.definition
         inv = CURRENT_RUN.get()
-        if inv is None or CURRENT_STEP.get() is not None or inv.core is not self._app._core:
+        if inv is None or CURRENT_STEP.get() is not None or inv.runtime is not self._app._runtime:
             return step.fn(*args, **kwargs)
         step.check_arguments(args, kwargs)
         if step.is_async:
@@ -232,8 +119,8 @@ class Handle:
     def result(self, timeout: float | None = None) -> Any:
         """Wait until the run is terminal and return its result (or raise its failure)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        core = self._app._core
-        watch = _Watch(core)
+        runtime = self._app._runtime
+        watch = _Watch(runtime)
         while True:
             if watch.should_read():
                 row = self._app._row(self.workflow_id)
@@ -242,13 +129,13 @@ class Handle:
             elif deadline is not None and time.monotonic() >= deadline:
                 self._finished(self._app._row(self.workflow_id), deadline, timeout)
             pause = watch.pause(deadline)
-            with core.settled:
-                core.settled.wait_for(lambda: core.settled_count != watch.settled, pause)
+            with runtime.settled:
+                runtime.settled.wait_for(lambda: runtime.settled_count != watch.settled, pause)
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`result`, without blocking the event loop."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        watch = _Watch(self._app._core)
+        watch = _Watch(self._app._runtime)
         while True:
             if await asyncio.to_thread(watch.should_read):
                 row = await asyncio.to_thread(self._app._row, self.workflow_id)
@@ -285,8 +172,8 @@ class _Watch:
     LONGEST = 0.05
     IDLE = 0.5
 
-    def __init__(self, core: Core) -> None:
-        self.core = core
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
         self.delay = self.FIRST
         self.settled = -1
         self.version: int | None = None
@@ -296,7 +183,7 @@ class _Watch:
     def should_read(self) -> bool:
         """Whether the run may have changed since the last look."""
         now = time.monotonic()
-        settled, version = self.core.settled_count, self.core.store.data_version()
+        settled, version = self.runtime.settled_count, self.runtime.store.data_version()
         changed = version != self.version or settled != self.settled
         self.settled, self.version = settled, version
         if changed:
@@ -315,12 +202,6 @@ class _Watch:
         if deadline is None:
             return delay
         return min(delay, max(0.0, deadline - time.monotonic()))
-
-
-def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
-    target = ref()
-    if target is not None:
-        getattr(target, method)()
 
 
 def _fork_plan(
@@ -494,23 +375,29 @@ class Stalwart:
         self.url = resolve_url(url)
         self.max_recoveries = max_recoveries
         store = open_store(self.url, durability=durability)
-        self._core = Core(
+        self._runtime = Runtime(
+            url=self.url,
             store=store,
             codec=codec,
             clock=clock or _default_clock(store),
             lease_seconds=float(lease_seconds),
+            max_recoveries=max_recoveries,
             registry=Registry(),
-            rng=random.Random(),
-            owner=new_owner(),
+            loop=AppLoop(install_task_factory),
         )
+        self._keeper = LeaseKeeper(self._runtime)
+
+    @property
+    def _core(self) -> Runtime:  # the tests' old name, until they all use stalwart.testing
+        return self._runtime
 
     # -- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop background renewals and release the store's connections."""
-        self._core.keeper.close()
-        self._core.loop.close()
-        self._core.store.close()
+        self._keeper.close()
+        self._runtime.loop.close()
+        self._runtime.store.close()
 
     def __enter__(self) -> Stalwart:
         return self
@@ -592,7 +479,7 @@ class Stalwart:
                 output=output,
                 is_async=inspect.iscoroutinefunction(func),
             )
-            self._core.registry.add_step(step)
+            self._runtime.registry.add_step(step)
             return StepFunction(self, step)
 
         return decorate(fn) if fn is not None else decorate
@@ -636,7 +523,7 @@ class Stalwart:
                 is_async=inspect.iscoroutinefunction(func),
                 timeout=None if timeout is None else float(timeout),
             )
-            self._core.registry.add_workflow(wf)
+            self._runtime.registry.add_workflow(wf)
             return WorkflowFunction(self, wf)
 
         return decorate(fn) if fn is not None else decorate
@@ -662,7 +549,7 @@ class Stalwart:
                 raise ValueError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
         if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
             raise ValueError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
-        self._core.queues[name] = QueueLimits(concurrency, rate, float(period))
+        self._runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
 
     # -- starting and running -------------------------------------------------------------
 
@@ -672,7 +559,7 @@ class Stalwart:
                 raise TypeError(f"workflow {wf.definition.name!r} is declared on another app")
             return wf.definition
         if isinstance(wf, str):
-            return self._core.registry.workflow(wf)
+            return self._runtime.registry.workflow(wf)
         raise TypeError(
             f"{wf!r} is not a workflow of this app: decorate it with @app.workflow or pass its name"
         )
@@ -680,7 +567,7 @@ class Stalwart:
     def _encode_args(self, wf: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
         wf.signature.bind(*args, **kwargs)
         try:
-            return self._core.codec.encode({"args": list(args), "kwargs": kwargs})
+            return self._runtime.codec.encode({"args": list(args), "kwargs": kwargs})
         except UnsupportedValue as exc:
             raise SerializationError(
                 f"workflow {wf.name!r}: cannot serialize an argument of type {exc.type_name} at "
@@ -709,8 +596,8 @@ class Stalwart:
             )
         payload = self._encode_args(definition, args, kwargs)
         wid = _new_id(workflow_id)
-        now = self._core.clock.time()
-        self._core.store.create_run(
+        now = self._runtime.clock.time()
+        self._runtime.store.create_run(
             workflow_id=wid,
             name=definition.name,
             status=RunStatus.PENDING,
@@ -723,7 +610,7 @@ class Stalwart:
             entry=_lifecycle("started", now, input=payload),
             deadline=None if definition.timeout is None else now + definition.timeout,
         )
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         return Handle(self, wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
@@ -783,15 +670,15 @@ class Stalwart:
 
     def _execute(self, inv: Invocation, row: RunRow) -> Outcome:
         """One invocation of a run this process holds, with its lease kept alive meanwhile."""
-        core = self._core
-        core.keeper.hold(inv)
+        runtime = self._runtime
+        self._keeper.hold(inv)
         try:
-            outcome = execute(core, inv, row.input)
+            outcome = execute(runtime, inv, row.input)
         except BaseException as exc:
             self._abandon(inv, exc)
             raise
         finally:
-            core.keeper.drop(inv.workflow_id)
+            self._keeper.drop(inv.workflow_id)
         if outcome.status == OutcomeKind.ABORT:
             self._abandon(inv, outcome.error)
         return outcome
@@ -806,18 +693,18 @@ class Stalwart:
             type(error).__name__,
             error,
         )
-        core = self._core
+        runtime = self._runtime
         try:
-            core.store.release_lease(inv.workflow_id, owner=inv.owner, now=core.clock.time())
+            runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
         except Exception as exc:
             log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
 
     def _invocation(
         self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
     ) -> Invocation:
-        core = self._core
-        index = core.store.replay_index(row.workflow_id)  # a released run has a journal too
-        inv = Invocation(core, wf, row.workflow_id, owner, recovering=recovering, index=index)
+        runtime = self._runtime
+        index = runtime.store.replay_index(row.workflow_id)  # a released run has a journal too
+        inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
         inv.retrying = row.retrying
         if row.cancel_requested:
@@ -833,20 +720,20 @@ class Stalwart:
         holds the lease or the run waits on something; raises ``NeedsAttention`` for a run
         waiting on an operator.
         """
-        core = self._core
+        runtime = self._runtime
         delay = WAIT_POLL_SECONDS
         while True:
-            now = core.clock.time()
-            until = now + core.lease_seconds
-            row = core.store.get_run(wid)
+            now = runtime.clock.time()
+            until = now + runtime.lease_seconds
+            row = runtime.store.get_run(wid)
             if row is None:
                 # A run of a queue with limits starts pending and waits for its turn like any
                 # other; without limits it is created already held, in one transaction.
-                limited = wf.queue in core.queues
-                owner = core.claim_owner()
+                limited = wf.queue in runtime.queues
+                owner = runtime.claim_owner()
                 deadline = None if wf.timeout is None else now + wf.timeout
                 if (
-                    core.store.create_run(
+                    runtime.store.create_run(
                         workflow_id=wid,
                         name=wf.name,
                         status=RunStatus.PENDING if limited else RunStatus.RUNNING,
@@ -893,22 +780,22 @@ class Stalwart:
 
     def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
         """Take the lease of a claimable run; ``None`` if another process was faster."""
-        core = self._core
+        runtime = self._runtime
         holder = row.lease_owner
         # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
         recovering = row.status == RunStatus.RUNNING
-        detail = core.codec.encode({"recovered_from": holder}) if recovering else None
-        owner = core.claim_owner()
-        taken, crashes = core.store.take_lease(
+        detail = runtime.codec.encode({"recovered_from": holder}) if recovering else None
+        owner = runtime.claim_owner()
+        taken, crashes = runtime.store.take_lease(
             row.workflow_id,
             owner=owner,
             expected_owner=holder,
             now=now,
-            lease_until=now + core.lease_seconds,
+            lease_until=now + runtime.lease_seconds,
             entry=_lifecycle("resumed", now, output=detail),
             recovery=recovering,
             holder_gone=holder is not None and holder_is_gone(holder),
-            limits=core.queues.get(row.queue),
+            limits=runtime.queues.get(row.queue),
         )
         if not taken:
             return None
@@ -932,15 +819,15 @@ class Stalwart:
         A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
         (never to ``failed`` with compensations still pending). Otherwise it is failed now
         and ``None`` is returned."""
-        core = self._core
+        runtime = self._runtime
         wid = row.workflow_id
-        now = core.clock.time()
+        now = runtime.clock.time()
         try:
             plan = pending_compensations(
-                core.store.compensation_plan(wid), codec=core.codec, workflow_id=wid
+                runtime.store.compensation_plan(wid), codec=runtime.codec, workflow_id=wid
             )
-            rollback = core.store.rollback_in_progress(wid)
-            then = None if rollback is None else rollback_state(core, wid, rollback)[0]
+            rollback = runtime.store.rollback_in_progress(wid)
+            then = None if rollback is None else rollback_state(runtime, wid, rollback)[0]
         except CorruptRecord as exc:
             detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
             self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, detail, owner, now)
@@ -957,9 +844,9 @@ class Stalwart:
             entry = _lifecycle(
                 "rolling_back",
                 now,
-                output=core.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
+                output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
             )
-            if not core.store.append(wid, entry, owner=owner):
+            if not runtime.store.append(wid, entry, owner=owner):
                 return None  # another process took the run meanwhile
             log.warning(
                 "run %s: crashed its worker %d times; rolling it back before failing it",
@@ -985,10 +872,10 @@ class Stalwart:
         """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
         its interrupted attempt and hand the run to an operator, who retries it to continue
         the rollback with a fresh budget."""
-        core = self._core
-        row = core.store.get_run(wid)
+        runtime = self._runtime
+        row = runtime.store.get_run(wid)
         charged = interruption(undo, row.retrying if row else None, now, final=True)
-        if charged is not None and not core.store.append(wid, charged, owner=owner):
+        if charged is not None and not runtime.store.append(wid, charged, owner=owner):
             return  # another process took the run meanwhile
         reason = (
             f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
@@ -1015,14 +902,14 @@ class Stalwart:
             finished_at=now,
             error=error,
         )
-        self._core.store.finish_run(
+        self._runtime.store.finish_run(
             wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
         )
 
     # -- observing ------------------------------------------------------------------------
 
     def _row(self, workflow_id: str) -> RunRow:
-        row = self._core.store.get_run(workflow_id)
+        row = self._runtime.store.get_run(workflow_id)
         if row is None:
             raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.url}")
         return row
@@ -1031,7 +918,7 @@ class Stalwart:
         if row.status == RunStatus.COMPLETED:
             try:
                 value = (
-                    self._core.codec.decode(self._core.store.load_payload(row.output))
+                    self._runtime.codec.decode(self._runtime.store.load_payload(row.output))
                     if row.output
                     else None
                 )
@@ -1040,7 +927,7 @@ class Stalwart:
                     f"run {row.workflow_id!r}: its recorded result cannot be decoded ({exc})",
                     workflow_id=row.workflow_id,
                 ) from exc
-            wf = self._core.registry.workflows.get(row.name)
+            wf = self._runtime.registry.workflows.get(row.name)
             return wf.restore(value) if wf is not None and wf.restore else value
         error = _run_error(row)
         if row.status == RunStatus.FAILED:
@@ -1075,7 +962,7 @@ class Stalwart:
             raise ValueError(f"status={status!r}: use one of {', '.join(STATUSES)}")
         if not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit={limit!r}: must be an int >= 1")
-        rows = self._core.store.list_runs(
+        rows = self._runtime.store.list_runs(
             status=status,
             name=name,
             limit=limit,
@@ -1098,11 +985,13 @@ class Stalwart:
         """The run's audit trail: every step, attempt and lifecycle event, in order."""
         self._row(workflow_id)
         entries = []
-        for row in self._core.store.journal(workflow_id):
+        for row in self._runtime.store.journal(workflow_id):
             values = []
             for label, stored in (("input", row.input), ("output", row.output)):
                 try:
-                    values.append(self._core.codec.decode(stored) if stored is not None else None)
+                    values.append(
+                        self._runtime.codec.decode(stored) if stored is not None else None
+                    )
                 except ValueError as exc:
                     raise CorruptRecord(
                         f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
@@ -1158,24 +1047,24 @@ class Stalwart:
         if not isinstance(name, str) or not name:
             raise ValueError(f"event name {name!r}: pass a non-empty str")
         try:
-            data = self._core.codec.encode(payload)
+            data = self._runtime.codec.encode(payload)
         except UnsupportedValue as exc:
             raise SerializationError(
                 f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
                 f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
             ) from None
         who = _who(by)
-        now = self._core.clock.time()
+        now = self._runtime.clock.time()
         entry = self._operator("send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
-            delivered = self._core.store.deliver_event(
+            delivered = self._runtime.store.deliver_event(
                 workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
             )
         except KeyError:
             raise WorkflowNotFound(
                 f"no run with workflow_id {workflow_id!r} in {self.url}"
             ) from None
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         log.info(
             "run %s: event %r %s by %s",
             workflow_id,
@@ -1192,13 +1081,13 @@ class Stalwart:
             status=RunStatus.COMPLETED,
             started_at=now,
             finished_at=now,
-            input=None if detail is None else self._core.codec.encode(detail),
+            input=None if detail is None else self._runtime.codec.encode(detail),
             by=by,
         )
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
-        return [self._approval(row) for row in self._core.store.list_approvals(pending=pending)]
+        return [self._approval(row) for row in self._runtime.store.list_approvals(pending=pending)]
 
     def _approval(self, row: ApprovalRow) -> ApprovalRequest:
         decision = None
@@ -1210,7 +1099,7 @@ class Stalwart:
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
         try:
-            details = self._core.codec.decode(row.details) if row.details is not None else None
+            details = self._runtime.codec.decode(row.details) if row.details is not None else None
         except ValueError as exc:
             raise CorruptRecord(
                 f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
@@ -1257,7 +1146,7 @@ class Stalwart:
         approval_id: str | None,
     ) -> None:
         self._row(workflow_id)
-        store = self._core.store
+        store = self._runtime.store
         if approval_id is None:
             pending = store.list_approvals(pending=True, workflow_id=workflow_id)
             if not pending:
@@ -1269,7 +1158,7 @@ class Stalwart:
                 )
             approval_id = pending[0].approval_id
         who = _who(by)
-        now = self._core.clock.time()
+        now = self._runtime.clock.time()
         verb = "approve" if approved else "reject"
         entry = self._operator(verb, now, who, {"approval_id": approval_id, "reason": reason})
         if not store.decide_approval(
@@ -1289,7 +1178,7 @@ class Stalwart:
             raise InvalidOperation(
                 f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
             )
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         log.info("run %s: approval %s %sd by %s", workflow_id, approval_id, verb, who)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:
@@ -1297,17 +1186,17 @@ class Stalwart:
         boundary. Its status becomes ``cancelled``."""
         self._row(workflow_id)
         who = _who(by)
-        now = self._core.clock.time()
+        now = self._runtime.clock.time()
         error = ErrorRecord(
             ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
         ).to_json()
-        verdict = self._core.store.cancel_run(
+        verdict = self._runtime.store.cancel_run(
             workflow_id, now=now, error=error, entry=self._operator("cancel", now, who, None)
         )
         if verdict == "finished":
             status = self._row(workflow_id).status
             raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
-        held = self._core.keeper.held.get(workflow_id)
+        held = self._keeper.held.get(workflow_id)
         if held is not None:
             held.cancel_requested.set()
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
@@ -1329,9 +1218,9 @@ class Stalwart:
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
                 f"{error.seq}); settle it with resolve(), not retry()"
             )
-        now = self._core.clock.time()
+        now = self._runtime.clock.time()
         who = _who(by)
-        rollback = self._core.store.rollback_in_progress(workflow_id)
+        rollback = self._runtime.store.rollback_in_progress(workflow_id)
         if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
             # Continue the rollback, not the run: its compensation gets a fresh budget and
             # the next invocation goes straight back to the compensations still to do.
@@ -1363,16 +1252,16 @@ class Stalwart:
                     error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
                 )
                 for rec in _failed_for_good(
-                    self._core.store.replay_index(workflow_id),
+                    self._runtime.store.replay_index(workflow_id),
                     interrupted=error.type == ErrorType.WORKER_CRASHED,
                 )
             ]
             entries.append(self._operator("retry", now, who, {"from_status": row.status}))
-        if not self._core.store.redrive(workflow_id, now=now, entries=entries):
+        if not self._runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(
                 f"run {workflow_id!r} changed while it was being retried; look again"
             )
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         log.info("run %s: retried by %s", workflow_id, who)
 
     def resolve(
@@ -1395,8 +1284,10 @@ class Stalwart:
             raise InvalidOperation(
                 f"run {workflow_id!r} is in doubt about seq {error.seq}, not {seq}"
             )
-        rec = next(r for r in reversed(self._core.store.replay_index(workflow_id)) if r.seq == seq)
-        now = self._core.clock.time()
+        rec = next(
+            r for r in reversed(self._runtime.store.replay_index(workflow_id)) if r.seq == seq
+        )
+        now = self._runtime.clock.time()
         who = _who(by)
         if rerun:
             entry = Entry(
@@ -1414,7 +1305,7 @@ class Stalwart:
             )
         else:
             try:
-                payload = self._core.codec.encode(result)
+                payload = self._runtime.codec.encode(result)
             except UnsupportedValue as exc:
                 raise SerializationError(
                     f"resolve({workflow_id!r}, {seq}): cannot serialize a result value of type "
@@ -1434,9 +1325,9 @@ class Stalwart:
             )
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
         entries = [entry, self._operator("resolve", now, who, detail)]
-        if not self._core.store.redrive(workflow_id, now=now, entries=entries):
+        if not self._runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
 
     def fork(
@@ -1457,7 +1348,7 @@ class Stalwart:
         row = self._row(workflow_id)
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
             raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
-        rows = self._core.store.fork_candidates(workflow_id)
+        rows = self._runtime.store.fork_candidates(workflow_id)
         end = max((r[1] for r in rows), default=0)
         if from_seq > end + 1:
             raise InvalidOperation(
@@ -1482,15 +1373,15 @@ class Stalwart:
                 "allow_reexecute=True if running them again is what you want"
             )
         fork_id = _new_id(new_id, label="new_id")
-        now = self._core.clock.time()
+        now = self._runtime.clock.time()
         who = _who(by)
         origin = {"forked_from": workflow_id, "from_seq": from_seq}
         started = _lifecycle(
-            "started", now, input=row.input, output=self._core.codec.encode(origin)
+            "started", now, input=row.input, output=self._runtime.codec.encode(origin)
         )
         started.by = who
         note = self._operator("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
-        if not self._core.store.fork_run(
+        if not self._runtime.store.fork_run(
             workflow_id,
             new_id=fork_id,
             name=row.name,
@@ -1505,6 +1396,6 @@ class Stalwart:
             raise WorkflowAlreadyExists(
                 f"a run with workflow_id {fork_id!r} already exists; pick another new_id"
             )
-        self._core.wakeup.set()
+        self._runtime.wakeup.set()
         log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)
         return Handle(self, fork_id)

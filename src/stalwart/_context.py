@@ -68,19 +68,19 @@ def heartbeat(details: Any = None) -> None:
         raise WorkflowCancelled(f"run {inv.workflow_id!r} is no longer held by this worker")
     if inv.cancel_requested.is_set():
         raise WorkflowCancelled(f"run {inv.workflow_id!r} was cancelled")
-    core = inv.core
-    now = core.clock.time()
-    if details is None and now - scope.last_beat < core.lease_seconds / 3:
+    runtime = inv.runtime
+    now = runtime.clock.time()
+    if details is None and now - scope.last_beat < runtime.lease_seconds / 3:
         return
     scope.last_beat = now
-    progress = core.codec.encode(details) if details is not None else None
+    progress = runtime.codec.encode(details) if details is not None else None
     with inv.journaling():  # a store failure stops the run like any other journaling
-        ok = core.store.record_progress(
+        ok = runtime.store.record_progress(
             inv.workflow_id,
             owner=inv.owner,
             progress=progress,
             now=now,
-            lease_until=now + core.lease_seconds,
+            lease_until=now + runtime.lease_seconds,
         )
     if not ok:
         inv.lease_lost.set()
@@ -98,7 +98,7 @@ def now() -> _dt.datetime:
     if inv is None:
         return _dt.datetime.now(_dt.UTC)
     return inv.record_value(  # type: ignore[no-any-return]
-        "now", lambda: _dt.datetime.fromtimestamp(inv.core.clock.time(), _dt.UTC)
+        "now", lambda: _dt.datetime.fromtimestamp(inv.runtime.clock.time(), _dt.UTC)
     )
 
 

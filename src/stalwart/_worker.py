@@ -49,7 +49,7 @@ class Worker:
         ):
             raise TypeError(f"queues={queues!r}: pass a list of queue names")
         self.app = app
-        self.core = app._core
+        self.runtime = app._runtime
         self.concurrency = concurrency
         self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
@@ -59,25 +59,25 @@ class Worker:
 
     def _all_queues(self) -> list[str]:
         """``default``, every declared queue and every queue a workflow names."""
-        named = {wf.queue for wf in self.core.registry.workflows.values()}
-        return sorted({"default", *self.core.queues, *named})
+        named = {wf.queue for wf in self.runtime.registry.workflows.values()}
+        return sorted({"default", *self.runtime.queues, *named})
 
     # -- the loop -------------------------------------------------------------------------
 
     def serve(self) -> None:
         """Claim and execute runs until SIGINT/SIGTERM (or :meth:`stop`), then stop gracefully."""
-        names = sorted(self.core.registry.workflows)
+        names = sorted(self.runtime.registry.workflows)
         if not names:
             raise RuntimeError("this app declares no workflows: there is nothing to serve")
         restore = self._install_signal_handlers()
         log.info(
             "worker %s: serving %s on queues %s (concurrency %d)",
-            self.core.owner,
+            self.runtime.owner,
             ", ".join(names),
             ", ".join(self.queues),
             self.concurrency,
         )
-        self.core.store.reserve_connections(self.concurrency + 4)
+        self.runtime.store.reserve_connections(self.concurrency + 4)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
         self._start_threads(pool)
         try:
@@ -85,14 +85,14 @@ class Worker:
         finally:
             self._shut_down(pool)
             restore()
-        log.info("worker %s: stopped", self.core.owner)
+        log.info("worker %s: stopped", self.runtime.owner)
 
     def _start_threads(self, pool: ThreadPoolExecutor) -> None:
         """Start every thread the worker will use now, so its footprint is fixed from the
         start: runs add none, executing or suspended."""
-        self.core.keeper.start()
-        if any(wf.is_async for wf in self.core.registry.workflows.values()):
-            _ = self.core.loop.loop  # the one loop every async run of this worker runs on
+        self.app._keeper.start()
+        if any(wf.is_async for wf in self.runtime.registry.workflows.values()):
+            _ = self.runtime.loop.loop  # the one loop every async run of this worker runs on
         barrier = threading.Barrier(self.concurrency)
         for future in [pool.submit(barrier.wait) for _ in range(self.concurrency)]:
             future.result()
@@ -100,34 +100,34 @@ class Worker:
     def stop(self) -> None:
         """Ask the loop to stop claiming and shut down gracefully."""
         self.stopping.set()
-        self.core.wakeup.set()
+        self.runtime.wakeup.set()
 
     def _loop(self, names: list[str], pool: ThreadPoolExecutor) -> None:
-        store = self.core.store
+        store = self.runtime.store
         last_version = -1
         next_full = 0.0
         next_scan = 0.0
         while not self.stopping.is_set():
             if self._signalled is not None:
                 name = signal.Signals(self._signalled).name
-                log.info("worker %s: %s received, stopping", self.core.owner, name)
+                log.info("worker %s: %s received, stopping", self.runtime.owner, name)
                 self.stop()
                 break
             now = time.monotonic()
             version = store.data_version()
-            nudged = self.core.wakeup.is_set()
+            nudged = self.runtime.wakeup.is_set()
             if nudged or version != last_version or now >= next_full:
-                self.core.wakeup.clear()
+                self.runtime.wakeup.clear()
                 last_version = version
                 next_start, refused = self._claim(names, pool)
                 next_full = now + self._until_next_wake(names, refused)
                 if next_start is not None:
-                    wait = max(0.0, next_start - self.core.clock.time())
+                    wait = max(0.0, next_start - self.runtime.clock.time())
                     next_full = min(next_full, now + wait)
             if now >= next_scan:
                 next_scan = now + HOST_SCAN_SECONDS
                 self._take_over_dead_holders(names, pool)
-            self.core.wakeup.wait(IDLE_POLL_SECONDS)
+            self.runtime.wakeup.wait(IDLE_POLL_SECONDS)
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.
@@ -138,10 +138,10 @@ class Worker:
         queues = [queue for queue in self.queues if queue not in refused]
         if not queues or self._free_slots() <= 0:
             return FULL_POLL_SECONDS
-        due = self.core.store.next_wake(names=names, queues=queues)
+        due = self.runtime.store.next_wake(names=names, queues=queues)
         if due is None:
             return FULL_POLL_SECONDS
-        return min(FULL_POLL_SECONDS, max(IDLE_POLL_SECONDS, due - self.core.clock.time()))
+        return min(FULL_POLL_SECONDS, max(IDLE_POLL_SECONDS, due - self.runtime.clock.time()))
 
     def _free_slots(self) -> int:
         with self._lock:
@@ -162,8 +162,8 @@ class Worker:
             queues = [queue for queue in self.queues if queue not in refused]
             if not queues:
                 break
-            now = self.core.clock.time()
-            candidates = self.core.store.claim_candidates(
+            now = self.runtime.clock.time()
+            candidates = self.runtime.store.claim_candidates(
                 names=names, queues=queues, now=now, limit=free * 2
             )
             newly_refused = False
@@ -173,42 +173,43 @@ class Worker:
                 with self._lock:
                     if workflow_id in self.active:
                         continue
-                row = self.core.store.get_run(workflow_id)
+                row = self.runtime.store.get_run(workflow_id)
                 if row is None or row.queue in refused:
                     continue
                 if self._start(row, pool):
                     free -= 1
-                elif row.queue in self.core.queues:
+                elif row.queue in self.runtime.queues:
                     refused.add(row.queue)  # at its limit (or another worker was faster)
                     newly_refused = True
             if not newly_refused:
                 break
         # Only a rate frees up at a known time; a queue refused for its concurrency is woken by
         # the finish that frees a slot (a notification, or the regular poll).
-        now = self.core.clock.time()
+        now = self.runtime.clock.time()
         starts = [
-            self.core.store.next_start(queue, self.core.queues[queue]) for queue in sorted(refused)
+            self.runtime.store.next_start(queue, self.runtime.queues[queue])
+            for queue in sorted(refused)
         ]
         return min((t for t in starts if t is not None and t > now), default=None), refused
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""
         host = HOST
-        for workflow_id, holder in self.core.store.held_on_host(
+        for workflow_id, holder in self.runtime.store.held_on_host(
             host_prefix=f"{host}/", names=names
         ):
             if self._free_slots() <= 0 or self.stopping.is_set():
                 return
-            if not holder.startswith(self.core.owner) and holder_is_gone(holder):
-                row = self.core.store.get_run(workflow_id)
+            if not holder.startswith(self.runtime.owner) and holder_is_gone(holder):
+                row = self.runtime.store.get_run(workflow_id)
                 if row is not None and row.lease_owner == holder:
                     self._start(row, pool)
 
     def _start(self, row: RunRow, pool: ThreadPoolExecutor) -> bool:
-        wf = self.core.registry.workflows.get(row.name)
+        wf = self.runtime.registry.workflows.get(row.name)
         if wf is None:
             return False
-        inv = self.app._take(wf, row, self.core.clock.time())
+        inv = self.app._take(wf, row, self.runtime.clock.time())
         if inv is None:
             return False
         invocations = [inv]
@@ -232,7 +233,7 @@ class Worker:
             if not inv.abandoned:  # never a run left 'running' with nobody on it
                 self.app._abandon(inv, exc)
         finally:
-            self.core.wakeup.set()
+            self.runtime.wakeup.set()
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -260,14 +261,14 @@ class Worker:
             active = list(self.active.items())
         for _wid, (_future, invocations) in active:
             invocations[-1].releasing.set()
-        deadline = time.monotonic() + self.core.lease_seconds
+        deadline = time.monotonic() + self.runtime.lease_seconds
         for _wid, (future, _invocations) in active:
             with contextlib.suppress(Exception):  # a timeout: handled below
                 future.result(timeout=max(0.0, deadline - time.monotonic()))
-        now = self.core.clock.time()
+        now = self.runtime.clock.time()
         for wid, (future, invocations) in active:
             if not future.done():
                 log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
                 invocations[-1].lease_lost.set()
-                self.core.store.release_run(wid, owner=invocations[-1].owner, now=now)
+                self.runtime.store.release_run(wid, owner=invocations[-1].owner, now=now)
         pool.shutdown(wait=False, cancel_futures=True)

@@ -16,17 +16,15 @@ from __future__ import annotations
 import inspect
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._errors import CorruptRecord, SerializationError
+from .._loop import run_on
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
+from .._runtime import Runtime
 from .._serde import Codec
 from .._store import Entry
 from .invocation import CURRENT_STEP, Invocation, StepScope
-from .loop import run_on
-
-if TYPE_CHECKING:
-    from .._app import Core
 
 __all__ = [
     "CompensationFailed",
@@ -138,19 +136,19 @@ def pending_compensations(
     return plan
 
 
-def run_compensations(core: Core, inv: Invocation) -> None:
+def run_compensations(runtime: Runtime, inv: Invocation) -> None:
     """Undo the run's completed steps, newest first; raise ``CompensationFailed`` when one
     exhausts its retries (the run then needs an operator)."""
-    rows = core.store.compensation_plan(inv.workflow_id)
-    for undo in pending_compensations(rows, codec=core.codec, workflow_id=inv.workflow_id):
-        step = core.registry.steps.get(undo.name)
+    rows = runtime.store.compensation_plan(inv.workflow_id)
+    for undo in pending_compensations(rows, codec=runtime.codec, workflow_id=inv.workflow_id):
+        step = runtime.registry.steps.get(undo.name)
         if step is None or step.compensate is None:
             raise CompensationFailed(
                 f"step {undo.name!r} (seq {undo.seq}) completed with a compensation, but this "
                 "code declares none for it: deploy code that does, then retry the run",
                 seq=undo.seq,
             )
-        _compensate(core, inv, step, undo)
+        _compensate(runtime, inv, step, undo)
 
 
 def retry_marker(seq: int, attempt: int) -> str:
@@ -182,7 +180,7 @@ def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -
     )
 
 
-def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
+def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> None:
     attempt = undo.attempts
     try:
         result = step.restore(undo.result) if step.restore else undo.result
@@ -194,7 +192,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             seq=undo.seq,
         ) from exc
     policy = step.undo_retry or step.retry
-    now = core.clock.time()
+    now = runtime.clock.time()
     charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)
     if charged is not None:  # retried whatever retry_on says, within max_attempts
         inv.append_many([charged])
@@ -211,7 +209,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
         marker = retry_marker(undo.seq, attempt)
         inv.mark_retry(marker)
         inv.retrying = marker
-        started = core.clock.time()
+        started = runtime.clock.time()
         scope = StepScope(inv, step.name, undo.seq, undo.position, attempt, suffix="/undo")
         token = CURRENT_STEP.set(scope)
         try:
@@ -223,7 +221,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
             error = exc
         finally:
             CURRENT_STEP.reset(token)
-        now = core.clock.time()
+        now = runtime.clock.time()
         base = {
             "kind": "compensation",
             "name": step.name,
@@ -260,7 +258,7 @@ def _compensate(core: Core, inv: Invocation, step: Any, undo: Undo) -> None:
                 "retry the run to continue the rollback",
                 seq=undo.seq,
             )
-        core.clock.sleep(policy.delay(attempt, core.rng))
+        runtime.clock.sleep(policy.delay(attempt, runtime.rng))
 
 
 async def _await(outcome: Any) -> Any:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
+from .._loop import run_on
 from .._model import (
     EntryKind,
     EntryStatus,
@@ -19,15 +20,14 @@ from .._model import (
     RunStatus,
     from_epoch,
 )
+from .._runtime import Runtime
 from .._serde import UnsupportedValue
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
-from .loop import run_on
 
 if TYPE_CHECKING:
-    from .._app import Core
     from .._registry import WorkflowDef
 
 __all__ = ["Outcome", "execute", "rollback_state"]
@@ -44,10 +44,12 @@ class Outcome:
 
 
 def _decode_input(
-    core: Core, workflow_id: str, stored: bytes | None
+    runtime: Runtime, workflow_id: str, stored: bytes | None
 ) -> tuple[list[Any], dict[str, Any]]:
     try:
-        value = core.codec.decode(core.store.load_payload(stored)) if stored is not None else None
+        value = (
+            runtime.codec.decode(runtime.store.load_payload(stored)) if stored is not None else None
+        )
     except (ValueError, CorruptRecord) as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}: its recorded input cannot be decoded ({exc})",
@@ -64,10 +66,10 @@ def _decode_input(
     return args, kwargs
 
 
-def rollback_state(core: Core, workflow_id: str, stored: bytes) -> tuple[str, str]:
+def rollback_state(runtime: Runtime, workflow_id: str, stored: bytes) -> tuple[str, str]:
     """How the interrupted rollback ends the run, from its ``rolling_back`` entry."""
     try:
-        state = core.codec.decode(stored)
+        state = runtime.codec.decode(stored)
     except ValueError as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}: its rolling_back entry cannot be decoded ({exc}); restore "
@@ -134,43 +136,45 @@ def _error_json(error: BaseException, **extra: Any) -> str:
     return ErrorRecord.of(error, **extra).to_json()
 
 
-def execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
+def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
     """Run the workflow from the top; record how it ended unless the lease was lost.
 
     An exception of the engine's own bookkeeping (not of workflow code, not a store outage,
     which the caller handles by releasing the lease) sends the run to an operator."""
     try:
-        return _execute(core, inv, stored_input)
+        return _execute(runtime, inv, stored_input)
     except StoreError:
         raise
     except Exception as exc:
         fault = inv.engine_fault(exc).error
         detail = _error_json(fault, reason=str(fault))
-        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault)
+        return _finish(
+            runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault
+        )
 
 
-def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome:
+def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
     wf, wid = inv.wf, inv.workflow_id
     try:
         # A rollback implies recorded steps: a run that has none skips the lookup.
-        pending = core.store.rollback_in_progress(wid) if inv.recorded else None
+        pending = runtime.store.rollback_in_progress(wid) if inv.recorded else None
         if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
-            then, detail = rollback_state(core, wid, pending)
-            return _roll_back(core, inv, then, detail, None, started=True)
-        args, kwargs = _decode_input(core, wid, stored_input)
+            then, detail = rollback_state(runtime, wid, pending)
+            return _roll_back(runtime, inv, then, detail, None, started=True)
+        args, kwargs = _decode_input(runtime, wid, stored_input)
         try:
             runner = _run_async if wf.is_async else _run_sync
             value = runner(inv, wf, args, kwargs)
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _roll_back(core, inv, RunStatus.FAILED, _error_json(exc), exc)
+            return _roll_back(runtime, inv, RunStatus.FAILED, _error_json(exc), exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
-            payload = core.codec.encode(value)
+            payload = runtime.codec.encode(value)
             if wf.restore is not None:  # what Handle.result will rebuild must fit
-                wf.restore(core.codec.decode(payload))
+                wf.restore(runtime.codec.decode(payload))
         except UnsupportedValue as exc:
             error = SerializationError(
                 f"workflow {wf.name!r} (run {wid!r}) returned a value of type {exc.type_name} "
@@ -178,41 +182,41 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
             return _finish(
-                core, inv, RunStatus.FAILED, output=None, error=_error_json(error), exc=error
+                runtime, inv, RunStatus.FAILED, output=None, error=_error_json(error), exc=error
             )
         except SerializationError as exc:
             return _finish(
-                core, inv, RunStatus.FAILED, output=None, error=_error_json(exc), exc=exc
+                runtime, inv, RunStatus.FAILED, output=None, error=_error_json(exc), exc=exc
             )
-        return _finish(core, inv, RunStatus.COMPLETED, output=payload, error=None, exc=None)
+        return _finish(runtime, inv, RunStatus.COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
             reason = str(signal.error)
             detail = _error_json(signal.error, reason=reason)
             return _finish(
-                core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=signal.error
+                runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=signal.error
             )
-        return _corrupt(core, inv, signal.error)
+        return _corrupt(runtime, inv, signal.error)
     except CorruptRecord as exc:
-        return _corrupt(core, inv, exc)
+        return _corrupt(runtime, inv, exc)
     except Suspend as signal:
-        return _suspend(core, inv, signal)
+        return _suspend(runtime, inv, signal)
     except Cancel as signal:
         detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
-        return _roll_back(core, inv, RunStatus.CANCELLED, detail, None)
+        return _roll_back(runtime, inv, RunStatus.CANCELLED, detail, None)
     except InDoubt as signal:
         detail = ErrorRecord(
             ErrorType.IN_DOUBT, signal.reason, reason=signal.reason, seq=signal.seq
         ).to_json()
         log.warning("run %s: %s", wid, signal.reason)
-        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=None)
+        return _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=None)
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         with contextlib.suppress(Exception):
-            core.store.release_lease(wid, owner=inv.owner, now=core.clock.time())
+            runtime.store.release_lease(wid, owner=inv.owner, now=runtime.clock.time())
         return Outcome(OutcomeKind.ABORT, signal.error)
     except Release:
-        core.store.release_run(wid, owner=inv.owner, now=core.clock.time())
+        runtime.store.release_run(wid, owner=inv.owner, now=runtime.clock.time())
         log.info("run %s: given back at a step boundary (worker shutting down)", wid)
         return Outcome(OutcomeKind.RELEASED)
     except LeaseLost:
@@ -221,7 +225,7 @@ def _execute(core: Core, inv: Invocation, stored_input: bytes | None) -> Outcome
 
 
 def _roll_back(
-    core: Core,
+    runtime: Runtime,
     inv: Invocation,
     status: str,
     detail: str,
@@ -235,8 +239,8 @@ def _roll_back(
     the workflow (whose compensated steps would otherwise run again)."""
     try:
         with inv.journaling():
-            if not started and _has_compensations(core, inv):
-                now = core.clock.time()
+            if not started and _has_compensations(runtime, inv):
+                now = runtime.clock.time()
                 inv.append(
                     Entry(
                         kind=EntryKind.RUN,
@@ -244,49 +248,51 @@ def _roll_back(
                         status=EntryStatus.COMPLETED,
                         started_at=now,
                         finished_at=now,
-                        output=core.codec.encode({"then": status, "detail": detail}),
+                        output=runtime.codec.encode({"then": status, "detail": detail}),
                     )
                 )
-            run_compensations(core, inv)
+            run_compensations(runtime, inv)
     except CompensationFailed as failure:
         reason = str(failure)
         error = ErrorRecord(
             ErrorType.COMPENSATION_FAILED, reason, reason=reason, seq=failure.seq, then=status
         ).to_json()
-        return _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=error, exc=failure)
-    return _finish(core, inv, status, output=None, error=detail, exc=exc)
+        return _finish(
+            runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=error, exc=failure
+        )
+    return _finish(runtime, inv, status, output=None, error=detail, exc=exc)
 
 
-def _has_compensations(core: Core, inv: Invocation) -> bool:
-    rows = core.store.compensation_plan(inv.workflow_id)
-    return bool(pending_compensations(rows, codec=core.codec, workflow_id=inv.workflow_id))
+def _has_compensations(runtime: Runtime, inv: Invocation) -> bool:
+    rows = runtime.store.compensation_plan(inv.workflow_id)
+    return bool(pending_compensations(rows, codec=runtime.codec, workflow_id=inv.workflow_id))
 
 
-def _corrupt(core: Core, inv: Invocation, error: Exception) -> Outcome:
+def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
     """A record replay needs cannot be read: the run waits for an operator (it is not a crash,
     and retrying it would only fail again); the caller sees the ``CorruptRecord``."""
     seq = getattr(error, "seq", None)
     detail = _error_json(error, reason=str(error), seq=seq)
-    _finish(core, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=error)
+    _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=error)
     return Outcome(OutcomeKind.ABORT, error)
 
 
-def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
+def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
     wake_at = signal.wake_at
     if inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
-    now = core.clock.time()
+    now = runtime.clock.time()
     entry = Entry(
         kind=EntryKind.RUN,
         name=RunStatus.SUSPENDED,
         status=EntryStatus.COMPLETED,
         started_at=now,
         finished_at=now,
-        output=core.codec.encode(
+        output=runtime.codec.encode(
             {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
         ),
     )
-    if core.store.suspend_run(
+    if runtime.store.suspend_run(
         inv.workflow_id,
         owner=inv.owner,
         wake_at=wake_at,
@@ -302,7 +308,7 @@ def _suspend(core: Core, inv: Invocation, signal: Suspend) -> Outcome:
 
 
 def _finish(
-    core: Core,
+    runtime: Runtime,
     inv: Invocation,
     status: str,
     *,
@@ -310,7 +316,7 @@ def _finish(
     error: str | None,
     exc: BaseException | None,
 ) -> Outcome:
-    now = core.clock.time()
+    now = runtime.clock.time()
     entry = Entry(
         kind=EntryKind.RUN,
         name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
@@ -320,7 +326,7 @@ def _finish(
         output=output,
         error=error,
     )
-    ok = core.store.finish_run(
+    ok = runtime.store.finish_run(
         inv.workflow_id,
         owner=inv.owner,
         status=status,
@@ -332,5 +338,5 @@ def _finish(
     if not ok:
         return Outcome(OutcomeKind.LEASE_LOST)
     log.info("run %s: %s", inv.workflow_id, status)
-    core.note_settled()
+    runtime.note_settled()
     return Outcome(OutcomeKind(status), exc if isinstance(exc, Exception) else None)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
 from .._model import EntryKind, EntryStatus, ErrorRecord
+from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
 
 if TYPE_CHECKING:
-    from .._app import Core
     from .._registry import WorkflowDef
 
 __all__ = [
@@ -162,7 +162,7 @@ class Invocation:
 
     def __init__(
         self,
-        core: Core,
+        runtime: Runtime,
         wf: WorkflowDef,
         workflow_id: str,
         owner: str,
@@ -170,7 +170,7 @@ class Invocation:
         recovering: bool,
         index: list[IndexRow],
     ) -> None:
-        self.core = core
+        self.runtime = runtime
         self.wf = wf
         self.workflow_id = workflow_id
         self.owner = owner
@@ -267,7 +267,7 @@ class Invocation:
             raise Release()
         if self.cancel_requested.is_set():
             raise Cancel("cancelled by an operator")
-        if self.deadline is not None and self.core.clock.time() >= self.deadline:
+        if self.deadline is not None and self.runtime.clock.time() >= self.deadline:
             raise Cancel("its deadline passed")
 
     def suspend(self, *, wake_at: float | None, waiting_for: str | None) -> Suspend:
@@ -347,8 +347,8 @@ class Invocation:
         """A stored payload of ``rec``, decoded; a bad one aborts with ``CorruptRecord``."""
         try:
             with self.journaling():
-                payload = self.core.store.load_payload(stored)
-            return self.core.codec.decode(payload)
+                payload = self.runtime.store.load_payload(stored)
+            return self.runtime.codec.decode(payload)
         except (ValueError, CorruptRecord) as exc:
             raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
 
@@ -372,7 +372,7 @@ class Invocation:
     def append(self, entry: Entry) -> None:
         """Journal ``entry`` while this invocation still holds the run's lease."""
         try:  # inline rather than journaling(): this runs once per step
-            held = self.core.store.append(self.workflow_id, entry, owner=self.owner)
+            held = self.runtime.store.append(self.workflow_id, entry, owner=self.owner)
         except CorruptRecord:
             raise
         except StoreError as exc:
@@ -384,7 +384,7 @@ class Invocation:
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
         with self.journaling():
-            held = self.core.store.append_many(self.workflow_id, entries, owner=self.owner)
+            held = self.runtime.store.append_many(self.workflow_id, entries, owner=self.owner)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
@@ -393,7 +393,7 @@ class Invocation:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
         charged and one before it is not."""
         with self.journaling():
-            held = self.core.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
+            held = self.runtime.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
@@ -402,7 +402,7 @@ class Invocation:
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """Where this invocation's async code runs: the caller's loop for ``run_async``, else
         the app's one loop."""
-        return self.loop if self.loop is not None else self.core.loop.loop
+        return self.loop if self.loop is not None else self.runtime.loop.loop
 
     @guarded
     def record_value(self, kind: str, produce: Any) -> Any:
@@ -417,8 +417,8 @@ class Invocation:
             return value
         self.recovering = False
         value = produce()
-        payload = self.core.codec.encode(value)
-        now = self.core.clock.time()
+        payload = self.runtime.codec.encode(value)
+        now = self.runtime.clock.time()
         self.append(
             Entry(
                 kind=kind,
@@ -432,4 +432,4 @@ class Invocation:
                 output=payload,
             )
         )
-        return self.core.codec.decode(payload)
+        return self.runtime.codec.decode(payload)

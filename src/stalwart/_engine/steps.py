@@ -123,7 +123,7 @@ class StepCall:
         self.inv.recovering = False
         if self.step.verify is None:
             if not marked:
-                self._record(EntryStatus.IN_DOUBT, self.inv.core.clock.time())
+                self._record(EntryStatus.IN_DOUBT, self.inv.runtime.clock.time())
             key = step_key(self.inv.workflow_id, self.position)
             reason = (
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
@@ -139,7 +139,7 @@ class StepCall:
         exc = AttemptInterrupted(
             f"attempt {self.attempt} was interrupted; verify found no effect, so it runs again"
         )
-        now = self.inv.core.clock.time()
+        now = self.inv.runtime.clock.time()
         final = self.attempt >= self.step.retry.max_attempts
         self._record_failure(exc, now, now, delay=0.0, final=final)
         if final:
@@ -163,7 +163,7 @@ class StepCall:
             return False
         payload = self._validate_and_encode(found)
         value = self._restored(payload)  # an answer that does not fit is refused unrecorded
-        now = self.inv.core.clock.time()
+        now = self.inv.runtime.clock.time()
         settled = self._entry(EntryStatus.COMPLETED, now, output=payload, by="verify")
         if interrupted:
             detail = ErrorRecord(
@@ -227,7 +227,7 @@ class StepCall:
 
     def _encode_input(self) -> bytes:
         try:
-            return self.inv.core.codec.encode({"args": list(self.args), "kwargs": self.kwargs})
+            return self.inv.runtime.codec.encode({"args": list(self.args), "kwargs": self.kwargs})
         except UnsupportedValue as exc:
             raise SerializationError(
                 f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
@@ -247,7 +247,7 @@ class StepCall:
             f"attempt {self.attempt} was interrupted: its process stopped before the outcome "
             "was recorded"
         )
-        now = self.inv.core.clock.time()
+        now = self.inv.runtime.clock.time()
         final = self.attempt >= self.step.retry.max_attempts
         self._record_failure(exc, now, now, delay=0.0, final=final)
         if final:
@@ -256,17 +256,17 @@ class StepCall:
 
     def scope(self) -> StepScope:
         """Begin an attempt."""
-        self.started_at = self.inv.core.clock.time()
+        self.started_at = self.inv.runtime.clock.time()
         return StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
 
     def wait_before_attempt(self) -> float:
         """Seconds of backoff still owed before the next attempt."""
-        return max(0.0, self.retry_at - self.inv.core.clock.time())
+        return max(0.0, self.retry_at - self.inv.runtime.clock.time())
 
     def settle(self, outcome: Any, error: BaseException | None) -> float | object:
         """Record an attempt's outcome; ``_DONE`` (value in ``self.value``) or a retry delay."""
         self.inv.recovering = False
-        now = self.inv.core.clock.time()
+        now = self.inv.runtime.clock.time()
         if error is None:
             try:
                 payload = self._validate_and_encode(outcome)
@@ -282,7 +282,7 @@ class StepCall:
         if error is not None:
             retry = self.step.retry
             final = not retry.should_retry(error, self.attempt)
-            delay = 0.0 if final else retry.delay(self.attempt, self.inv.core.rng)
+            delay = 0.0 if final else retry.delay(self.attempt, self.inv.runtime.rng)
             self._record_failure(error, self.started_at, now, delay=delay, final=final)
             if final:
                 raise StepFailed(
@@ -298,7 +298,7 @@ class StepCall:
     def _restored(self, payload: bytes) -> Any:
         """The value workflow code receives: ``payload`` decoded, and rebuilt as the classes
         the step's annotation names (``SerializationError`` if it does not fit them)."""
-        value = self.inv.core.codec.decode(payload)
+        value = self.inv.runtime.codec.decode(payload)
         return self.step.restore(value) if self.step.restore else value
 
     def _validate_and_encode(self, raw: Any) -> bytes:
@@ -315,7 +315,7 @@ class StepCall:
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
         try:
-            return self.inv.core.codec.encode(raw)
+            return self.inv.runtime.codec.encode(raw)
         except UnsupportedValue as exc:
             raise SerializationError(
                 f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
@@ -429,13 +429,13 @@ def _pause_before_retry(inv: Invocation, call: StepCall, seconds: float) -> floa
 def _back_off(inv: Invocation, call: StepCall, seconds: float) -> None:
     pause = _pause_before_retry(inv, call, seconds)
     if pause > 0:
-        inv.core.clock.sleep(pause)
+        inv.runtime.clock.sleep(pause)
 
 
 async def _back_off_async(inv: Invocation, call: StepCall, seconds: float) -> None:
     pause = _pause_before_retry(inv, call, seconds)
     if pause > 0:
-        await asyncio.to_thread(inv.core.clock.sleep, pause)
+        await asyncio.to_thread(inv.runtime.clock.sleep, pause)
 
 
 @guarded_async

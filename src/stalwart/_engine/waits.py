@@ -63,7 +63,7 @@ class _Wait:
         self.name = name
         self.position = inv.next_position()
         self.rec: Recorded | None = inv.lookup(self.position, kind, name)
-        self.now = inv.core.clock.time()
+        self.now = inv.runtime.clock.time()
 
     @property
     def done(self) -> bool:
@@ -110,10 +110,10 @@ class _Wait:
             seq=seq,
             position=self.position,
             started_at=self.now,
-            input=inv.core.codec.encode(spec),
+            input=inv.runtime.codec.encode(spec),
         )
         with inv.journaling():
-            opened = inv.core.store.open_wait(
+            opened = inv.runtime.store.open_wait(
                 inv.workflow_id, entry, owner=inv.owner, approval=approval
             )
         if not opened:
@@ -152,7 +152,7 @@ class _Wait:
             finished_at=self.now,
         )
         with inv.journaling():
-            winner, data = inv.core.store.resolve_wait(
+            winner, data = inv.runtime.store.resolve_wait(
                 inv.workflow_id,
                 entry,
                 owner=inv.owner,
@@ -160,7 +160,7 @@ class _Wait:
                 approval_id=approval_id,
                 time_out=time_out,
                 now=self.now,
-                encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
+                encode_decision=lambda row: inv.runtime.codec.encode(_decision(row)),
                 until=until,
             )
         if winner == "lost":
@@ -242,7 +242,7 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
         request = {
             "approval_id": approval_id,
             "subject": subject,
-            "details": inv.core.codec.encode(details),
+            "details": inv.runtime.codec.encode(details),
             "now": wait.now,
             "expires_at": expires,
         }

@@ -1,0 +1,75 @@
+"""The engine's shared state: what every layer below the app reads, and nothing that runs.
+
+The app builds one :class:`Runtime`; the engine, the lease keeper, the operator verbs and the
+worker take it (never the app). It holds no threads: the lease keeper (``_engine.keeper``)
+and the event loop (``_loop.AppLoop``) are services built next to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import random
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ._clock import Clock
+from ._leases import new_owner
+from ._loop import AppLoop
+from ._registry import Registry
+from ._serde import Codec
+from ._store import Store
+from ._store.base import QueueLimits
+
+__all__ = ["Runtime"]
+
+
+@dataclass
+class Runtime:
+    """What the engine shares with the app: store, serializer, clock and policies."""
+
+    url: str
+    store: Store
+    codec: Codec
+    clock: Clock
+    lease_seconds: float
+    max_recoveries: int
+    registry: Registry
+    loop: AppLoop  # every async run of this app in this process runs on it
+    rng: random.Random = dataclasses.field(default_factory=random.Random)
+    owner: str = dataclasses.field(default_factory=new_owner)
+    queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._claims = itertools.count(1)
+        runtime = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _call_if_alive(runtime, "_forked"))
+        self.wakeup = threading.Event()  # set when this process changes something to claim
+        self.settled = threading.Condition()  # notified when this process ends or parks a run
+        self.settled_count = 0
+
+    def _forked(self) -> None:
+        """In a forked child: a process of its own, so an owner of its own."""
+        self.owner = new_owner()
+        self._claims = itertools.count(1)
+        self.loop.forget()
+
+    def note_settled(self) -> None:
+        """A run this process executed finished or suspended: wake callers waiting on it."""
+        with self.settled:
+            self.settled_count += 1
+            self.settled.notify_all()
+
+    def claim_owner(self) -> str:
+        """A lease owner for one claim: this process and app, and which claim it is, so that
+        two claims of one run by the same app can never both write."""
+        return f"{self.owner}#{next(self._claims)}"
+
+
+def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
+    target = ref()
+    if target is not None:
+        getattr(target, method)()
