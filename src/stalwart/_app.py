@@ -15,10 +15,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
-from ._engine.compensation import Undo, interruption, pending_compensations
-from ._engine.executor import Outcome, execute, rollback_state
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
-from ._engine.keeper import LeaseKeeper
+from ._engine.driver import Driver, lifecycle
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, step_key
 from ._engine.loop import install_task_factory
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
@@ -32,10 +30,8 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
-from ._leases import holder_is_gone
 from ._loop import AppLoop
 from ._model import (
-    ENDED,
     STATUSES,
     TERMINAL,
     Approval,
@@ -44,7 +40,6 @@ from ._model import (
     ErrorRecord,
     ErrorType,
     JournalEntry,
-    OutcomeKind,
     RunStatus,
     WorkflowInfo,
     from_epoch,
@@ -317,20 +312,6 @@ def _who(by: str | None) -> str:
         return "unknown"
 
 
-def _lifecycle(
-    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
-) -> Entry:
-    return Entry(
-        kind=EntryKind.RUN,
-        name=name,
-        status=RunStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=input,
-        output=output,
-    )
-
-
 def _run_error(row: RunRow) -> ErrorRecord:
     """The run's recorded error (one of type ``""`` when it has none)."""
     if not row.error:
@@ -385,17 +366,20 @@ class Stalwart:
             registry=Registry(),
             loop=AppLoop(install_task_factory),
         )
-        self._keeper = LeaseKeeper(self._runtime)
+        self._driver = Driver(self._runtime)
 
     @property
     def _core(self) -> Runtime:  # the tests' old name, until they all use stalwart.testing
         return self._runtime
 
+    def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Any:
+        return self._driver.take(wf, row, now)  # the tests' old seam, as _core
+
     # -- lifecycle ------------------------------------------------------------------------
 
     def close(self) -> None:
         """Stop background renewals and release the store's connections."""
-        self._keeper.close()
+        self._driver.close()
         self._runtime.loop.close()
         self._runtime.store.close()
 
@@ -607,7 +591,7 @@ class Stalwart:
             now=now,
             owner=None,
             lease_until=None,
-            entry=_lifecycle("started", now, input=payload),
+            entry=lifecycle("started", now, input=payload),
             deadline=None if definition.timeout is None else now + definition.timeout,
         )
         self._runtime.wakeup.set()
@@ -651,260 +635,7 @@ class Stalwart:
     ) -> Any:
         payload = self._encode_args(definition, args, kwargs)
         wid = _new_id(workflow_id)
-        inv, row = self._acquire(definition, wid, payload)
-        while True:
-            if inv is None:
-                return self._outcome(row)
-            inv.loop = loop
-            outcome = self._execute(inv, row)
-            if outcome.status == OutcomeKind.ABORT:
-                assert outcome.error is not None
-                raise outcome.error
-            if outcome.status in ENDED:
-                return self._outcome(self._row(wid))
-            if outcome.status == OutcomeKind.WAKE:  # still held: what it waits for has arrived
-                row = self._row(wid)
-                inv = self._invocation(definition, row, recovering=False, owner=inv.owner)
-                continue
-            inv, row = self._acquire(definition, wid, payload)
-
-    def _execute(self, inv: Invocation, row: RunRow) -> Outcome:
-        """One invocation of a run this process holds, with its lease kept alive meanwhile."""
-        runtime = self._runtime
-        self._keeper.hold(inv)
-        try:
-            outcome = execute(runtime, inv, row.input)
-        except BaseException as exc:
-            self._abandon(inv, exc)
-            raise
-        finally:
-            self._keeper.drop(inv.workflow_id)
-        if outcome.status == OutcomeKind.ABORT:
-            self._abandon(inv, outcome.error)
-        return outcome
-
-    def _abandon(self, inv: Invocation, error: BaseException | None) -> None:
-        """An invocation ended without recording an outcome: say so, and give its lease back
-        so that the run is taken up again at once, not when the lease lapses."""
-        inv.abandoned = True
-        log.error(
-            "run %s: stopped without recording an outcome (%s: %s); its lease was released",
-            inv.workflow_id,
-            type(error).__name__,
-            error,
-        )
-        runtime = self._runtime
-        try:
-            runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
-        except Exception as exc:
-            log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
-
-    def _invocation(
-        self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
-    ) -> Invocation:
-        runtime = self._runtime
-        index = runtime.store.replay_index(row.workflow_id)  # a released run has a journal too
-        inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
-        inv.deadline = row.deadline
-        inv.retrying = row.retrying
-        if row.cancel_requested:
-            inv.cancel_requested.set()
-        return inv
-
-    def _acquire(
-        self, wf: WorkflowDef, wid: str, payload: bytes
-    ) -> tuple[Invocation | None, RunRow]:
-        """Create the run holding its lease, or take over an existing run's lease.
-
-        Returns no invocation when the run is already terminal; waits while a live process
-        holds the lease or the run waits on something; raises ``NeedsAttention`` for a run
-        waiting on an operator.
-        """
-        runtime = self._runtime
-        delay = WAIT_POLL_SECONDS
-        while True:
-            now = runtime.clock.time()
-            until = now + runtime.lease_seconds
-            row = runtime.store.get_run(wid)
-            if row is None:
-                # A run of a queue with limits starts pending and waits for its turn like any
-                # other; without limits it is created already held, in one transaction.
-                limited = wf.queue in runtime.queues
-                owner = runtime.claim_owner()
-                deadline = None if wf.timeout is None else now + wf.timeout
-                if (
-                    runtime.store.create_run(
-                        workflow_id=wid,
-                        name=wf.name,
-                        status=RunStatus.PENDING if limited else RunStatus.RUNNING,
-                        queue=wf.queue,
-                        priority=0,
-                        input=payload,
-                        now=now,
-                        owner=None if limited else owner,
-                        lease_until=None if limited else until,
-                        entry=_lifecycle("started", now, input=payload),
-                        deadline=deadline,
-                    )
-                    and not limited
-                ):
-                    row = self._row(wid)
-                    return self._invocation(wf, row, recovering=False, owner=owner), row
-                continue
-            if row.name != wf.name:
-                raise WorkflowAlreadyExists(
-                    f"run {wid!r} belongs to workflow {row.name!r}, not {wf.name!r}; use another "
-                    "workflow_id"
-                )
-            if row.status in TERMINAL:
-                return None, row
-            if row.status == RunStatus.NEEDS_ATTENTION:
-                self._outcome(row)  # raises NeedsAttention
-            if self._claimable(row, now):
-                taken = self._take(wf, row, now)
-                if taken is not None:
-                    return taken, row
-                # another process was faster, or the run's queue is at its limit: wait a little
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.25)
-            if row.status == RunStatus.SUSPENDED:
-                delay = WAIT_POLL_SECONDS
-
-    @staticmethod
-    def _claimable(row: RunRow, now: float) -> bool:
-        if row.status == RunStatus.SUSPENDED:
-            return row.wake_at is not None and row.wake_at <= now
-        holder = row.lease_owner
-        expired = row.lease_expires_at is not None and row.lease_expires_at <= now
-        return holder is None or expired or holder_is_gone(holder)
-
-    def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
-        """Take the lease of a claimable run; ``None`` if another process was faster."""
-        runtime = self._runtime
-        holder = row.lease_owner
-        # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
-        recovering = row.status == RunStatus.RUNNING
-        detail = runtime.codec.encode({"recovered_from": holder}) if recovering else None
-        owner = runtime.claim_owner()
-        taken, crashes = runtime.store.take_lease(
-            row.workflow_id,
-            owner=owner,
-            expected_owner=holder,
-            now=now,
-            lease_until=now + runtime.lease_seconds,
-            entry=_lifecycle("resumed", now, output=detail),
-            recovery=recovering,
-            holder_gone=holder is not None and holder_is_gone(holder),
-            limits=runtime.queues.get(row.queue),
-        )
-        if not taken:
-            return None
-        if recovering:
-            log.info(
-                "run %s: recovering: its holder %s stopped or its lease lapsed",
-                row.workflow_id,
-                holder,
-            )
-            if crashes >= self.max_recoveries:
-                return self._fail_poison_run(wf, row, crashes, owner)
-        return self._invocation(wf, row, recovering=recovering, owner=owner)
-
-    def _fail_poison_run(
-        self, wf: WorkflowDef, row: RunRow, crashes: int, owner: str
-    ) -> Invocation | None:
-        """Stop a run whose worker died at the same point ``crashes`` times in a row.
-
-        A run with completed compensable steps is rolled back like any failure before it is
-        failed: the invocation returned runs its compensations and then ends it ``failed``.
-        A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
-        (never to ``failed`` with compensations still pending). Otherwise it is failed now
-        and ``None`` is returned."""
-        runtime = self._runtime
-        wid = row.workflow_id
-        now = runtime.clock.time()
-        try:
-            plan = pending_compensations(
-                runtime.store.compensation_plan(wid), codec=runtime.codec, workflow_id=wid
-            )
-            rollback = runtime.store.rollback_in_progress(wid)
-            then = None if rollback is None else rollback_state(runtime, wid, rollback)[0]
-        except CorruptRecord as exc:
-            detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
-            self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, detail, owner, now)
-            log.error("run %s: %s", wid, exc)
-            return None
-        if rollback is not None:
-            if not plan:  # only the rollback's ending is left to record
-                return self._invocation(wf, row, recovering=True, owner=owner)
-            state = {"then": then}
-            self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
-            return None
-        if plan:
-            detail = self._crashed_error(crashes)
-            entry = _lifecycle(
-                "rolling_back",
-                now,
-                output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
-            )
-            if not runtime.store.append(wid, entry, owner=owner):
-                return None  # another process took the run meanwhile
-            log.warning(
-                "run %s: crashed its worker %d times; rolling it back before failing it",
-                wid,
-                crashes,
-            )
-            return self._invocation(wf, row, recovering=True, owner=owner)
-        self._finish_poisoned(wid, RunStatus.FAILED, self._crashed_error(crashes), owner, now)
-        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
-        return None
-
-    def _crashed_error(self, crashes: int) -> str:
-        return ErrorRecord(
-            ErrorType.WORKER_CRASHED,
-            f"crashed its worker {crashes} times: each recovery found it where the last one "
-            "left it, so it was failed instead of crash-looping the fleet "
-            f"(max_recoveries={self.max_recoveries})",
-        ).to_json()
-
-    def _rollback_crashed(
-        self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
-    ) -> None:
-        """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
-        its interrupted attempt and hand the run to an operator, who retries it to continue
-        the rollback with a fresh budget."""
-        runtime = self._runtime
-        row = runtime.store.get_run(wid)
-        charged = interruption(undo, row.retrying if row else None, now, final=True)
-        if charged is not None and not runtime.store.append(wid, charged, owner=owner):
-            return  # another process took the run meanwhile
-        reason = (
-            f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
-            f"{crashes} times in a row, so the rollback stopped instead of crash-looping the "
-            f"fleet (max_recoveries={self.max_recoveries}); fix the cause, then retry the run "
-            "to continue the rollback"
-        )
-        error = ErrorRecord(
-            ErrorType.COMPENSATION_FAILED,
-            reason,
-            reason=reason,
-            seq=undo.seq,
-            then=state.get("then", RunStatus.FAILED),
-        ).to_json()
-        self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, error, owner, now)
-        log.warning("run %s: %s", wid, reason)
-
-    def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
-        entry = Entry(
-            kind=EntryKind.RUN,
-            name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-            status=RunStatus.FAILED,
-            started_at=now,
-            finished_at=now,
-            error=error,
-        )
-        self._runtime.store.finish_run(
-            wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
-        )
+        return self._outcome(self._driver.run(definition, wid, payload, loop=loop))
 
     # -- observing ------------------------------------------------------------------------
 
@@ -1029,7 +760,7 @@ class Stalwart:
         """
         from ._worker import Worker
 
-        Worker(self, concurrency=concurrency, queues=queues).serve()
+        Worker(self._driver, concurrency=concurrency, queues=queues).serve()
 
     def send_event(
         self,
@@ -1196,9 +927,7 @@ class Stalwart:
         if verdict == "finished":
             status = self._row(workflow_id).status
             raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
-        held = self._keeper.held.get(workflow_id)
-        if held is not None:
-            held.cancel_requested.set()
+        self._driver.keeper.request_cancel(workflow_id)
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
 
     def retry(self, workflow_id: str, by: str | None = None) -> None:
@@ -1236,7 +965,7 @@ class Stalwart:
                     error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
                 ),
                 self._operator("retry", now, who, {"from_status": row.status}),
-                _lifecycle("rolling_back", now, output=rollback),
+                lifecycle("rolling_back", now, output=rollback),
             ]
         else:
             entries = [
@@ -1376,7 +1105,7 @@ class Stalwart:
         now = self._runtime.clock.time()
         who = _who(by)
         origin = {"forked_from": workflow_id, "from_seq": from_seq}
-        started = _lifecycle(
+        started = lifecycle(
             "started", now, input=row.input, output=self._runtime.codec.encode(origin)
         )
         started.by = who

@@ -18,11 +18,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from ._engine.driver import Driver
 from ._engine.invocation import Invocation
 from ._leases import HOST, holder_is_gone
 
 if TYPE_CHECKING:
-    from ._app import Stalwart
     from ._store import RunRow
 
 __all__ = ["Worker"]
@@ -39,7 +39,7 @@ class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
     def __init__(
-        self, app: Stalwart, *, concurrency: int | None = None, queues: list[str] | None = None
+        self, driver: Driver, *, concurrency: int | None = None, queues: list[str] | None = None
     ) -> None:
         concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
         if not isinstance(concurrency, int) or concurrency < 1:
@@ -48,8 +48,8 @@ class Worker:
             isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)
         ):
             raise TypeError(f"queues={queues!r}: pass a list of queue names")
-        self.app = app
-        self.runtime = app._runtime
+        self.driver = driver
+        self.runtime = driver.runtime
         self.concurrency = concurrency
         self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
@@ -90,7 +90,7 @@ class Worker:
     def _start_threads(self, pool: ThreadPoolExecutor) -> None:
         """Start every thread the worker will use now, so its footprint is fixed from the
         start: runs add none, executing or suspended."""
-        self.app._keeper.start()
+        self.driver.keeper.start()
         if any(wf.is_async for wf in self.runtime.registry.workflows.values()):
             _ = self.runtime.loop.loop  # the one loop every async run of this worker runs on
         barrier = threading.Barrier(self.concurrency)
@@ -209,7 +209,7 @@ class Worker:
         wf = self.runtime.registry.workflows.get(row.name)
         if wf is None:
             return False
-        inv = self.app._take(wf, row, self.runtime.clock.time())
+        inv = self.driver.take(wf, row, self.runtime.clock.time())
         if inv is None:
             return False
         invocations = [inv]
@@ -219,19 +219,15 @@ class Worker:
         return True
 
     def _execute(self, inv: Invocation, row: RunRow, invocations: list[Invocation]) -> None:
+        def follow(next_inv: Invocation) -> None:
+            invocations.append(next_inv)
+            if self.stopping.is_set():
+                next_inv.releasing.set()
+
         try:
-            while True:
-                outcome = self.app._execute(inv, row)
-                if outcome.status != "wake":
-                    break
-                row = self.app._row(inv.workflow_id)
-                inv = self.app._invocation(inv.wf, row, recovering=False, owner=inv.owner)
-                invocations.append(inv)
-                if self.stopping.is_set():
-                    inv.releasing.set()
-        except Exception as exc:
-            if not inv.abandoned:  # never a run left 'running' with nobody on it
-                self.app._abandon(inv, exc)
+            self.driver.drive(inv, row, follow=follow)
+        except Exception:  # logged by the driver, which gave the run's lease back
+            pass
         finally:
             self.runtime.wakeup.set()
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-__all__ = ["FakeClock"]
+if TYPE_CHECKING:
+    from ._app import Stalwart
+    from ._worker import Worker
+
+__all__ = ["FakeClock", "worker"]
 
 
 class FakeClock:
@@ -34,3 +39,13 @@ class FakeClock:
         """Move the clock forward by ``seconds``."""
         with self._lock:
             self._now += seconds
+
+
+def worker(
+    app: Stalwart, *, concurrency: int | None = None, queues: list[str] | None = None
+) -> Worker:
+    """A worker of ``app`` to run in a thread of the test (``serve()``, then ``stop()``), like
+    ``app.serve`` but stoppable without a signal."""
+    from ._worker import Worker as _Worker
+
+    return _Worker(app._driver, concurrency=concurrency, queues=queues)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import stalwart
+from stalwart import testing
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -115,7 +116,6 @@ def test_exit_codes(tmp_path: Path) -> None:
 
 
 def test_operator_commands(tmp_path: Path) -> None:
-    from stalwart._worker import Worker
 
     url = f"sqlite:///{tmp_path / 'ops.db'}"
     with stalwart.Stalwart(url) as app:
@@ -129,7 +129,7 @@ def test_operator_commands(tmp_path: Path) -> None:
         def inbox() -> object:
             return stalwart.wait_for_event("ping")
 
-        worker = Worker(app, concurrency=2)
+        worker = testing.worker(app, concurrency=2)
         serving = threading.Thread(target=worker.serve, daemon=True)
         serving.start()
         for wid, wf in (("g1", gate), ("g2", gate), ("i1", inbox), ("i2", inbox)):

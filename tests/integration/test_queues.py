@@ -36,6 +36,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart import testing
 from stalwart._store import Entry, Store
 from stalwart._store.base import QueueLimits
 from stalwart._worker import Worker
@@ -55,7 +56,7 @@ def serving(
     app: stalwart.Stalwart, *, concurrency: int = 8, queues: list[str] | None = None
 ) -> Iterator[Worker]:
     """A worker serving ``app`` in a thread; stopped (and joined) when the block ends."""
-    worker = Worker(app, concurrency=concurrency, queues=queues)
+    worker = testing.worker(app, concurrency=concurrency, queues=queues)
     thread = threading.Thread(target=worker.serve, name="queue-test-worker", daemon=True)
     thread.start()
     try:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart import testing
 
 
 @pytest.fixture
@@ -274,7 +275,6 @@ def test_a_workflow_deadline_cancels_a_sleeping_run(app: stalwart.Stalwart) -> N
 
 
 def test_a_worker_executes_started_runs(tmp_path: Path) -> None:
-    from stalwart._worker import Worker
 
     with stalwart.Stalwart(f"sqlite:///{tmp_path / 'w.db'}") as app:
 
@@ -288,7 +288,7 @@ def test_a_worker_executes_started_runs(tmp_path: Path) -> None:
             stalwart.sleep(0.05)
             return y + (stalwart.wait_for_event("bonus", timeout=5) or 0)
 
-        worker = Worker(app, concurrency=3)
+        worker = testing.worker(app, concurrency=3)
         thread = threading.Thread(target=worker.serve, daemon=True)
         thread.start()
         handles = [app.start(job, i, workflow_id=f"j{i}") for i in range(12)]

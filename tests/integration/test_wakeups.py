@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 import stalwart
-from stalwart._worker import Worker
+from stalwart import testing
 
 
 def test_polling_finds_new_work_when_every_wake_up_signal_is_missed(shared_url: str) -> None:
@@ -23,7 +23,7 @@ def test_polling_finds_new_work_when_every_wake_up_signal_is_missed(shared_url: 
         def job_client(n: int) -> int:
             raise AssertionError("runs on the worker")
 
-        worker = Worker(app, concurrency=2)
+        worker = testing.worker(app, concurrency=2)
         thread = threading.Thread(target=worker.serve, daemon=True)
         thread.start()
         try:

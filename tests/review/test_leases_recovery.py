@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart import testing
 from stalwart._store import Entry
-from stalwart._worker import Worker
 from stalwart.testing import FakeClock
 
 pytestmark = pytest.mark.timeout(30)
@@ -74,7 +74,7 @@ def test_worker_claims_a_run_whose_lease_was_released_mid_flight(tmp_path: Path)
         with pytest.raises(Crash):
             app.run(wf, workflow_id="w")  # e.g. Ctrl-C (KeyboardInterrupt) or sys.exit()
         crash = False
-        worker = Worker(app, concurrency=1)
+        worker = testing.worker(app, concurrency=1)
         thread = threading.Thread(target=worker.serve)
         thread.start()
         try:

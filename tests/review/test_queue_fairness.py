@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 import stalwart
+from stalwart import testing
 from stalwart._store import Entry
-from stalwart._worker import Worker
 
 
 def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: str) -> None:
@@ -30,7 +30,7 @@ def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: 
 
         blocked = [app.start(quoted, i, priority=10) for i in range(40)]
         late = app.start(plain)  # newer and of lower priority than every quota run
-        worker = Worker(app, concurrency=2)
+        worker = testing.worker(app, concurrency=2)
         thread = threading.Thread(target=worker.serve, daemon=True)
         thread.start()
         try:
@@ -73,7 +73,7 @@ def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: st
             return take(*args, **kwargs)
 
         store.take_lease = counting  # type: ignore[method-assign]
-        worker = Worker(app, concurrency=4)
+        worker = testing.worker(app, concurrency=4)
         thread = threading.Thread(target=worker.serve, daemon=True)
         thread.start()
         try:
@@ -124,7 +124,7 @@ def test_a_lapsed_run_holding_the_last_slot_is_taken_over_despite_a_higher_prior
             entry=Entry(kind="run", name="started", status="completed", started_at=now - 60),
         )
         urgent = app.start(job, "urgent", priority=10)
-        worker = Worker(app, concurrency=2)
+        worker = testing.worker(app, concurrency=2)
         thread = threading.Thread(target=worker.serve, daemon=True)
         thread.start()
         try:

@@ -41,6 +41,13 @@ class LeaseKeeper:
                 )
                 self._thread.start()
 
+    def request_cancel(self, workflow_id: str) -> None:
+        """An operator cancelled a run: if this process executes it, tell it now."""
+        with self._lock:
+            held = self.held.get(workflow_id)
+        if held is not None:
+            held.cancel_requested.set()
+
     def drop(self, workflow_id: str) -> None:
         with self._lock:
             self.held.pop(workflow_id, None)

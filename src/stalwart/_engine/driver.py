@@ -1,0 +1,355 @@
+"""The run lifecycle, once: acquire a run (create it, take it over, wait for it), execute it
+until it ends or parks, and stop a run that keeps killing its workers.
+
+``app.run`` drives one run from the calling thread (:meth:`Driver.run`); the worker takes
+claimable runs (:meth:`Driver.take`) and drives each in a slot of its pool
+(:meth:`Driver.drive`). Both go through the same steps:
+
+    acquire/take ──> invocation ──> execute ──┬─ ended: completed, failed, cancelled,
+         ^                          ^        │   needs_attention (the run has its answer)
+         │                          └─ wake ─┤  (what it waited for is there: go on, same lease)
+         └────── suspended, released ────────┴─ lease_lost, abort (someone else goes on)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import CorruptRecord, WorkflowAlreadyExists, WorkflowNotFound
+from .._leases import holder_is_gone
+from .._model import ENDED, TERMINAL, EntryKind, ErrorRecord, ErrorType, OutcomeKind, RunStatus
+from .._registry import WorkflowDef
+from .._runtime import Runtime
+from .._store import Entry, RunRow
+from .compensation import Undo, interruption, pending_compensations
+from .executor import Outcome, execute, rollback_state
+from .invocation import Invocation
+from .keeper import LeaseKeeper
+
+__all__ = ["Driver", "lifecycle"]
+
+log = logging.getLogger("stalwart")
+WAIT_POLL_SECONDS = 0.02
+
+
+def lifecycle(
+    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
+) -> Entry:
+    """A milestone of the run itself in its journal (started, resumed, rolling_back)."""
+    return Entry(
+        kind=EntryKind.RUN,
+        name=name,
+        status=RunStatus.COMPLETED,
+        started_at=now,
+        finished_at=now,
+        input=input,
+        output=output,
+    )
+
+
+class Driver:
+    """Drives the runs this process executes, for ``app.run`` and for the worker alike."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.keeper = LeaseKeeper(runtime)
+
+    def close(self) -> None:
+        """Stop renewing leases."""
+        self.keeper.close()
+
+    def run(
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> RunRow:
+        """Drive run ``wid`` from this thread until it has an answer; returns its row then
+        (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``."""
+        inv, row = self.acquire(wf, wid, payload)
+        while inv is not None:
+            inv.loop = loop
+            outcome = self.drive(inv, row)
+            if outcome.status == OutcomeKind.ABORT:
+                assert outcome.error is not None
+                raise outcome.error
+            if outcome.status in ENDED:
+                return self.row(wid)
+            inv, row = self.acquire(wf, wid, payload)
+        return row
+
+    def drive(
+        self,
+        inv: Invocation,
+        row: RunRow,
+        *,
+        follow: Callable[[Invocation], None] | None = None,
+    ) -> Outcome:
+        """Execute a run this process holds until it ends, parks or is lost. An invocation
+        that suspends on what has already arrived (``wake``) is followed at once by the next,
+        on the same lease; ``follow`` sees each such next invocation before it runs."""
+        try:
+            while True:
+                outcome = self.execute(inv, row)
+                if outcome.status != OutcomeKind.WAKE:
+                    return outcome
+                row = self.row(inv.workflow_id)
+                loop = inv.loop
+                inv = self.invocation(inv.wf, row, recovering=False, owner=inv.owner)
+                inv.loop = loop
+                if follow is not None:
+                    follow(inv)
+        except Exception as exc:
+            if not inv.abandoned:  # never a run left 'running' with nobody on it
+                self.abandon(inv, exc)
+            raise
+
+    def row(self, workflow_id: str) -> RunRow:
+        """The run's row; ``WorkflowNotFound`` if there is none."""
+        row = self.runtime.store.get_run(workflow_id)
+        if row is None:
+            raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
+        return row
+
+    def execute(self, inv: Invocation, row: RunRow) -> Outcome:
+        """One invocation of a run this process holds, with its lease kept alive meanwhile."""
+        runtime = self.runtime
+        self.keeper.hold(inv)
+        try:
+            outcome = execute(runtime, inv, row.input)
+        except BaseException as exc:
+            self.abandon(inv, exc)
+            raise
+        finally:
+            self.keeper.drop(inv.workflow_id)
+        if outcome.status == OutcomeKind.ABORT:
+            self.abandon(inv, outcome.error)
+        return outcome
+
+    def abandon(self, inv: Invocation, error: BaseException | None) -> None:
+        """An invocation ended without recording an outcome: say so, and give its lease back
+        so that the run is taken up again at once, not when the lease lapses."""
+        inv.abandoned = True
+        log.error(
+            "run %s: stopped without recording an outcome (%s: %s); its lease was released",
+            inv.workflow_id,
+            type(error).__name__,
+            error,
+        )
+        runtime = self.runtime
+        try:
+            runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
+        except Exception as exc:
+            log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
+
+    def invocation(
+        self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
+    ) -> Invocation:
+        runtime = self.runtime
+        index = runtime.store.replay_index(row.workflow_id)  # a released run has a journal too
+        inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
+        inv.deadline = row.deadline
+        inv.retrying = row.retrying
+        if row.cancel_requested:
+            inv.cancel_requested.set()
+        return inv
+
+    def acquire(
+        self, wf: WorkflowDef, wid: str, payload: bytes
+    ) -> tuple[Invocation | None, RunRow]:
+        """Create the run holding its lease, or take over an existing run's lease.
+
+        Returns no invocation when the run is already terminal or waits on an operator; waits
+        while a live process holds the lease or the run waits on something.
+        """
+        runtime = self.runtime
+        delay = WAIT_POLL_SECONDS
+        while True:
+            now = runtime.clock.time()
+            until = now + runtime.lease_seconds
+            row = runtime.store.get_run(wid)
+            if row is None:
+                # A run of a queue with limits starts pending and waits for its turn like any
+                # other; without limits it is created already held, in one transaction.
+                limited = wf.queue in runtime.queues
+                owner = runtime.claim_owner()
+                deadline = None if wf.timeout is None else now + wf.timeout
+                if (
+                    runtime.store.create_run(
+                        workflow_id=wid,
+                        name=wf.name,
+                        status=RunStatus.PENDING if limited else RunStatus.RUNNING,
+                        queue=wf.queue,
+                        priority=0,
+                        input=payload,
+                        now=now,
+                        owner=None if limited else owner,
+                        lease_until=None if limited else until,
+                        entry=lifecycle("started", now, input=payload),
+                        deadline=deadline,
+                    )
+                    and not limited
+                ):
+                    row = self.row(wid)
+                    return self.invocation(wf, row, recovering=False, owner=owner), row
+                continue
+            if row.name != wf.name:
+                raise WorkflowAlreadyExists(
+                    f"run {wid!r} belongs to workflow {row.name!r}, not {wf.name!r}; use another "
+                    "workflow_id"
+                )
+            if row.status in TERMINAL:
+                return None, row
+            if row.status == RunStatus.NEEDS_ATTENTION:
+                return None, row  # for an operator: the caller raises NeedsAttention
+            if self.claimable(row, now):
+                taken = self.take(wf, row, now)
+                if taken is not None:
+                    return taken, row
+                # another process was faster, or the run's queue is at its limit: wait a little
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.25)
+            if row.status == RunStatus.SUSPENDED:
+                delay = WAIT_POLL_SECONDS
+
+    @staticmethod
+    def claimable(row: RunRow, now: float) -> bool:
+        if row.status == RunStatus.SUSPENDED:
+            return row.wake_at is not None and row.wake_at <= now
+        holder = row.lease_owner
+        expired = row.lease_expires_at is not None and row.lease_expires_at <= now
+        return holder is None or expired or holder_is_gone(holder)
+
+    def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
+        """Take the lease of a claimable run; ``None`` if another process was faster."""
+        runtime = self.runtime
+        holder = row.lease_owner
+        # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
+        recovering = row.status == RunStatus.RUNNING
+        detail = runtime.codec.encode({"recovered_from": holder}) if recovering else None
+        owner = runtime.claim_owner()
+        taken, crashes = runtime.store.take_lease(
+            row.workflow_id,
+            owner=owner,
+            expected_owner=holder,
+            now=now,
+            lease_until=now + runtime.lease_seconds,
+            entry=lifecycle("resumed", now, output=detail),
+            recovery=recovering,
+            holder_gone=holder is not None and holder_is_gone(holder),
+            limits=runtime.queues.get(row.queue),
+        )
+        if not taken:
+            return None
+        if recovering:
+            log.info(
+                "run %s: recovering: its holder %s stopped or its lease lapsed",
+                row.workflow_id,
+                holder,
+            )
+            if crashes >= self.runtime.max_recoveries:
+                return self._fail_poison_run(wf, row, crashes, owner)
+        return self.invocation(wf, row, recovering=recovering, owner=owner)
+
+    def _fail_poison_run(
+        self, wf: WorkflowDef, row: RunRow, crashes: int, owner: str
+    ) -> Invocation | None:
+        """Stop a run whose worker died at the same point ``crashes`` times in a row.
+
+        A run with completed compensable steps is rolled back like any failure before it is
+        failed: the invocation returned runs its compensations and then ends it ``failed``.
+        A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
+        (never to ``failed`` with compensations still pending). Otherwise it is failed now
+        and ``None`` is returned."""
+        runtime = self.runtime
+        wid = row.workflow_id
+        now = runtime.clock.time()
+        try:
+            plan = pending_compensations(
+                runtime.store.compensation_plan(wid), codec=runtime.codec, workflow_id=wid
+            )
+            rollback = runtime.store.rollback_in_progress(wid)
+            then = None if rollback is None else rollback_state(runtime, wid, rollback)[0]
+        except CorruptRecord as exc:
+            detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
+            self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, detail, owner, now)
+            log.error("run %s: %s", wid, exc)
+            return None
+        if rollback is not None:
+            if not plan:  # only the rollback's ending is left to record
+                return self.invocation(wf, row, recovering=True, owner=owner)
+            state = {"then": then}
+            self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
+            return None
+        if plan:
+            detail = self._crashed_error(crashes)
+            entry = lifecycle(
+                "rolling_back",
+                now,
+                output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
+            )
+            if not runtime.store.append(wid, entry, owner=owner):
+                return None  # another process took the run meanwhile
+            log.warning(
+                "run %s: crashed its worker %d times; rolling it back before failing it",
+                wid,
+                crashes,
+            )
+            return self.invocation(wf, row, recovering=True, owner=owner)
+        self._finish_poisoned(wid, RunStatus.FAILED, self._crashed_error(crashes), owner, now)
+        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
+        return None
+
+    def _crashed_error(self, crashes: int) -> str:
+        return ErrorRecord(
+            ErrorType.WORKER_CRASHED,
+            f"crashed its worker {crashes} times: each recovery found it where the last one "
+            "left it, so it was failed instead of crash-looping the fleet "
+            f"(max_recoveries={self.runtime.max_recoveries})",
+        ).to_json()
+
+    def _rollback_crashed(
+        self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
+    ) -> None:
+        """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
+        its interrupted attempt and hand the run to an operator, who retries it to continue
+        the rollback with a fresh budget."""
+        runtime = self.runtime
+        row = runtime.store.get_run(wid)
+        charged = interruption(undo, row.retrying if row else None, now, final=True)
+        if charged is not None and not runtime.store.append(wid, charged, owner=owner):
+            return  # another process took the run meanwhile
+        reason = (
+            f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
+            f"{crashes} times in a row, so the rollback stopped instead of crash-looping the "
+            f"fleet (max_recoveries={self.runtime.max_recoveries}); fix the cause, then retry "
+            "the run to continue the rollback"
+        )
+        error = ErrorRecord(
+            ErrorType.COMPENSATION_FAILED,
+            reason,
+            reason=reason,
+            seq=undo.seq,
+            then=state.get("then", RunStatus.FAILED),
+        ).to_json()
+        self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, error, owner, now)
+        log.warning("run %s: %s", wid, reason)
+
+    def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
+        entry = Entry(
+            kind=EntryKind.RUN,
+            name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
+            status=RunStatus.FAILED,
+            started_at=now,
+            finished_at=now,
+            error=error,
+        )
+        self.runtime.store.finish_run(
+            wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
+        )
