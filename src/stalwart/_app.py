@@ -3,54 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
-import getpass
 import inspect
 import logging
-import time
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
 from ._engine.driver import Driver, lifecycle
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, step_key
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
 from ._engine.loop import install_task_factory
 from ._engine.steps import call_step, call_step_async
 from ._errors import (
-    CorruptRecord,
-    InvalidOperation,
-    NeedsAttention,
     SerializationError,
-    UnsafeFork,
-    WorkflowAlreadyExists,
-    WorkflowCancelled,
-    WorkflowFailed,
-    WorkflowNotFound,
 )
+from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
-    STATUSES,
-    TERMINAL,
-    Approval,
     ApprovalRequest,
-    EntryKind,
-    ErrorRecord,
-    ErrorType,
     JournalEntry,
     RunStatus,
     WorkflowInfo,
-    from_epoch,
-    to_epoch,
+    run_id,
 )
+from ._operator import MISSING, Operator
 from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import UnsupportedValue, argument_path, make_codec
-from ._store import Entry, RunRow, Store, open_store, resolve_url
-from ._store.base import ApprovalRow, IndexRow, QueueLimits
+from ._store import RunRow, Store, open_store, resolve_url
+from ._store.base import QueueLimits
+from ._views import Views
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -58,7 +42,6 @@ log = logging.getLogger("stalwart")
 CANCEL_POLL_SECONDS = 0.25
 WAIT_POLL_SECONDS = 0.02
 F = TypeVar("F", bound=Callable[..., Any])
-_MISSING: Any = object()
 
 
 class StepFunction:
@@ -97,170 +80,6 @@ class WorkflowFunction:
         return self.definition.fn(*args, **kwargs)
 
 
-class Handle:
-    """A reference to one run."""
-
-    def __init__(self, app: Stalwart, workflow_id: str) -> None:
-        self._app = app
-        self.workflow_id = workflow_id
-
-    def __repr__(self) -> str:
-        return f"Handle({self.workflow_id!r})"
-
-    def status(self) -> str:
-        """The run's current status."""
-        return self._app._row(self.workflow_id).status
-
-    def result(self, timeout: float | None = None) -> Any:
-        """Wait until the run is terminal and return its result (or raise its failure)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        runtime = self._app._runtime
-        watch = _Watch(runtime)
-        while True:
-            if watch.should_read():
-                row = self._app._row(self.workflow_id)
-                if self._finished(row, deadline, timeout):
-                    return self._app._outcome(row)
-            elif deadline is not None and time.monotonic() >= deadline:
-                self._finished(self._app._row(self.workflow_id), deadline, timeout)
-            pause = watch.pause(deadline)
-            with runtime.settled:
-                runtime.settled.wait_for(lambda: runtime.settled_count != watch.settled, pause)
-
-    async def result_async(self, timeout: float | None = None) -> Any:
-        """Like :meth:`result`, without blocking the event loop."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        watch = _Watch(self._app._runtime)
-        while True:
-            if await asyncio.to_thread(watch.should_read):
-                row = await asyncio.to_thread(self._app._row, self.workflow_id)
-                if self._finished(row, deadline, timeout):
-                    return self._app._outcome(row)
-            elif deadline is not None and time.monotonic() >= deadline:
-                row = await asyncio.to_thread(self._app._row, self.workflow_id)
-                self._finished(row, deadline, timeout)
-            await asyncio.sleep(watch.pause(deadline))
-
-    def _finished(self, row: RunRow, deadline: float | None, timeout: float | None) -> bool:
-        if row.status in TERMINAL:
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"run {self.workflow_id!r} is still {row.status} after {timeout}s")
-        return False
-
-    def cancel(self) -> None:
-        """Cancel the run: at once if it waits, else at its next step boundary."""
-        self._app.cancel(self.workflow_id)
-
-
-class _Watch:
-    """When a waiting caller looks at a run again.
-
-    Pauses grow from 1 ms to 50 ms, cut short when a run of this process settles. After
-    each, a change signal (a run this process settled, SQLite's ``data_version`` for other
-    processes' commits, PostgreSQL's notifications) triggers a look; without one the caller
-    looks anyway at intervals doubling from 1 ms to half a second, so a run is seen soon
-    after it ends while a long wait stays cheap.
-    """
-
-    FIRST = 0.001
-    LONGEST = 0.05
-    IDLE = 0.5
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.delay = self.FIRST
-        self.settled = -1
-        self.version: int | None = None
-        self.last_read = -self.IDLE
-        self.read_every = 0.0
-
-    def should_read(self) -> bool:
-        """Whether the run may have changed since the last look."""
-        now = time.monotonic()
-        settled, version = self.runtime.settled_count, self.runtime.store.data_version()
-        changed = version != self.version or settled != self.settled
-        self.settled, self.version = settled, version
-        if changed:
-            self.last_read = now
-            return True
-        if now - self.last_read >= self.read_every:
-            self.last_read = now
-            self.read_every = min(max(self.read_every * 2, self.FIRST), self.IDLE)
-            return True
-        return False
-
-    def pause(self, deadline: float | None) -> float:
-        """The next pause, never past ``deadline``."""
-        delay = self.delay
-        self.delay = min(self.delay * 1.5, self.LONGEST)
-        if deadline is None:
-            return delay
-        return min(delay, max(0.0, deadline - time.monotonic()))
-
-
-def _fork_plan(
-    rows: list[tuple[Any, ...]], from_seq: int
-) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
-    """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
-    position before it, and the mark of an irreversible step's first attempt, so that a fork
-    of the fork still knows the step is irreversible), the completed irreversible steps it
-    would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
-    outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
-    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
-    latest: dict[str, tuple[Any, ...]] = {}
-    marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
-    for row in rows:
-        row_id, seq, position, kind, status = row[0], row[1], row[2], row[3], row[5]
-        latest[position] = row
-        if kind == "step" and status in ("scheduled", "in_doubt"):
-            marks.setdefault(seq, row_id)
-    reuse: list[int] = []
-    again: list[tuple[int, str]] = []
-    doubtful: list[tuple[int, str]] = []
-    for row_id, seq, _position, kind, name, status, _compensable in latest.values():
-        done = status in ("completed", "reused")
-        if kind == "step" and status in ("scheduled", "in_doubt"):
-            doubtful.append((seq, name))
-        elif seq < from_seq and done:
-            reuse.append(row_id)
-            if seq in marks:
-                reuse.append(marks[seq])
-        elif seq >= from_seq and done and kind == "step" and seq in marks:
-            again.append((seq, name))
-    return sorted(reuse), sorted(again), sorted(doubtful)
-
-
-def _journal_key(workflow_id: str, kind: str, status: str, position: str | None) -> str | None:
-    """The idempotency key a journal row's step or compensation used, derived from its stored
-    position as the step saw it; ``None`` for other rows and for rows a fork reused (their step
-    ran in the source run, under its key)."""
-    if position is None or status == "reused":
-        return None
-    if kind == "step":
-        return step_key(workflow_id, position)
-    if kind == "compensation":
-        return step_key(workflow_id, position, "/undo")
-    return None
-
-
-def _failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
-    """The step positions whose latest journal row is a final failure (and, for a poison run,
-    ``interrupted``, the steps whose crashes used up its recoveries)."""
-    latest: dict[str, IndexRow] = {}
-    for row in index:
-        latest[row.position] = row
-    failed = []
-    for row in latest.values():
-        if row.kind == "step" and row.status == RunStatus.FAILED and row.error:
-            with contextlib.suppress(ValueError):
-                detail = ErrorRecord.from_json(row.error)
-                crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
-                if detail.final or crashed:
-                    failed.append(row)
-    return failed
-
-
 _SYNC_IRREVERSIBLE_TIMEOUT = (
     "an irreversible step with timeout= must be 'async def': a sync step cannot be stopped, "
     "so its abandoned attempt could still take effect after the next one; drop timeout= or "
@@ -274,22 +93,6 @@ def _default_clock(store: Store) -> Clock:
     return SystemClock() if measure is None else ServerClock(measure)
 
 
-MAX_ID_LENGTH = 512
-
-
-def _new_id(given: Any, *, label: str = "workflow_id") -> str:
-    """``given`` checked as a run id, or a fresh one."""
-    if given is None:
-        return uuid.uuid4().hex
-    if not isinstance(given, str) or not given or len(given) > MAX_ID_LENGTH:
-        shown = given if not isinstance(given, str) else f"{given[:40]!r}... ({len(given)} chars)"
-        raise ValueError(
-            f"{label}={shown if len(repr(given)) > 60 else repr(given)}: a run id is a non-empty "
-            f"string of at most {MAX_ID_LENGTH} characters"
-        )
-    return given
-
-
 def _check_queue_name(queue: Any) -> None:
     if not isinstance(queue, str) or not queue or len(queue) > 200:
         raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
@@ -301,38 +104,6 @@ def _loop_running() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-def _who(by: str | None) -> str:
-    if by:
-        return by
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
-
-
-def _run_error(row: RunRow) -> ErrorRecord:
-    """The run's recorded error (one of type ``""`` when it has none)."""
-    if not row.error:
-        return ErrorRecord("")
-    try:
-        return ErrorRecord.from_json(row.error)
-    except ValueError:
-        raise CorruptRecord(
-            f"run {row.workflow_id!r}: its recorded error {row.error[:80]!r} cannot be decoded; "
-            "restore the row from a backup",
-            workflow_id=row.workflow_id,
-        ) from None
-
-
-def _error_text(error: str | None) -> str | None:
-    if error is None:
-        return None
-    try:
-        return ErrorRecord.from_json(error).text()
-    except ValueError:
-        return error
 
 
 class Stalwart:
@@ -367,6 +138,8 @@ class Stalwart:
             loop=AppLoop(install_task_factory),
         )
         self._driver = Driver(self._runtime)
+        self._views = Views(self._runtime)
+        self._operator = Operator(self._runtime, self._driver.keeper, self._views)
 
     @property
     def _core(self) -> Runtime:  # the tests' old name, until they all use stalwart.testing
@@ -374,6 +147,9 @@ class Stalwart:
 
     def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Any:
         return self._driver.take(wf, row, now)  # the tests' old seam, as _core
+
+    def _handle(self, workflow_id: str) -> Handle:
+        return Handle(workflow_id, views=self._views, cancel=self.cancel)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -579,7 +355,7 @@ class Stalwart:
                 f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
             )
         payload = self._encode_args(definition, args, kwargs)
-        wid = _new_id(workflow_id)
+        wid = run_id(workflow_id)
         now = self._runtime.clock.time()
         self._runtime.store.create_run(
             workflow_id=wid,
@@ -595,7 +371,7 @@ class Stalwart:
             deadline=None if definition.timeout is None else now + definition.timeout,
         )
         self._runtime.wakeup.set()
-        return Handle(self, wid)
+        return self._handle(wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
         """Start (or resume) a run and execute it in this process until it is terminal.
@@ -634,52 +410,15 @@ class Stalwart:
         loop: asyncio.AbstractEventLoop | None,
     ) -> Any:
         payload = self._encode_args(definition, args, kwargs)
-        wid = _new_id(workflow_id)
-        return self._outcome(self._driver.run(definition, wid, payload, loop=loop))
+        wid = run_id(workflow_id)
+        return self._views.outcome(self._driver.run(definition, wid, payload, loop=loop))
 
     # -- observing ------------------------------------------------------------------------
 
-    def _row(self, workflow_id: str) -> RunRow:
-        row = self._runtime.store.get_run(workflow_id)
-        if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.url}")
-        return row
-
-    def _outcome(self, row: RunRow) -> Any:
-        if row.status == RunStatus.COMPLETED:
-            try:
-                value = (
-                    self._runtime.codec.decode(self._runtime.store.load_payload(row.output))
-                    if row.output
-                    else None
-                )
-            except (ValueError, CorruptRecord) as exc:
-                raise CorruptRecord(
-                    f"run {row.workflow_id!r}: its recorded result cannot be decoded ({exc})",
-                    workflow_id=row.workflow_id,
-                ) from exc
-            wf = self._runtime.registry.workflows.get(row.name)
-            return wf.restore(value) if wf is not None and wf.restore else value
-        error = _run_error(row)
-        if row.status == RunStatus.FAILED:
-            raise WorkflowFailed(row.workflow_id, error.type or "Error", error.message)
-        if row.status == RunStatus.CANCELLED:
-            raise WorkflowCancelled(f"run {row.workflow_id!r} was cancelled")
-        if row.status == RunStatus.NEEDS_ATTENTION:
-            reason = error.reason or error.message
-            if error.type == ErrorType.CORRUPT_RECORD:
-                raise CorruptRecord(reason, workflow_id=row.workflow_id, seq=error.seq)
-            raise NeedsAttention(
-                f"run {row.workflow_id!r} needs attention: {reason}",
-                workflow_id=row.workflow_id,
-                reason=reason,
-            )
-        raise RuntimeError(f"run {row.workflow_id!r} is {row.status}, not finished")
-
     def handle(self, workflow_id: str) -> Handle:
         """A handle on an existing run; :class:`WorkflowNotFound` if there is none."""
-        self._row(workflow_id)
-        return Handle(self, workflow_id)
+        self._views.row(workflow_id)
+        return self._handle(workflow_id)
 
     def list_workflows(
         self,
@@ -689,64 +428,11 @@ class Stalwart:
         before: Any = None,
     ) -> list[WorkflowInfo]:
         """Runs, newest first; pass the last one's ``created_at`` as ``before`` to page back."""
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"status={status!r}: use one of {', '.join(STATUSES)}")
-        if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit={limit!r}: must be an int >= 1")
-        rows = self._runtime.store.list_runs(
-            status=status,
-            name=name,
-            limit=limit,
-            before=None if before is None else to_epoch(before),
-        )
-        return [
-            WorkflowInfo(
-                workflow_id=r.workflow_id,
-                name=r.name,
-                status=r.status,
-                queue=r.queue,
-                created_at=from_epoch(r.created_at),  # type: ignore[arg-type]
-                updated_at=from_epoch(r.updated_at),  # type: ignore[arg-type]
-                error=_error_text(r.error),
-            )
-            for r in rows
-        ]
+        return self._views.list_workflows(status, name, limit, before)
 
     def journal(self, workflow_id: str) -> list[JournalEntry]:
         """The run's audit trail: every step, attempt and lifecycle event, in order."""
-        self._row(workflow_id)
-        entries = []
-        for row in self._runtime.store.journal(workflow_id):
-            values = []
-            for label, stored in (("input", row.input), ("output", row.output)):
-                try:
-                    values.append(
-                        self._runtime.codec.decode(stored) if stored is not None else None
-                    )
-                except ValueError as exc:
-                    raise CorruptRecord(
-                        f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
-                        f"recorded {label} cannot be decoded ({exc})",
-                        workflow_id=workflow_id,
-                        seq=row.seq,
-                    ) from exc
-            entries.append(
-                JournalEntry(
-                    seq=row.seq,
-                    kind=row.kind,
-                    name=row.name,
-                    status=row.status,
-                    attempt=row.attempt,
-                    started_at=from_epoch(row.started_at),
-                    finished_at=from_epoch(row.finished_at),
-                    input=values[0],
-                    output=values[1],
-                    error=_error_text(row.error),
-                    by=row.by,
-                    idempotency_key=_journal_key(workflow_id, row.kind, row.status, row.position),
-                )
-            )
-        return entries
+        return self._views.journal(workflow_id)
 
     # -- serving and operator calls -------------------------------------------------------
 
@@ -775,77 +461,11 @@ class Stalwart:
         A second event with the same ``dedup_key`` for the run is ignored (webhooks arrive at
         least once). Raises :class:`WorkflowNotFound` for an unknown run.
         """
-        if not isinstance(name, str) or not name:
-            raise ValueError(f"event name {name!r}: pass a non-empty str")
-        try:
-            data = self._runtime.codec.encode(payload)
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
-                f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
-            ) from None
-        who = _who(by)
-        now = self._runtime.clock.time()
-        entry = self._operator("send-event", now, who, {"name": name, "dedup_key": dedup_key})
-        try:
-            delivered = self._runtime.store.deliver_event(
-                workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
-            )
-        except KeyError:
-            raise WorkflowNotFound(
-                f"no run with workflow_id {workflow_id!r} in {self.url}"
-            ) from None
-        self._runtime.wakeup.set()
-        log.info(
-            "run %s: event %r %s by %s",
-            workflow_id,
-            name,
-            "delivered" if delivered else "ignored (repeated dedup_key)",
-            who,
-        )
-
-    def _operator(self, action: str, now: float, by: str, detail: Any) -> Entry:
-        """The journal entry of an operator action: what, by whom, when."""
-        return Entry(
-            kind=EntryKind.OPERATOR,
-            name=action,
-            status=RunStatus.COMPLETED,
-            started_at=now,
-            finished_at=now,
-            input=None if detail is None else self._runtime.codec.encode(detail),
-            by=by,
-        )
+        return self._operator.send_event(workflow_id, name, payload, dedup_key, by)
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
-        return [self._approval(row) for row in self._runtime.store.list_approvals(pending=pending)]
-
-    def _approval(self, row: ApprovalRow) -> ApprovalRequest:
-        decision = None
-        if row.decided_at is not None and row.approved is not None:
-            decision = Approval(
-                approved=bool(row.approved),
-                by=row.by or "",
-                reason=row.reason,
-                decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
-            )
-        try:
-            details = self._runtime.codec.decode(row.details) if row.details is not None else None
-        except ValueError as exc:
-            raise CorruptRecord(
-                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
-                f"({exc}); restore the row from a backup",
-                workflow_id=row.workflow_id,
-            ) from exc
-        return ApprovalRequest(
-            workflow_id=row.workflow_id,
-            approval_id=row.approval_id,
-            subject=row.subject,
-            details=details,
-            requested_at=from_epoch(row.requested_at),  # type: ignore[arg-type]
-            expires_at=from_epoch(row.expires_at),
-            decision=decision,
-        )
+        return self._views.approvals(pending)
 
     def approve(
         self,
@@ -855,7 +475,7 @@ class Stalwart:
         approval_id: str | None = None,
     ) -> None:
         """Approve the run's pending request (or the one named ``approval_id``)."""
-        self._decide(workflow_id, approved=True, by=by, reason=reason, approval_id=approval_id)
+        return self._operator.approve(workflow_id, by, reason, approval_id)
 
     def reject(
         self,
@@ -865,199 +485,31 @@ class Stalwart:
         approval_id: str | None = None,
     ) -> None:
         """Reject the run's pending request (or the one named ``approval_id``)."""
-        self._decide(workflow_id, approved=False, by=by, reason=reason, approval_id=approval_id)
-
-    def _decide(
-        self,
-        workflow_id: str,
-        *,
-        approved: bool,
-        by: str | None,
-        reason: str | None,
-        approval_id: str | None,
-    ) -> None:
-        self._row(workflow_id)
-        store = self._runtime.store
-        if approval_id is None:
-            pending = store.list_approvals(pending=True, workflow_id=workflow_id)
-            if not pending:
-                raise InvalidOperation(f"run {workflow_id!r} has no pending approval request")
-            if len(pending) != 1:
-                raise InvalidOperation(
-                    f"run {workflow_id!r} has {len(pending)} pending approval requests; pass "
-                    "approval_id= to say which (see app.approvals())"
-                )
-            approval_id = pending[0].approval_id
-        who = _who(by)
-        now = self._runtime.clock.time()
-        verb = "approve" if approved else "reject"
-        entry = self._operator(verb, now, who, {"approval_id": approval_id, "reason": reason})
-        if not store.decide_approval(
-            workflow_id,
-            approval_id,
-            approved=approved,
-            by=who,
-            reason=reason,
-            now=now,
-            entry=entry,
-        ):
-            existing = store.get_approval(workflow_id, approval_id)
-            if existing is None:
-                raise InvalidOperation(
-                    f"run {workflow_id!r} has no approval request {approval_id!r}"
-                )
-            raise InvalidOperation(
-                f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
-            )
-        self._runtime.wakeup.set()
-        log.info("run %s: approval %s %sd by %s", workflow_id, approval_id, verb, who)
+        return self._operator.reject(workflow_id, by, reason, approval_id)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:
         """Cancel a run: at once if it is waiting or not started, else at its next step
         boundary. Its status becomes ``cancelled``."""
-        self._row(workflow_id)
-        who = _who(by)
-        now = self._runtime.clock.time()
-        error = ErrorRecord(
-            ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
-        ).to_json()
-        verdict = self._runtime.store.cancel_run(
-            workflow_id, now=now, error=error, entry=self._operator("cancel", now, who, None)
-        )
-        if verdict == "finished":
-            status = self._row(workflow_id).status
-            raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
-        self._driver.keeper.request_cancel(workflow_id)
-        log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
+        return self._operator.cancel(workflow_id, by)
 
     def retry(self, workflow_id: str, by: str | None = None) -> None:
         """Dead-letter redrive: a ``failed`` run resumes from its failed step with a fresh
         attempt budget; a ``needs_attention`` run (a divergence after a fix was deployed, an
         exhausted compensation, a repaired record) replays again. An in-doubt irreversible
         step is settled with :meth:`resolve` instead."""
-        row = self._row(workflow_id)
-        if row.status not in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION):
-            raise InvalidOperation(
-                f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
-                "can be retried"
-            )
-        error = _run_error(row)
-        if error.type == ErrorType.IN_DOUBT:
-            raise InvalidOperation(
-                f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
-                f"{error.seq}); settle it with resolve(), not retry()"
-            )
-        now = self._runtime.clock.time()
-        who = _who(by)
-        rollback = self._runtime.store.rollback_in_progress(workflow_id)
-        if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
-            # Continue the rollback, not the run: its compensation gets a fresh budget and
-            # the next invocation goes straight back to the compensations still to do.
-            entries = [
-                Entry(
-                    kind=EntryKind.COMPENSATION,
-                    name="reset",
-                    status=RunStatus.FAILED,
-                    seq=error.seq,
-                    attempt=0,
-                    started_at=now,
-                    finished_at=now,
-                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
-                ),
-                self._operator("retry", now, who, {"from_status": row.status}),
-                lifecycle("rolling_back", now, output=rollback),
-            ]
-        else:
-            entries = [
-                Entry(
-                    kind=EntryKind.STEP,
-                    name=rec.name,
-                    status=RunStatus.FAILED,
-                    seq=rec.seq,
-                    position=rec.position,
-                    attempt=0,
-                    started_at=now,
-                    finished_at=now,
-                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
-                )
-                for rec in _failed_for_good(
-                    self._runtime.store.replay_index(workflow_id),
-                    interrupted=error.type == ErrorType.WORKER_CRASHED,
-                )
-            ]
-            entries.append(self._operator("retry", now, who, {"from_status": row.status}))
-        if not self._runtime.store.redrive(workflow_id, now=now, entries=entries):
-            raise InvalidOperation(
-                f"run {workflow_id!r} changed while it was being retried; look again"
-            )
-        self._runtime.wakeup.set()
-        log.info("run %s: retried by %s", workflow_id, who)
+        return self._operator.retry(workflow_id, by)
 
     def resolve(
         self,
         workflow_id: str,
         seq: int,
-        result: Any = _MISSING,
+        result: Any = MISSING,
         rerun: bool = False,
         by: str | None = None,
     ) -> None:
         """Settle an in-doubt irreversible step: record ``result`` (which may be ``None``) as
         what happened, or ``rerun=True`` to run it again. The run leaves ``needs_attention``."""
-        if (result is _MISSING) == (not rerun):
-            raise ValueError("resolve() takes exactly one of result=... or rerun=True")
-        row = self._row(workflow_id)
-        error = _run_error(row)
-        if row.status != RunStatus.NEEDS_ATTENTION or error.type != ErrorType.IN_DOUBT:
-            raise InvalidOperation(f"run {workflow_id!r} has no in-doubt step to resolve")
-        if error.seq != seq:
-            raise InvalidOperation(
-                f"run {workflow_id!r} is in doubt about seq {error.seq}, not {seq}"
-            )
-        rec = next(
-            r for r in reversed(self._runtime.store.replay_index(workflow_id)) if r.seq == seq
-        )
-        now = self._runtime.clock.time()
-        who = _who(by)
-        if rerun:
-            entry = Entry(
-                kind=EntryKind.STEP,
-                name=rec.name,
-                status=RunStatus.FAILED,
-                seq=seq,
-                position=rec.position,
-                attempt=rec.attempt,
-                started_at=now,
-                finished_at=now,
-                error=ErrorRecord(
-                    ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True
-                ).to_json(),
-            )
-        else:
-            try:
-                payload = self._runtime.codec.encode(result)
-            except UnsupportedValue as exc:
-                raise SerializationError(
-                    f"resolve({workflow_id!r}, {seq}): cannot serialize a result value of type "
-                    f"{exc.type_name}"
-                ) from None
-            entry = Entry(
-                kind=EntryKind.STEP,
-                name=rec.name,
-                status=RunStatus.COMPLETED,
-                seq=seq,
-                position=rec.position,
-                attempt=rec.attempt,
-                started_at=now,
-                finished_at=now,
-                output=payload,
-                by=who,
-            )
-        detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
-        entries = [entry, self._operator("resolve", now, who, detail)]
-        if not self._runtime.store.redrive(workflow_id, now=now, entries=entries):
-            raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
-        self._runtime.wakeup.set()
-        log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
+        return self._operator.resolve(workflow_id, seq, result, rerun, by)
 
     def fork(
         self,
@@ -1074,57 +526,4 @@ class Stalwart:
         in doubt, unless ``allow_reexecute=True``. A ``from_seq`` past the end of the journal
         plus one raises :class:`InvalidOperation`.
         """
-        row = self._row(workflow_id)
-        if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
-            raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
-        rows = self._runtime.store.fork_candidates(workflow_id)
-        end = max((r[1] for r in rows), default=0)
-        if from_seq > end + 1:
-            raise InvalidOperation(
-                f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "
-                f"from one of them, or from {end + 1} to reuse the whole journal"
-            )
-        reuse, rerun_irreversible, in_doubt = _fork_plan(rows, from_seq)
-        if in_doubt and not allow_reexecute:
-            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)
-            raise UnsafeFork(
-                f"run {workflow_id!r} has the irreversible step(s) {names} in doubt: an "
-                "interrupted attempt may have taken effect, and a fork would run it again "
-                f"under a new idempotency key; settle it with app.resolve({workflow_id!r}, "
-                f"{in_doubt[0][0]}, result=...) first, or pass allow_reexecute=True if running "
-                "it again is what you want"
-            )
-        if rerun_irreversible and not allow_reexecute:
-            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
-            raise UnsafeFork(
-                f"forking run {workflow_id!r} from seq {from_seq} would run the completed "
-                f"irreversible step(s) {names} again; fork from after them, or pass "
-                "allow_reexecute=True if running them again is what you want"
-            )
-        fork_id = _new_id(new_id, label="new_id")
-        now = self._runtime.clock.time()
-        who = _who(by)
-        origin = {"forked_from": workflow_id, "from_seq": from_seq}
-        started = lifecycle(
-            "started", now, input=row.input, output=self._runtime.codec.encode(origin)
-        )
-        started.by = who
-        note = self._operator("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
-        if not self._runtime.store.fork_run(
-            workflow_id,
-            new_id=fork_id,
-            name=row.name,
-            queue=row.queue,
-            input=row.input,
-            now=now,
-            reuse=reuse,
-            started=started,
-            by=who,
-            notes=note,
-        ):
-            raise WorkflowAlreadyExists(
-                f"a run with workflow_id {fork_id!r} already exists; pick another new_id"
-            )
-        self._runtime.wakeup.set()
-        log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)
-        return Handle(self, fork_id)
+        return self._handle(self._operator.fork(workflow_id, from_seq, new_id, allow_reexecute, by))

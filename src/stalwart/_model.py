@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
+import uuid
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -24,6 +25,7 @@ __all__ = [
     "RunStatus",
     "WorkflowInfo",
     "from_epoch",
+    "run_id",
     "to_epoch",
 ]
 
@@ -243,3 +245,19 @@ class ApprovalRequest:
     requested_at: _dt.datetime
     expires_at: _dt.datetime | None
     decision: Approval | None
+
+
+MAX_ID_LENGTH = 512
+
+
+def run_id(given: Any, *, label: str = "workflow_id") -> str:
+    """``given`` checked as a run id, or a fresh one when it is ``None``."""
+    if given is None:
+        return uuid.uuid4().hex
+    if not isinstance(given, str) or not given or len(given) > MAX_ID_LENGTH:
+        shown = given if not isinstance(given, str) else f"{given[:40]!r}... ({len(given)} chars)"
+        raise ValueError(
+            f"{label}={shown if len(repr(given)) > 60 else repr(given)}: a run id is a non-empty "
+            f"string of at most {MAX_ID_LENGTH} characters"
+        )
+    return given

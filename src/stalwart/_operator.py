@@ -1,0 +1,417 @@
+"""Operator verbs: send an event, approve or reject, cancel, retry (redrive), resolve an
+in-doubt step, fork; and the pure planners they decide with (:func:`fork_plan`,
+:func:`failed_for_good`; the compensation order is ``_engine.compensation``'s).
+
+Each verb checks what it is asked against the run as stored, builds the journal entries that
+say who did what, and hands them to one store verb whose ``WHERE`` clause re-checks the
+precondition, so that a run that changed meanwhile is refused, never overwritten.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+from typing import Any
+
+from ._engine.driver import lifecycle
+from ._engine.keeper import LeaseKeeper
+from ._errors import (
+    InvalidOperation,
+    SerializationError,
+    UnsafeFork,
+    WorkflowAlreadyExists,
+    WorkflowNotFound,
+)
+from ._model import EntryKind, ErrorRecord, ErrorType, RunStatus, run_id
+from ._runtime import Runtime
+from ._serde import UnsupportedValue
+from ._store import Entry
+from ._store.base import IndexRow
+from ._views import Views, run_error
+
+__all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan"]
+
+log = logging.getLogger("stalwart")
+MISSING: Any = object()  # resolve(): no result given
+
+
+def fork_plan(
+    rows: list[tuple[Any, ...]], from_seq: int
+) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
+    """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
+    position before it, and the mark of an irreversible step's first attempt, so that a fork
+    of the fork still knows the step is irreversible), the completed irreversible steps it
+    would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
+    outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
+    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
+    latest: dict[str, tuple[Any, ...]] = {}
+    marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
+    for row in rows:
+        row_id, seq, position, kind, status = row[0], row[1], row[2], row[3], row[5]
+        latest[position] = row
+        if kind == "step" and status in ("scheduled", "in_doubt"):
+            marks.setdefault(seq, row_id)
+    reuse: list[int] = []
+    again: list[tuple[int, str]] = []
+    doubtful: list[tuple[int, str]] = []
+    for row_id, seq, _position, kind, name, status, _compensable in latest.values():
+        done = status in ("completed", "reused")
+        if kind == "step" and status in ("scheduled", "in_doubt"):
+            doubtful.append((seq, name))
+        elif seq < from_seq and done:
+            reuse.append(row_id)
+            if seq in marks:
+                reuse.append(marks[seq])
+        elif seq >= from_seq and done and kind == "step" and seq in marks:
+            again.append((seq, name))
+    return sorted(reuse), sorted(again), sorted(doubtful)
+
+
+def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
+    """The step positions whose latest journal row is a final failure (and, for a poison run,
+    ``interrupted``, the steps whose crashes used up its recoveries)."""
+    latest: dict[str, IndexRow] = {}
+    for row in index:
+        latest[row.position] = row
+    failed = []
+    for row in latest.values():
+        if row.kind == "step" and row.status == RunStatus.FAILED and row.error:
+            with contextlib.suppress(ValueError):
+                detail = ErrorRecord.from_json(row.error)
+                crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
+                if detail.final or crashed:
+                    failed.append(row)
+    return failed
+
+
+def _who(by: str | None) -> str:
+    if by:
+        return by
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+class Operator:
+    """The operator verbs of one app."""
+
+    def __init__(self, runtime: Runtime, keeper: LeaseKeeper, views: Views) -> None:
+        self.runtime = runtime
+        self.keeper = keeper
+        self.views = views
+
+    def send_event(
+        self,
+        workflow_id: str,
+        name: str,
+        payload: Any = None,
+        dedup_key: str | None = None,
+        by: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"event name {name!r}: pass a non-empty str")
+        try:
+            data = self.runtime.codec.encode(payload)
+        except UnsupportedValue as exc:
+            raise SerializationError(
+                f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
+                f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
+            ) from None
+        who = _who(by)
+        now = self.runtime.clock.time()
+        entry = self._entry("send-event", now, who, {"name": name, "dedup_key": dedup_key})
+        try:
+            delivered = self.runtime.store.deliver_event(
+                workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
+            )
+        except KeyError:
+            raise WorkflowNotFound(
+                f"no run with workflow_id {workflow_id!r} in {self.runtime.url}"
+            ) from None
+        self.runtime.wakeup.set()
+        log.info(
+            "run %s: event %r %s by %s",
+            workflow_id,
+            name,
+            "delivered" if delivered else "ignored (repeated dedup_key)",
+            who,
+        )
+
+    def _entry(self, action: str, now: float, by: str, detail: Any) -> Entry:
+        """The journal entry of an operator action: what, by whom, when."""
+        return Entry(
+            kind=EntryKind.OPERATOR,
+            name=action,
+            status=RunStatus.COMPLETED,
+            started_at=now,
+            finished_at=now,
+            input=None if detail is None else self.runtime.codec.encode(detail),
+            by=by,
+        )
+
+    def _decide(
+        self,
+        workflow_id: str,
+        *,
+        approved: bool,
+        by: str | None,
+        reason: str | None,
+        approval_id: str | None,
+    ) -> None:
+        self.views.row(workflow_id)
+        store = self.runtime.store
+        if approval_id is None:
+            pending = store.list_approvals(pending=True, workflow_id=workflow_id)
+            if not pending:
+                raise InvalidOperation(f"run {workflow_id!r} has no pending approval request")
+            if len(pending) != 1:
+                raise InvalidOperation(
+                    f"run {workflow_id!r} has {len(pending)} pending approval requests; pass "
+                    "approval_id= to say which (see app.approvals())"
+                )
+            approval_id = pending[0].approval_id
+        who = _who(by)
+        now = self.runtime.clock.time()
+        verb = "approve" if approved else "reject"
+        entry = self._entry(verb, now, who, {"approval_id": approval_id, "reason": reason})
+        if not store.decide_approval(
+            workflow_id,
+            approval_id,
+            approved=approved,
+            by=who,
+            reason=reason,
+            now=now,
+            entry=entry,
+        ):
+            existing = store.get_approval(workflow_id, approval_id)
+            if existing is None:
+                raise InvalidOperation(
+                    f"run {workflow_id!r} has no approval request {approval_id!r}"
+                )
+            raise InvalidOperation(
+                f"approval {approval_id!r} of run {workflow_id!r} was already decided or expired"
+            )
+        self.runtime.wakeup.set()
+        log.info("run %s: approval %s %sd by %s", workflow_id, approval_id, verb, who)
+
+    def approve(
+        self,
+        workflow_id: str,
+        by: str | None = None,
+        reason: str | None = None,
+        approval_id: str | None = None,
+    ) -> None:
+        self._decide(workflow_id, approved=True, by=by, reason=reason, approval_id=approval_id)
+
+    def reject(
+        self,
+        workflow_id: str,
+        by: str | None = None,
+        reason: str | None = None,
+        approval_id: str | None = None,
+    ) -> None:
+        self._decide(workflow_id, approved=False, by=by, reason=reason, approval_id=approval_id)
+
+    def cancel(self, workflow_id: str, by: str | None = None) -> None:
+        self.views.row(workflow_id)
+        who = _who(by)
+        now = self.runtime.clock.time()
+        error = ErrorRecord(
+            ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
+        ).to_json()
+        verdict = self.runtime.store.cancel_run(
+            workflow_id, now=now, error=error, entry=self._entry("cancel", now, who, None)
+        )
+        if verdict == "finished":
+            status = self.views.row(workflow_id).status
+            raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
+        self.keeper.request_cancel(workflow_id)
+        log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
+
+    def retry(self, workflow_id: str, by: str | None = None) -> None:
+        row = self.views.row(workflow_id)
+        if row.status not in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION):
+            raise InvalidOperation(
+                f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
+                "can be retried"
+            )
+        error = run_error(row)
+        if error.type == ErrorType.IN_DOUBT:
+            raise InvalidOperation(
+                f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
+                f"{error.seq}); settle it with resolve(), not retry()"
+            )
+        now = self.runtime.clock.time()
+        who = _who(by)
+        rollback = self.runtime.store.rollback_in_progress(workflow_id)
+        if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
+            # Continue the rollback, not the run: its compensation gets a fresh budget and
+            # the next invocation goes straight back to the compensations still to do.
+            entries = [
+                Entry(
+                    kind=EntryKind.COMPENSATION,
+                    name="reset",
+                    status=RunStatus.FAILED,
+                    seq=error.seq,
+                    attempt=0,
+                    started_at=now,
+                    finished_at=now,
+                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
+                ),
+                self._entry("retry", now, who, {"from_status": row.status}),
+                lifecycle("rolling_back", now, output=rollback),
+            ]
+        else:
+            entries = [
+                Entry(
+                    kind=EntryKind.STEP,
+                    name=rec.name,
+                    status=RunStatus.FAILED,
+                    seq=rec.seq,
+                    position=rec.position,
+                    attempt=0,
+                    started_at=now,
+                    finished_at=now,
+                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
+                )
+                for rec in failed_for_good(
+                    self.runtime.store.replay_index(workflow_id),
+                    interrupted=error.type == ErrorType.WORKER_CRASHED,
+                )
+            ]
+            entries.append(self._entry("retry", now, who, {"from_status": row.status}))
+        if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
+            raise InvalidOperation(
+                f"run {workflow_id!r} changed while it was being retried; look again"
+            )
+        self.runtime.wakeup.set()
+        log.info("run %s: retried by %s", workflow_id, who)
+
+    def resolve(
+        self,
+        workflow_id: str,
+        seq: int,
+        result: Any = MISSING,
+        rerun: bool = False,
+        by: str | None = None,
+    ) -> None:
+        if (result is MISSING) == (not rerun):
+            raise ValueError("resolve() takes exactly one of result=... or rerun=True")
+        row = self.views.row(workflow_id)
+        error = run_error(row)
+        if row.status != RunStatus.NEEDS_ATTENTION or error.type != ErrorType.IN_DOUBT:
+            raise InvalidOperation(f"run {workflow_id!r} has no in-doubt step to resolve")
+        if error.seq != seq:
+            raise InvalidOperation(
+                f"run {workflow_id!r} is in doubt about seq {error.seq}, not {seq}"
+            )
+        rec = next(
+            r for r in reversed(self.runtime.store.replay_index(workflow_id)) if r.seq == seq
+        )
+        now = self.runtime.clock.time()
+        who = _who(by)
+        if rerun:
+            entry = Entry(
+                kind=EntryKind.STEP,
+                name=rec.name,
+                status=RunStatus.FAILED,
+                seq=seq,
+                position=rec.position,
+                attempt=rec.attempt,
+                started_at=now,
+                finished_at=now,
+                error=ErrorRecord(
+                    ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True
+                ).to_json(),
+            )
+        else:
+            try:
+                payload = self.runtime.codec.encode(result)
+            except UnsupportedValue as exc:
+                raise SerializationError(
+                    f"resolve({workflow_id!r}, {seq}): cannot serialize a result value of type "
+                    f"{exc.type_name}"
+                ) from None
+            entry = Entry(
+                kind=EntryKind.STEP,
+                name=rec.name,
+                status=RunStatus.COMPLETED,
+                seq=seq,
+                position=rec.position,
+                attempt=rec.attempt,
+                started_at=now,
+                finished_at=now,
+                output=payload,
+                by=who,
+            )
+        detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
+        entries = [entry, self._entry("resolve", now, who, detail)]
+        if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
+            raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
+        self.runtime.wakeup.set()
+        log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
+
+    def fork(
+        self,
+        workflow_id: str,
+        from_seq: int,
+        new_id: str | None = None,
+        allow_reexecute: bool = False,
+        by: str | None = None,
+    ) -> str:
+        row = self.views.row(workflow_id)
+        if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
+            raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
+        rows = self.runtime.store.fork_candidates(workflow_id)
+        end = max((r[1] for r in rows), default=0)
+        if from_seq > end + 1:
+            raise InvalidOperation(
+                f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "
+                f"from one of them, or from {end + 1} to reuse the whole journal"
+            )
+        reuse, rerun_irreversible, in_doubt = fork_plan(rows, from_seq)
+        if in_doubt and not allow_reexecute:
+            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)
+            raise UnsafeFork(
+                f"run {workflow_id!r} has the irreversible step(s) {names} in doubt: an "
+                "interrupted attempt may have taken effect, and a fork would run it again "
+                f"under a new idempotency key; settle it with app.resolve({workflow_id!r}, "
+                f"{in_doubt[0][0]}, result=...) first, or pass allow_reexecute=True if running "
+                "it again is what you want"
+            )
+        if rerun_irreversible and not allow_reexecute:
+            names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
+            raise UnsafeFork(
+                f"forking run {workflow_id!r} from seq {from_seq} would run the completed "
+                f"irreversible step(s) {names} again; fork from after them, or pass "
+                "allow_reexecute=True if running them again is what you want"
+            )
+        fork_id = run_id(new_id, label="new_id")
+        now = self.runtime.clock.time()
+        who = _who(by)
+        origin = {"forked_from": workflow_id, "from_seq": from_seq}
+        started = lifecycle(
+            "started", now, input=row.input, output=self.runtime.codec.encode(origin)
+        )
+        started.by = who
+        note = self._entry("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
+        if not self.runtime.store.fork_run(
+            workflow_id,
+            new_id=fork_id,
+            name=row.name,
+            queue=row.queue,
+            input=row.input,
+            now=now,
+            reuse=reuse,
+            started=started,
+            by=who,
+            notes=note,
+        ):
+            raise WorkflowAlreadyExists(
+                f"a run with workflow_id {fork_id!r} already exists; pick another new_id"
+            )
+        self.runtime.wakeup.set()
+        log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)
+        return fork_id
