@@ -3,107 +3,49 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
-import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock, SystemClock
-from ._engine.driver import Driver, lifecycle
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
-from ._engine.loop import install_task_factory
-from ._engine.steps import call_step, call_step_async
-from ._errors import (
-    SerializationError,
+from ._declare import (
+    check_start_options,
+    check_sync_run,
+    declare_queue,
+    declare_step,
+    declare_workflow,
+    definition_of,
+    encode_args,
 )
+from ._engine.driver import Driver
+from ._engine.loop import install_task_factory
 from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
     ApprovalRequest,
     JournalEntry,
-    RunStatus,
     WorkflowInfo,
     run_id,
 )
 from ._operator import MISSING, Operator
-from ._registry import Registry, StepDef, WorkflowDef
+from ._registry import Registry, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
-from ._serde import UnsupportedValue, argument_path, make_codec
+from ._serde import make_codec
 from ._store import RunRow, Store, open_store, resolve_url
-from ._store.base import QueueLimits
 from ._views import Views
 
 __all__ = ["Handle", "Stalwart"]
 
 log = logging.getLogger("stalwart")
-CANCEL_POLL_SECONDS = 0.25
-WAIT_POLL_SECONDS = 0.02
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class StepFunction:
-    """A declared step: journaled inside a workflow, a plain call anywhere else."""
-
-    def __init__(self, app: Stalwart, step: StepDef) -> None:
-        self._app = app
-        self.definition = step
-        functools.update_wrapper(self, step.fn)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        step = self.definition
-        inv = CURRENT_RUN.get()
-        if inv is None or CURRENT_STEP.get() is not None or inv.runtime is not self._app._runtime:
-            return step.fn(*args, **kwargs)
-        step.check_arguments(args, kwargs)
-        if step.is_async:
-            if not inv.is_async:
-                raise TypeError(
-                    f"async step {step.name!r} was called from the sync workflow "
-                    f"{inv.wf.name!r}; make the workflow 'async def' or the step a plain 'def'"
-                )
-            return call_step_async(inv, step, args, kwargs)
-        return call_step(inv, step, args, kwargs)
-
-
-class WorkflowFunction:
-    """A declared workflow; calling it directly runs it as a plain function."""
-
-    def __init__(self, app: Stalwart, wf: WorkflowDef) -> None:
-        self._app = app
-        self.definition = wf
-        functools.update_wrapper(self, wf.fn)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.definition.fn(*args, **kwargs)
-
-
-_SYNC_IRREVERSIBLE_TIMEOUT = (
-    "an irreversible step with timeout= must be 'async def': a sync step cannot be stopped, "
-    "so its abandoned attempt could still take effect after the next one; drop timeout= or "
-    "make the step async"
-)
 
 
 def _default_clock(store: Store) -> Clock:
     """The system clock; on a store shared by machines, corrected to the server's clock."""
     measure = getattr(store, "clock_offset", None)
     return SystemClock() if measure is None else ServerClock(measure)
-
-
-def _check_queue_name(queue: Any) -> None:
-    if not isinstance(queue, str) or not queue or len(queue) > 200:
-        raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class Stalwart:
@@ -198,51 +140,17 @@ class Stalwart:
         name: str | None = None,
     ) -> Any:
         """Declare a step: journaled when called inside a workflow, retried by ``retry``."""
-        if (
-            irreversible
-            and timeout is not None
-            and fn is not None
-            and not (inspect.iscoroutinefunction(fn))
-        ):
-            raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
-        if verify is not None and not irreversible:
-            raise ValueError("verify= checks an irreversible step: add irreversible=True")
-        if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
-            raise TypeError("verify= must be a plain function (def) taking the step's arguments")
-        if compensate is not None and not callable(compensate):
-            raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
-        if retry is not None and not isinstance(retry, Retry):
-            raise TypeError(f"retry={retry!r}: pass a stalwart.Retry(...)")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
-        if output is not None and not callable(output):
-            raise TypeError(f"output={output!r}: pass a pydantic model class or a callable")
-
-        def decorate(func: Any) -> Any:
-            if not callable(func):
-                raise TypeError("@app.step decorates a function")
-            if irreversible and timeout is not None and not inspect.iscoroutinefunction(func):
-                raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
-            policy = retry or Retry()
-            if irreversible and verify is None:
-                # Never re-executed blindly: without verify there is no second attempt.
-                policy = dataclasses.replace(policy, max_attempts=1)
-            step = StepDef(
-                fn=func,
-                name=name or func.__qualname__,
-                retry=policy,
-                irreversible=bool(irreversible),
-                verify=verify,
-                compensate=compensate,
-                undo_retry=retry or Retry(),
-                timeout=None if timeout is None else float(timeout),
-                output=output,
-                is_async=inspect.iscoroutinefunction(func),
-            )
-            self._runtime.registry.add_step(step)
-            return StepFunction(self, step)
-
-        return decorate(fn) if fn is not None else decorate
+        return declare_step(
+            self._runtime,
+            fn,
+            retry=retry,
+            timeout=timeout,
+            irreversible=irreversible,
+            verify=verify,
+            compensate=compensate,
+            output=output,
+            name=name,
+        )
 
     @overload
     def workflow(self, fn: F, /) -> F: ...
@@ -267,26 +175,7 @@ class Stalwart:
         timeout: float | None = None,
     ) -> Any:
         """Declare a workflow: durable, replayed from its journal after any interruption."""
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
-        _check_queue_name(queue)
-
-        def decorate(func: Any) -> Any:
-            if not callable(func):
-                raise TypeError("@app.workflow decorates a function")
-            wf = WorkflowDef(
-                fn=func,
-                name=name or func.__qualname__,
-                queue=queue,
-                is_async=inspect.iscoroutinefunction(func),
-                timeout=None if timeout is None else float(timeout),
-            )
-            self._runtime.registry.add_workflow(wf)
-            return WorkflowFunction(self, wf)
-
-        return decorate(fn) if fn is not None else decorate
+        return declare_workflow(self._runtime, fn, name=name, queue=queue, timeout=timeout)
 
     def queue(
         self,
@@ -301,39 +190,9 @@ class Stalwart:
         suspended on a wait holds no slot), and at most ``rate`` runs start per ``period``
         seconds. Declaring a queue again replaces its limits.
         """
-        _check_queue_name(name)
-        for label, value in (("concurrency", concurrency), ("rate", rate)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise TypeError(f"app.queue({name!r}): {label}={value!r} must be an int or None")
-            if value is not None and value < 1:
-                raise ValueError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
-        if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
-            raise ValueError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
-        self._runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
+        declare_queue(self._runtime, name, concurrency, rate, period)
 
     # -- starting and running -------------------------------------------------------------
-
-    def _definition(self, wf: Any) -> WorkflowDef:
-        if isinstance(wf, WorkflowFunction):
-            if wf._app is not self:
-                raise TypeError(f"workflow {wf.definition.name!r} is declared on another app")
-            return wf.definition
-        if isinstance(wf, str):
-            return self._runtime.registry.workflow(wf)
-        raise TypeError(
-            f"{wf!r} is not a workflow of this app: decorate it with @app.workflow or pass its name"
-        )
-
-    def _encode_args(self, wf: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bytes:
-        wf.signature.bind(*args, **kwargs)
-        try:
-            return self._runtime.codec.encode({"args": list(args), "kwargs": kwargs})
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"workflow {wf.name!r}: cannot serialize an argument of type {exc.type_name} at "
-                f"{argument_path(exc.path)}; pass JSON-compatible values "
-                "(or opt in with serializer='pickle')"
-            ) from None
 
     def start(
         self,
@@ -345,32 +204,11 @@ class Stalwart:
         **kwargs: Any,
     ) -> Handle:
         """Record a ``pending`` run for a worker to execute; an existing id returns its handle."""
-        definition = self._definition(wf)
-        if queue is not None:
-            _check_queue_name(queue)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
-        if not -(2**31) <= priority <= 2**31 - 1:
-            raise ValueError(
-                f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
-            )
-        payload = self._encode_args(definition, args, kwargs)
+        definition = definition_of(self._runtime, wf)
+        check_start_options(queue, priority)
+        payload = encode_args(self._runtime, definition, args, kwargs)
         wid = run_id(workflow_id)
-        now = self._runtime.clock.time()
-        self._runtime.store.create_run(
-            workflow_id=wid,
-            name=definition.name,
-            status=RunStatus.PENDING,
-            queue=definition.queue if queue is None else queue,
-            priority=priority,
-            input=payload,
-            now=now,
-            owner=None,
-            lease_until=None,
-            entry=lifecycle("started", now, input=payload),
-            deadline=None if definition.timeout is None else now + definition.timeout,
-        )
-        self._runtime.wakeup.set()
+        self._driver.start(definition, wid, payload, queue=queue, priority=priority)
         return self._handle(wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
@@ -379,12 +217,8 @@ class Stalwart:
         While the run waits on a timer, an event or an approval it holds no lease: this call
         blocks until the wait is over, then continues the run itself.
         """
-        definition = self._definition(wf)
-        if definition.is_async and _loop_running():
-            raise TypeError(
-                f"app.run() of the async workflow {definition.name!r} was called inside a running "
-                "event loop; use 'await app.run_async(...)' there"
-            )
+        definition = definition_of(self._runtime, wf)
+        check_sync_run(definition)
         return self._run(definition, args, kwargs, workflow_id, loop=None)
 
     async def run_async(
@@ -393,7 +227,7 @@ class Stalwart:
         """:meth:`run` for callers inside an event loop: the workflow's async code runs on
         the caller's loop (so loop-bound clients of the caller work in it), and the engine's
         own blocking work on a thread."""
-        definition = self._definition(wf)
+        definition = definition_of(self._runtime, wf)
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
         return await asyncio.to_thread(
@@ -409,7 +243,7 @@ class Stalwart:
         *,
         loop: asyncio.AbstractEventLoop | None,
     ) -> Any:
-        payload = self._encode_args(definition, args, kwargs)
+        payload = encode_args(self._runtime, definition, args, kwargs)
         wid = run_id(workflow_id)
         return self._views.outcome(self._driver.run(definition, wid, payload, loop=loop))
 

@@ -14,8 +14,8 @@ import getpass
 import logging
 from typing import Any
 
-from ._engine.driver import lifecycle
 from ._engine.keeper import LeaseKeeper
+from ._engine.lifecycle import lifecycle
 from ._errors import (
     InvalidOperation,
     SerializationError,
@@ -23,14 +23,14 @@ from ._errors import (
     WorkflowAlreadyExists,
     WorkflowNotFound,
 )
-from ._model import EntryKind, ErrorRecord, ErrorType, RunStatus, run_id
+from ._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus, run_id
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
 from ._store.base import IndexRow
 from ._views import Views, run_error
 
-__all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan"]
+__all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
 
 log = logging.getLogger("stalwart")
 MISSING: Any = object()  # resolve(): no result given
@@ -83,6 +83,54 @@ def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list
                 if detail.final or crashed:
                     failed.append(row)
     return failed
+
+
+def redrive_plan(
+    error: ErrorRecord,
+    index: list[IndexRow],
+    rollback: bytes | None,
+    note: Entry,
+    *,
+    now: float,
+    who: str,
+) -> list[Entry]:
+    """Pure: the journal entries that redrive a run which ended with ``error``, ``note``
+    (the operator's entry) among them.
+
+    A run whose rollback stopped on a compensation (``rollback``: the state of the rollback
+    in progress) continues the rollback, not the run: that compensation gets a fresh budget
+    and the next invocation goes straight back to the compensations still to do. Any other
+    run gets a fresh attempt budget for each step that failed for good (and, for a poison
+    run, each step whose crashes used up its recoveries), and replays."""
+    redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json()
+    if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
+        reset = Entry(
+            kind=EntryKind.COMPENSATION,
+            name="reset",
+            status=EntryStatus.FAILED,
+            seq=error.seq,
+            attempt=0,
+            started_at=now,
+            finished_at=now,
+            error=redriven,
+        )
+        return [reset, note, lifecycle("rolling_back", now, output=rollback)]
+    failed = failed_for_good(index, interrupted=error.type == ErrorType.WORKER_CRASHED)
+    fresh = [
+        Entry(
+            kind=EntryKind.STEP,
+            name=rec.name,
+            status=EntryStatus.FAILED,
+            seq=rec.seq,
+            position=rec.position,
+            attempt=0,
+            started_at=now,
+            finished_at=now,
+            error=redriven,
+        )
+        for rec in failed
+    ]
+    return [*fresh, note]
 
 
 def _who(by: str | None) -> str:
@@ -144,7 +192,7 @@ class Operator:
         return Entry(
             kind=EntryKind.OPERATOR,
             name=action,
-            status=RunStatus.COMPLETED,
+            status=EntryStatus.COMPLETED,
             started_at=now,
             finished_at=now,
             input=None if detail is None else self.runtime.codec.encode(detail),
@@ -246,42 +294,10 @@ class Operator:
         now = self.runtime.clock.time()
         who = _who(by)
         rollback = self.runtime.store.rollback_in_progress(workflow_id)
-        if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
-            # Continue the rollback, not the run: its compensation gets a fresh budget and
-            # the next invocation goes straight back to the compensations still to do.
-            entries = [
-                Entry(
-                    kind=EntryKind.COMPENSATION,
-                    name="reset",
-                    status=RunStatus.FAILED,
-                    seq=error.seq,
-                    attempt=0,
-                    started_at=now,
-                    finished_at=now,
-                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
-                ),
-                self._entry("retry", now, who, {"from_status": row.status}),
-                lifecycle("rolling_back", now, output=rollback),
-            ]
-        else:
-            entries = [
-                Entry(
-                    kind=EntryKind.STEP,
-                    name=rec.name,
-                    status=RunStatus.FAILED,
-                    seq=rec.seq,
-                    position=rec.position,
-                    attempt=0,
-                    started_at=now,
-                    finished_at=now,
-                    error=ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json(),
-                )
-                for rec in failed_for_good(
-                    self.runtime.store.replay_index(workflow_id),
-                    interrupted=error.type == ErrorType.WORKER_CRASHED,
-                )
-            ]
-            entries.append(self._entry("retry", now, who, {"from_status": row.status}))
+        continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
+        index = [] if continues else self.runtime.store.replay_index(workflow_id)
+        note = self._entry("retry", now, who, {"from_status": row.status})
+        entries = redrive_plan(error, index, rollback, note, now=now, who=who)
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(
                 f"run {workflow_id!r} changed while it was being retried; look again"
@@ -316,7 +332,7 @@ class Operator:
             entry = Entry(
                 kind=EntryKind.STEP,
                 name=rec.name,
-                status=RunStatus.FAILED,
+                status=EntryStatus.FAILED,
                 seq=seq,
                 position=rec.position,
                 attempt=rec.attempt,
@@ -337,7 +353,7 @@ class Operator:
             entry = Entry(
                 kind=EntryKind.STEP,
                 name=rec.name,
-                status=RunStatus.COMPLETED,
+                status=EntryStatus.COMPLETED,
                 seq=seq,
                 position=rec.position,
                 attempt=rec.attempt,

@@ -17,38 +17,28 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
 
-from .._errors import CorruptRecord, WorkflowAlreadyExists, WorkflowNotFound
+from .._errors import WorkflowAlreadyExists, WorkflowNotFound
 from .._leases import holder_is_gone
-from .._model import ENDED, TERMINAL, EntryKind, ErrorRecord, ErrorType, OutcomeKind, RunStatus
+from .._model import (
+    ENDED,
+    TERMINAL,
+    OutcomeKind,
+    RunStatus,
+)
 from .._registry import WorkflowDef
 from .._runtime import Runtime
-from .._store import Entry, RunRow
-from .compensation import Undo, interruption, pending_compensations
-from .executor import Outcome, execute, rollback_state
+from .._store import RunRow
+from .executor import Outcome, execute
 from .invocation import Invocation
 from .keeper import LeaseKeeper
+from .lifecycle import lifecycle
+from .poison import stop_poison_run
 
-__all__ = ["Driver", "lifecycle"]
+__all__ = ["Driver"]
 
 log = logging.getLogger("stalwart")
 WAIT_POLL_SECONDS = 0.02
-
-
-def lifecycle(
-    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
-) -> Entry:
-    """A milestone of the run itself in its journal (started, resumed, rolling_back)."""
-    return Entry(
-        kind=EntryKind.RUN,
-        name=name,
-        status=RunStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=input,
-        output=output,
-    )
 
 
 class Driver:
@@ -61,6 +51,26 @@ class Driver:
     def close(self) -> None:
         """Stop renewing leases."""
         self.keeper.close()
+
+    def start(
+        self, wf: WorkflowDef, wid: str, payload: bytes, *, queue: str | None, priority: int
+    ) -> None:
+        """Record a ``pending`` run for a worker (nothing, if the run already exists)."""
+        now = self.runtime.clock.time()
+        self.runtime.store.create_run(
+            workflow_id=wid,
+            name=wf.name,
+            status=RunStatus.PENDING,
+            queue=wf.queue if queue is None else queue,
+            priority=priority,
+            input=payload,
+            now=now,
+            owner=None,
+            lease_until=None,
+            entry=lifecycle("started", now, input=payload),
+            deadline=None if wf.timeout is None else now + wf.timeout,
+        )
+        self.runtime.wakeup.set()
 
     def run(
         self,
@@ -254,102 +264,6 @@ class Driver:
                 holder,
             )
             if crashes >= self.runtime.max_recoveries:
-                return self._fail_poison_run(wf, row, crashes, owner)
+                go_on = stop_poison_run(self.runtime, row, crashes, owner)
+                return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
         return self.invocation(wf, row, recovering=recovering, owner=owner)
-
-    def _fail_poison_run(
-        self, wf: WorkflowDef, row: RunRow, crashes: int, owner: str
-    ) -> Invocation | None:
-        """Stop a run whose worker died at the same point ``crashes`` times in a row.
-
-        A run with completed compensable steps is rolled back like any failure before it is
-        failed: the invocation returned runs its compensations and then ends it ``failed``.
-        A run whose rollback itself keeps crashing its worker goes to ``needs_attention``
-        (never to ``failed`` with compensations still pending). Otherwise it is failed now
-        and ``None`` is returned."""
-        runtime = self.runtime
-        wid = row.workflow_id
-        now = runtime.clock.time()
-        try:
-            plan = pending_compensations(
-                runtime.store.compensation_plan(wid), codec=runtime.codec, workflow_id=wid
-            )
-            rollback = runtime.store.rollback_in_progress(wid)
-            then = None if rollback is None else rollback_state(runtime, wid, rollback)[0]
-        except CorruptRecord as exc:
-            detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
-            self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, detail, owner, now)
-            log.error("run %s: %s", wid, exc)
-            return None
-        if rollback is not None:
-            if not plan:  # only the rollback's ending is left to record
-                return self.invocation(wf, row, recovering=True, owner=owner)
-            state = {"then": then}
-            self._rollback_crashed(wid, plan[0], state=state, crashes=crashes, owner=owner, now=now)
-            return None
-        if plan:
-            detail = self._crashed_error(crashes)
-            entry = lifecycle(
-                "rolling_back",
-                now,
-                output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
-            )
-            if not runtime.store.append(wid, entry, owner=owner):
-                return None  # another process took the run meanwhile
-            log.warning(
-                "run %s: crashed its worker %d times; rolling it back before failing it",
-                wid,
-                crashes,
-            )
-            return self.invocation(wf, row, recovering=True, owner=owner)
-        self._finish_poisoned(wid, RunStatus.FAILED, self._crashed_error(crashes), owner, now)
-        log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
-        return None
-
-    def _crashed_error(self, crashes: int) -> str:
-        return ErrorRecord(
-            ErrorType.WORKER_CRASHED,
-            f"crashed its worker {crashes} times: each recovery found it where the last one "
-            "left it, so it was failed instead of crash-looping the fleet "
-            f"(max_recoveries={self.runtime.max_recoveries})",
-        ).to_json()
-
-    def _rollback_crashed(
-        self, wid: str, undo: Undo, *, state: dict[str, Any], crashes: int, owner: str, now: float
-    ) -> None:
-        """The compensation ``undo`` crashed its worker ``crashes`` times in a row: charge
-        its interrupted attempt and hand the run to an operator, who retries it to continue
-        the rollback with a fresh budget."""
-        runtime = self.runtime
-        row = runtime.store.get_run(wid)
-        charged = interruption(undo, row.retrying if row else None, now, final=True)
-        if charged is not None and not runtime.store.append(wid, charged, owner=owner):
-            return  # another process took the run meanwhile
-        reason = (
-            f"the compensation of step {undo.name!r} (seq {undo.seq}) crashed its worker "
-            f"{crashes} times in a row, so the rollback stopped instead of crash-looping the "
-            f"fleet (max_recoveries={self.runtime.max_recoveries}); fix the cause, then retry "
-            "the run to continue the rollback"
-        )
-        error = ErrorRecord(
-            ErrorType.COMPENSATION_FAILED,
-            reason,
-            reason=reason,
-            seq=undo.seq,
-            then=state.get("then", RunStatus.FAILED),
-        ).to_json()
-        self._finish_poisoned(wid, RunStatus.NEEDS_ATTENTION, error, owner, now)
-        log.warning("run %s: %s", wid, reason)
-
-    def _finish_poisoned(self, wid: str, status: str, error: str, owner: str, now: float) -> None:
-        entry = Entry(
-            kind=EntryKind.RUN,
-            name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-            status=RunStatus.FAILED,
-            started_at=now,
-            finished_at=now,
-            error=error,
-        )
-        self.runtime.store.finish_run(
-            wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
-        )

@@ -1,0 +1,235 @@
+"""Declarations: ``@app.step``, ``@app.workflow`` and ``app.queue`` check what they are
+given and register it; the proxies they return are what user code calls."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
+from ._engine.steps import call_step, call_step_async
+from ._errors import SerializationError
+from ._registry import StepDef, WorkflowDef
+from ._retry import Retry
+from ._runtime import Runtime
+from ._serde import UnsupportedValue, argument_path
+from ._store.base import QueueLimits
+
+__all__ = [
+    "StepFunction",
+    "WorkflowFunction",
+    "check_queue_name",
+    "check_start_options",
+    "check_sync_run",
+    "declare_queue",
+    "declare_step",
+    "declare_workflow",
+    "definition_of",
+    "encode_args",
+]
+
+_SYNC_IRREVERSIBLE_TIMEOUT = (
+    "an irreversible step with timeout= must be 'async def': a sync step cannot be stopped, "
+    "so its abandoned attempt could still take effect after the next one; drop timeout= or "
+    "make the step async"
+)
+
+
+class StepFunction:
+    """A declared step: journaled inside a workflow, a plain call anywhere else."""
+
+    def __init__(self, runtime: Runtime, step: StepDef) -> None:
+        self.runtime = runtime
+        self.definition = step
+        functools.update_wrapper(self, step.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        step = self.definition
+        inv = CURRENT_RUN.get()
+        if inv is None or CURRENT_STEP.get() is not None or inv.runtime is not self.runtime:
+            return step.fn(*args, **kwargs)
+        step.check_arguments(args, kwargs)
+        if step.is_async:
+            if not inv.is_async:
+                raise TypeError(
+                    f"async step {step.name!r} was called from the sync workflow "
+                    f"{inv.wf.name!r}; make the workflow 'async def' or the step a plain 'def'"
+                )
+            return call_step_async(inv, step, args, kwargs)
+        return call_step(inv, step, args, kwargs)
+
+
+class WorkflowFunction:
+    """A declared workflow; calling it directly runs it as a plain function."""
+
+    def __init__(self, runtime: Runtime, wf: WorkflowDef) -> None:
+        self.runtime = runtime
+        self.definition = wf
+        functools.update_wrapper(self, wf.fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.definition.fn(*args, **kwargs)
+
+
+def check_queue_name(queue: Any) -> None:
+    """Refuse what cannot name a queue."""
+    if not isinstance(queue, str) or not queue or len(queue) > 200:
+        raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
+
+
+def check_start_options(queue: str | None, priority: Any) -> None:
+    """Refuse a queue name or a priority ``app.start`` cannot record."""
+    if queue is not None:
+        check_queue_name(queue)
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
+    if not -(2**31) <= priority <= 2**31 - 1:
+        raise ValueError(
+            f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
+        )
+
+
+def check_sync_run(wf: WorkflowDef) -> None:
+    """Refuse ``app.run`` of an async workflow from inside a running event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    if wf.is_async:
+        raise TypeError(
+            f"app.run() of the async workflow {wf.name!r} was called inside a running "
+            "event loop; use 'await app.run_async(...)' there"
+        )
+
+
+def declare_step(
+    runtime: Runtime,
+    fn: Any,
+    *,
+    retry: Retry | None,
+    timeout: float | None,
+    irreversible: bool,
+    verify: Callable[..., Any] | None,
+    compensate: Callable[..., Any] | None,
+    output: Callable[[Any], Any] | None,
+    name: str | None,
+) -> Any:
+    """``@app.step``: check the options, register the step, return its proxy (or a decorator)."""
+    if (
+        irreversible
+        and timeout is not None
+        and fn is not None
+        and not (inspect.iscoroutinefunction(fn))
+    ):
+        raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
+    if verify is not None and not irreversible:
+        raise ValueError("verify= checks an irreversible step: add irreversible=True")
+    if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
+        raise TypeError("verify= must be a plain function (def) taking the step's arguments")
+    if compensate is not None and not callable(compensate):
+        raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
+    if retry is not None and not isinstance(retry, Retry):
+        raise TypeError(f"retry={retry!r}: pass a stalwart.Retry(...)")
+    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+        raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
+    if output is not None and not callable(output):
+        raise TypeError(f"output={output!r}: pass a pydantic model class or a callable")
+
+    def decorate(func: Any) -> Any:
+        if not callable(func):
+            raise TypeError("@app.step decorates a function")
+        if irreversible and timeout is not None and not inspect.iscoroutinefunction(func):
+            raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
+        policy = retry or Retry()
+        if irreversible and verify is None:
+            # Never re-executed blindly: without verify there is no second attempt.
+            policy = dataclasses.replace(policy, max_attempts=1)
+        step = StepDef(
+            fn=func,
+            name=name or func.__qualname__,
+            retry=policy,
+            irreversible=bool(irreversible),
+            verify=verify,
+            compensate=compensate,
+            undo_retry=retry or Retry(),
+            timeout=None if timeout is None else float(timeout),
+            output=output,
+            is_async=inspect.iscoroutinefunction(func),
+        )
+        runtime.registry.add_step(step)
+        return StepFunction(runtime, step)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def declare_workflow(
+    runtime: Runtime, fn: Any, *, name: str | None, queue: str, timeout: float | None
+) -> Any:
+    """``@app.workflow``: check the options, register the workflow, return its proxy."""
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
+    check_queue_name(queue)
+
+    def decorate(func: Any) -> Any:
+        if not callable(func):
+            raise TypeError("@app.workflow decorates a function")
+        wf = WorkflowDef(
+            fn=func,
+            name=name or func.__qualname__,
+            queue=queue,
+            is_async=inspect.iscoroutinefunction(func),
+            timeout=None if timeout is None else float(timeout),
+        )
+        runtime.registry.add_workflow(wf)
+        return WorkflowFunction(runtime, wf)
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def declare_queue(
+    runtime: Runtime, name: str, concurrency: int | None, rate: int | None, period: float
+) -> None:
+    """``app.queue``: check and record a queue's limits."""
+    check_queue_name(name)
+    for label, value in (("concurrency", concurrency), ("rate", rate)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"app.queue({name!r}): {label}={value!r} must be an int or None")
+        if value is not None and value < 1:
+            raise ValueError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
+    if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
+        raise ValueError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
+    runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
+
+
+def definition_of(runtime: Runtime, wf: Any) -> WorkflowDef:
+    """The definition behind a workflow proxy or name (of this app only)."""
+    if isinstance(wf, WorkflowFunction):
+        if wf.runtime is not runtime:
+            raise TypeError(f"workflow {wf.definition.name!r} is declared on another app")
+        return wf.definition
+    if isinstance(wf, str):
+        return runtime.registry.workflow(wf)
+    raise TypeError(
+        f"{wf!r} is not a workflow of this app: decorate it with @app.workflow or pass its name"
+    )
+
+
+def encode_args(
+    runtime: Runtime, wf: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bytes:
+    """A run's arguments as stored; ``SerializationError`` when a value cannot be."""
+    wf.signature.bind(*args, **kwargs)
+    try:
+        return runtime.codec.encode({"args": list(args), "kwargs": kwargs})
+    except UnsupportedValue as exc:
+        raise SerializationError(
+            f"workflow {wf.name!r}: cannot serialize an argument of type {exc.type_name} at "
+            f"{argument_path(exc.path)}; pass JSON-compatible values "
+            "(or opt in with serializer='pickle')"
+        ) from None
