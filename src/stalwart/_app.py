@@ -20,6 +20,7 @@ from ._declare import (
 )
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
+from ._errors import UsageError
 from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
@@ -62,9 +63,9 @@ class Stalwart:
         clock: Clock | None = None,
     ) -> None:
         if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
-            raise ValueError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
+            raise UsageError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
         if not isinstance(max_recoveries, int) or max_recoveries < 1:
-            raise ValueError(f"max_recoveries={max_recoveries!r}: must be an int >= 1")
+            raise UsageError(f"max_recoveries={max_recoveries!r}: must be an int >= 1")
         codec = make_codec(serializer)
         self.url = resolve_url(url)
         self.max_recoveries = max_recoveries

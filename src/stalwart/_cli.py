@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import sys
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import click
 
 from ._errors import StalwartError
+from ._format import format_time, format_timeline, short
 from ._model import STATUSES
 
 __all__ = ["main"]
@@ -19,15 +19,6 @@ def _app(url: str | None) -> Any:
     from ._app import Stalwart
 
     return Stalwart(url)
-
-
-def _time(value: _dt.datetime | None) -> str:
-    return value.strftime("%Y-%m-%d %H:%M:%S") if value else "-"
-
-
-def _short(value: Any, width: int = 48) -> str:
-    text = "" if value is None else json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 @click.group()
@@ -73,30 +64,9 @@ def ls_command(ctx: click.Context, status: str | None, name: str | None, as_json
     click.echo(f"{'WORKFLOW ID':34} {'NAME':24} {'STATUS':16} {'CREATED':19}  ERROR")
     for r in runs:
         click.echo(
-            f"{r.workflow_id:34} {r.name:24} {r.status:16} {_time(r.created_at):19}  "
-            f"{_short(r.error, 60) if r.error else ''}"
+            f"{r.workflow_id:34} {r.name:24} {r.status:16} {format_time(r.created_at):19}  "
+            f"{short(r.error, 60) if r.error else ''}"
         )
-
-
-def format_timeline(entries: list[Any]) -> list[str]:
-    """Readable lines for a run's journal, with the idempotency key of each step (keys count
-    positions from 0, seqs start at 1: print the key rather than have anyone derive it)."""
-    width = max([3, *(len(e.idempotency_key or "") for e in entries)])
-    lines = [
-        f"{'SEQ':>4}  {'KIND':12} {'NAME':24} {'STATUS':10} {'TRY':>3}  {'FINISHED':19}  "
-        f"{'KEY':{width}}  DETAIL"
-    ]
-    for e in entries:
-        if e.kind == "operator":
-            detail = f"by {e.by}" + (f": {_short(e.input)}" if e.input is not None else "")
-        else:
-            detail = e.error if e.error else _short(e.output)
-        lines.append(
-            f"{'' if e.seq is None else e.seq:>4}  {e.kind:12} {e.name:24} {e.status:10} "
-            f"{'' if e.attempt is None else e.attempt:>3}  {_time(e.finished_at):19}  "
-            f"{e.idempotency_key or '':{width}}  {detail}"
-        )
-    return lines
 
 
 @cli.command("show")
@@ -249,7 +219,7 @@ def approvals_command(ctx: click.Context, show_all: bool, as_json: bool) -> None
     for r in requests:
         click.echo(
             f"{r.workflow_id:34} {r.approval_id:>4}  {r.subject:28} "
-            f"{_time(r.requested_at):19}  {_short(r.details)}"
+            f"{format_time(r.requested_at):19}  {short(r.details)}"
         )
 
 
@@ -269,10 +239,7 @@ def _decision_command(verb: str) -> Any:
     ) -> None:
         with _app(ctx.obj["url"]) as app:
             decide = app.approve if verb == "approve" else app.reject
-            try:
-                decide(workflow_id, by=by, reason=reason, approval_id=approval_id)
-            except ValueError as exc:
-                raise click.ClickException(str(exc)) from exc
+            decide(workflow_id, by=by, reason=reason, approval_id=approval_id)
         click.echo(f"{'approved' if verb == 'approve' else 'rejected'} {workflow_id}")
 
     return command
@@ -383,7 +350,7 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(1)
-    except (StalwartError, ValueError) as exc:
+    except StalwartError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     sys.exit(0)

@@ -12,7 +12,7 @@ from typing import Any
 
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
 from ._engine.steps import call_step, call_step_async
-from ._errors import SerializationError
+from ._errors import SerializationError, UsageError
 from ._registry import StepDef, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
@@ -78,7 +78,7 @@ class WorkflowFunction:
 def check_queue_name(queue: Any) -> None:
     """Refuse what cannot name a queue."""
     if not isinstance(queue, str) or not queue or len(queue) > 200:
-        raise ValueError(f"queue={queue!r}: a queue is named by a non-empty string")
+        raise UsageError(f"queue={queue!r}: a queue is named by a non-empty string")
 
 
 def check_start_options(queue: str | None, priority: Any) -> None:
@@ -88,7 +88,7 @@ def check_start_options(queue: str | None, priority: Any) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"priority={priority!r}: must be an int (higher runs first)")
     if not -(2**31) <= priority <= 2**31 - 1:
-        raise ValueError(
+        raise UsageError(
             f"priority={priority}: pass an int in [-2**31, 2**31 - 1] (higher runs first)"
         )
 
@@ -125,9 +125,9 @@ def declare_step(
         and fn is not None
         and not (inspect.iscoroutinefunction(fn))
     ):
-        raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
+        raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
     if verify is not None and not irreversible:
-        raise ValueError("verify= checks an irreversible step: add irreversible=True")
+        raise UsageError("verify= checks an irreversible step: add irreversible=True")
     if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
         raise TypeError("verify= must be a plain function (def) taking the step's arguments")
     if compensate is not None and not callable(compensate):
@@ -135,7 +135,7 @@ def declare_step(
     if retry is not None and not isinstance(retry, Retry):
         raise TypeError(f"retry={retry!r}: pass a stalwart.Retry(...)")
     if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-        raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
+        raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
     if output is not None and not callable(output):
         raise TypeError(f"output={output!r}: pass a pydantic model class or a callable")
 
@@ -143,7 +143,7 @@ def declare_step(
         if not callable(func):
             raise TypeError("@app.step decorates a function")
         if irreversible and timeout is not None and not inspect.iscoroutinefunction(func):
-            raise ValueError(_SYNC_IRREVERSIBLE_TIMEOUT)
+            raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
         policy = retry or Retry()
         if irreversible and verify is None:
             # Never re-executed blindly: without verify there is no second attempt.
@@ -173,7 +173,7 @@ def declare_workflow(
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
     ):
-        raise ValueError(f"timeout={timeout!r}: must be a number of seconds > 0")
+        raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
     check_queue_name(queue)
 
     def decorate(func: Any) -> Any:
@@ -201,9 +201,9 @@ def declare_queue(
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise TypeError(f"app.queue({name!r}): {label}={value!r} must be an int or None")
         if value is not None and value < 1:
-            raise ValueError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
+            raise UsageError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
     if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
-        raise ValueError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
+        raise UsageError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
     runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
 
 

@@ -22,6 +22,8 @@ from typing import Any
 
 import stalwart
 
+from ._format import format_timeline
+
 WORKFLOW_ID = "refund-T-1042"
 TICKET = {"id": "T-1042", "customer": "ada@example.com", "order": "O-77", "amount": 129}
 _PLAN = {  # what the scripted "LLM" answers: deterministic, no network
@@ -133,7 +135,6 @@ def _say(step: str, text: str) -> None:
 
 def run_demo() -> None:
     """Run the refund demo in a temporary folder and narrate it."""
-    from ._cli import format_timeline
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="stalwart-demo-") as tmp:

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ._errors import UsageError
+
 __all__ = [
     "ENDED",
     "STATUSES",
@@ -256,7 +258,7 @@ def run_id(given: Any, *, label: str = "workflow_id") -> str:
         return uuid.uuid4().hex
     if not isinstance(given, str) or not given or len(given) > MAX_ID_LENGTH:
         shown = given if not isinstance(given, str) else f"{given[:40]!r}... ({len(given)} chars)"
-        raise ValueError(
+        raise UsageError(
             f"{label}={shown if len(repr(given)) > 60 else repr(given)}: a run id is a non-empty "
             f"string of at most {MAX_ID_LENGTH} characters"
         )

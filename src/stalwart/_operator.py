@@ -20,6 +20,7 @@ from ._errors import (
     InvalidOperation,
     SerializationError,
     UnsafeFork,
+    UsageError,
     WorkflowAlreadyExists,
     WorkflowNotFound,
 )
@@ -159,7 +160,7 @@ class Operator:
         by: str | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
-            raise ValueError(f"event name {name!r}: pass a non-empty str")
+            raise UsageError(f"event name {name!r}: pass a non-empty str")
         try:
             data = self.runtime.codec.encode(payload)
         except UnsupportedValue as exc:
@@ -314,7 +315,7 @@ class Operator:
         by: str | None = None,
     ) -> None:
         if (result is MISSING) == (not rerun):
-            raise ValueError("resolve() takes exactly one of result=... or rerun=True")
+            raise UsageError("resolve() takes exactly one of result=... or rerun=True")
         row = self.views.row(workflow_id)
         error = run_error(row)
         if row.status != RunStatus.NEEDS_ATTENTION or error.type != ErrorType.IN_DOUBT:

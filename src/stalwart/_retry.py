@@ -5,7 +5,7 @@ from __future__ import annotations
 import random as _random
 from dataclasses import dataclass, field
 
-from ._errors import NonRetryableError, SerializationError
+from ._errors import NonRetryableError, SerializationError, UsageError
 
 __all__ = ["Retry"]
 
@@ -30,13 +30,13 @@ class Retry:
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ValueError(f"Retry(max_attempts={self.max_attempts!r}): must be an int >= 1")
+            raise UsageError(f"Retry(max_attempts={self.max_attempts!r}): must be an int >= 1")
         for name in ("initial_delay", "max_delay"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or value < 0:
-                raise ValueError(f"Retry({name}={value!r}): must be a number >= 0")
+                raise UsageError(f"Retry({name}={value!r}): must be a number >= 0")
         if not isinstance(self.backoff, int | float) or self.backoff < 1:
-            raise ValueError(f"Retry(backoff={self.backoff!r}): must be a number >= 1")
+            raise UsageError(f"Retry(backoff={self.backoff!r}): must be a number >= 1")
         for name in ("retry_on", "non_retryable"):
             value = getattr(self, name)
             if isinstance(value, type):

@@ -9,6 +9,7 @@ from ._engine.invocation import step_key
 from ._errors import (
     CorruptRecord,
     NeedsAttention,
+    UsageError,
     WorkflowCancelled,
     WorkflowFailed,
     WorkflowNotFound,
@@ -119,9 +120,9 @@ class Views:
         before: Any = None,
     ) -> list[WorkflowInfo]:
         if status is not None and status not in STATUSES:
-            raise ValueError(f"status={status!r}: use one of {', '.join(STATUSES)}")
+            raise UsageError(f"status={status!r}: use one of {', '.join(STATUSES)}")
         if not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit={limit!r}: must be an int >= 1")
+            raise UsageError(f"limit={limit!r}: must be an int >= 1")
         rows = self.runtime.store.list_runs(
             status=status,
             name=name,

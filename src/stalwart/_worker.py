@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ._engine.driver import Driver
 from ._engine.invocation import Invocation
+from ._errors import UsageError
 from ._leases import HOST, holder_is_gone
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class Worker:
     ) -> None:
         concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
         if not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency={concurrency!r}: must be an int >= 1")
+            raise UsageError(f"concurrency={concurrency!r}: must be an int >= 1")
         if queues is not None and (
             isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)
         ):

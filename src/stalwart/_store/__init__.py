@@ -6,7 +6,7 @@ import os
 import warnings
 from urllib.parse import urlsplit
 
-from .._errors import NotDurableWarning, StoreError, mask_url
+from .._errors import NotDurableWarning, StoreError, UsageError, mask_url
 from .base import Entry, IndexRow, JournalRow, RunRow, Store
 
 __all__ = ["DEFAULT_URL", "Entry", "IndexRow", "JournalRow", "RunRow", "Store", "open_store"]
@@ -22,7 +22,7 @@ def resolve_url(url: str | None) -> str:
 def open_store(url: str, *, durability: str = "process") -> Store:
     """Open (and migrate) the store named by ``url``."""
     if durability not in ("process", "power"):
-        raise ValueError(f"durability={durability!r}: use 'process' (default) or 'power'")
+        raise UsageError(f"durability={durability!r}: use 'process' (default) or 'power'")
     scheme = urlsplit(url).scheme
     if scheme == "memory":
         from .sqlite import SQLiteStore
