@@ -17,6 +17,10 @@ local server), a third row does the same on PostgreSQL: each run in a fresh sche
 a psycopg loop of autocommitted INSERTs (psycopg prepares them after a few) into a journal
 table that stalwart's own migrations created.
 
+Last, the latency of a one-step ``app.run`` (create the run, journal the step, finish it: three
+store transactions) on each backend, the median of ``--latency-runs`` runs, against a floor of
+three autocommitted one-row INSERTs on the same database, measured in the same sitting.
+
 It is a benchmark, not a test: it exits 0 whether or not the target is met.
 """
 
@@ -33,6 +37,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 import stalwart
 
@@ -235,6 +240,61 @@ def compare(
     )
 
 
+def one_step_latency(url: str, runs: int) -> float:
+    """Median seconds of a one-step ``app.run`` on a fresh run each time."""
+    with stalwart.Stalwart(url) as app:
+
+        @app.step
+        def noop() -> None:
+            return None
+
+        @app.workflow
+        def one_step() -> None:
+            noop()
+
+        app.run(one_step, workflow_id="latency-warm-up")
+        times = []
+        for i in range(runs):
+            start = time.perf_counter()
+            app.run(one_step, workflow_id=f"latency-{i}")
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def three_inserts_sqlite(folder: str, runs: int, schema: str) -> float:
+    """Median seconds of three autocommitted INSERTs into a journal table (WAL, NORMAL)."""
+    conn = sqlite3.connect(f"{folder}/floor.db", isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.executescript(schema)
+    return _three_inserts(conn.execute, INSERT, runs)
+
+
+def three_inserts_pg(base: str, schema: str, runs: int) -> float:
+    """Median seconds of three autocommitted INSERTs with psycopg into stalwart's journal."""
+    import psycopg
+
+    stalwart.Stalwart(pg_schema_url(base, schema)).close()  # create the tables
+    with psycopg.connect(base, autocommit=True, options=f"-c search_path={schema}") as conn:
+        return _three_inserts(conn.execute, PG_INSERT, runs)
+
+
+def _three_inserts(execute: Callable[[str, Any], object], sql: str, runs: int) -> float:
+    times = []
+    for i in range(runs + 1):  # the first is a warm-up
+        start = time.perf_counter()
+        for seq in range(3):
+            now = time.time()
+            row = (f"floor-{i}", seq + 1, str(seq), "step", "noop", "completed", 1, now, now)
+            execute(sql, (*row, STEP_INPUT, STEP_OUTPUT, None, None))
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def print_latency(label: str, ours: float, floor: float) -> None:
+    print(f"{label:<18}{ours * 1e3:>18.2f}{floor * 1e3:>15.2f}{ours / floor:>7.2f}x", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=1000, help="steps per workflow (1000)")
@@ -244,6 +304,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="where the temporary databases go (default: the system temp folder); "
         "it should be a real disk, not tmpfs, for the durability figures to mean anything",
+    )
+    parser.add_argument(
+        "--latency-runs", type=int, default=200, help="one-step runs per latency figure (200)"
     )
     parser.add_argument(
         "--postgres-url",
@@ -305,6 +368,20 @@ def main(argv: list[str] | None = None) -> int:
         )
     else:
         print(f"postgres: skipped, the server did not answer ({unreachable})")
+    print()
+    print(f"{'one-step app.run':<18}{'stalwart ms':>18}{'3 INSERTs ms':>15}{'ratio':>8}")
+    runs = args.latency_runs
+    with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=args.dir) as folder:
+        ours = one_step_latency(f"sqlite:///{folder}/stalwart.db", runs)
+        floor = three_inserts_sqlite(folder, runs, schema)
+    print_latency("sqlite (process)", ours, floor)
+    if unreachable is None:
+        base = args.postgres_url
+        ours = in_fresh_schema(
+            base, lambda schema: one_step_latency(pg_schema_url(base, schema), runs)
+        )
+        floor = in_fresh_schema(base, lambda schema: three_inserts_pg(base, schema, runs))
+        print_latency("postgres (server)", ours, floor)
     print()
     target = next(r for r in rows if r.durability == TARGET_DURABILITY)
     verdict = "MET" if target.ratio <= TARGET_RATIO else "NOT MET"

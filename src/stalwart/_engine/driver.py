@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
 from .._leases import holder_is_gone
@@ -29,6 +30,7 @@ from .._model import (
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
+from .._store.base import IndexRow
 from .executor import Outcome, execute
 from .invocation import Invocation
 from .keeper import LeaseKeeper
@@ -82,15 +84,16 @@ class Driver:
     ) -> RunRow:
         """Drive run ``wid`` from this thread until it has an answer; returns its row then
         (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``."""
-        inv, row = self.acquire(wf, wid, payload)
+        inv, row = self.acquire(wf, wid, payload, create_first=True)
         while inv is not None:
             inv.loop = loop
             outcome = self.drive(inv, row)
             if outcome.status == OutcomeKind.ABORT:
                 assert outcome.error is not None
                 raise outcome.error
-            if outcome.status in ENDED:
-                return self.row(wid)
+            if outcome.status in ENDED:  # as just recorded: no need to read it back
+                status = RunStatus(outcome.status.value)
+                return replace(row, status=status, output=outcome.output, error=outcome.record)
             inv, row = self.acquire(wf, wid, payload)
         return row
 
@@ -159,10 +162,19 @@ class Driver:
             log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
 
     def invocation(
-        self, wf: WorkflowDef, row: RunRow, *, recovering: bool, owner: str
+        self,
+        wf: WorkflowDef,
+        row: RunRow,
+        *,
+        recovering: bool,
+        owner: str,
+        index: list[IndexRow] | None = None,
     ) -> Invocation:
+        """An invocation of the run ``owner`` holds; ``index``: its journal when the caller
+        knows it (a run it just created has none), else it is read."""
         runtime = self.runtime
-        index = runtime.store.replay_index(row.workflow_id)  # a released run has a journal too
+        if index is None:
+            index = runtime.store.replay_index(row.workflow_id)  # a released run has one too
         inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
         inv.retrying = row.retrying
@@ -171,43 +183,25 @@ class Driver:
         return inv
 
     def acquire(
-        self, wf: WorkflowDef, wid: str, payload: bytes
+        self, wf: WorkflowDef, wid: str, payload: bytes, *, create_first: bool = False
     ) -> tuple[Invocation | None, RunRow]:
         """Create the run holding its lease, or take over an existing run's lease.
 
         Returns no invocation when the run is already terminal or waits on an operator; waits
-        while a live process holds the lease or the run waits on something.
+        while a live process holds the lease or the run waits on something. ``create_first``:
+        try to create the run before looking for it (a new run then costs one transaction).
         """
         runtime = self.runtime
         delay = WAIT_POLL_SECONDS
+        look = not create_first
         while True:
             now = runtime.clock.time()
-            until = now + runtime.lease_seconds
-            row = runtime.store.get_run(wid)
+            row = runtime.store.get_run(wid) if look else None
+            look = True
             if row is None:
-                # A run of a queue with limits starts pending and waits for its turn like any
-                # other; without limits it is created already held, in one transaction.
-                limited = wf.queue in runtime.queues
-                owner = runtime.claim_owner()
-                deadline = None if wf.timeout is None else now + wf.timeout
-                if (
-                    runtime.store.create_run(
-                        workflow_id=wid,
-                        name=wf.name,
-                        status=RunStatus.PENDING if limited else RunStatus.RUNNING,
-                        queue=wf.queue,
-                        priority=0,
-                        input=payload,
-                        now=now,
-                        owner=None if limited else owner,
-                        lease_until=None if limited else until,
-                        entry=lifecycle("started", now, input=payload),
-                        deadline=deadline,
-                    )
-                    and not limited
-                ):
-                    row = self.row(wid)
-                    return self.invocation(wf, row, recovering=False, owner=owner), row
+                created = self._create(wf, wid, payload, now)
+                if created is not None:
+                    return created
                 continue
             if row.name != wf.name:
                 raise WorkflowAlreadyExists(
@@ -227,6 +221,51 @@ class Driver:
             delay = min(delay * 1.5, 0.25)
             if row.status == RunStatus.SUSPENDED:
                 delay = WAIT_POLL_SECONDS
+
+    def _create(
+        self, wf: WorkflowDef, wid: str, payload: bytes, now: float
+    ) -> tuple[Invocation, RunRow] | None:
+        """Create the run, held by this process, in one transaction; ``None`` if it exists
+        already or its queue has limits (it is then created ``pending`` and waits for its
+        turn like any other)."""
+        runtime = self.runtime
+        limited = wf.queue in runtime.queues
+        owner = runtime.claim_owner()
+        until = now + runtime.lease_seconds
+        deadline = None if wf.timeout is None else now + wf.timeout
+        created = runtime.store.create_run(
+            workflow_id=wid,
+            name=wf.name,
+            status=RunStatus.PENDING if limited else RunStatus.RUNNING,
+            queue=wf.queue,
+            priority=0,
+            input=payload,
+            now=now,
+            owner=None if limited else owner,
+            lease_until=None if limited else until,
+            entry=lifecycle("started", now, input=payload),
+            deadline=deadline,
+        )
+        if not created or limited:
+            return None
+        # What was just written, without reading it back; an encoded payload reads as its own
+        # stored form (codec tags never look like payload references).
+        row = RunRow(
+            workflow_id=wid,
+            name=wf.name,
+            status=RunStatus.RUNNING,
+            queue=wf.queue,
+            priority=0,
+            input=payload,
+            output=None,
+            error=None,
+            created_at=now,
+            updated_at=now,
+            lease_owner=owner,
+            lease_expires_at=until,
+            deadline=deadline,
+        )
+        return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
 
     @staticmethod
     def claimable(row: RunRow, now: float) -> bool:

@@ -41,6 +41,8 @@ class Outcome:
 
     status: OutcomeKind
     error: Exception | None = None
+    output: bytes | None = None  # an ended run's encoded result, as recorded
+    record: str | None = None  # an ended run's error record, as recorded
 
 
 def _decode_input(
@@ -339,4 +341,5 @@ def _finish(
         return Outcome(OutcomeKind.LEASE_LOST)
     log.info("run %s: %s", inv.workflow_id, status)
     runtime.note_settled()
-    return Outcome(OutcomeKind(status), exc if isinstance(exc, Exception) else None)
+    failure = exc if isinstance(exc, Exception) else None
+    return Outcome(OutcomeKind(status), failure, output=output, record=error)

@@ -1,0 +1,73 @@
+"""What a run costs in store round trips: every store verb is one transaction (reads too), and
+a one-step ``app.run`` makes at most three of them on every backend: create the run holding
+its lease, journal the step, finish the run. Nothing is read back that this process just wrote.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import stalwart
+
+
+@contextmanager
+def verbs_called(app: stalwart.Stalwart) -> Iterator[list[str]]:
+    """The store verbs this thread calls meanwhile, in order (background threads, such as the
+    lease keeper's, are not counted)."""
+    store = app._core.store
+    calls: list[str] = []
+    me = threading.get_ident()
+    patched: dict[str, Any] = {}
+
+    def counting(name: str, verb: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # load_payload reads the store only for a payload kept apart from its row
+            inline = name == "load_payload" and bytes(args[0])[:1] not in (b"H", b"M")
+            if threading.get_ident() == me and not inline:
+                calls.append(name)
+            return verb(*args, **kwargs)
+
+        return call
+
+    for name in dir(store):
+        verb = getattr(store, name)
+        if not name.startswith("_") and callable(verb):
+            patched[name] = verb
+            setattr(store, name, counting(name, verb))
+    try:
+        yield calls
+    finally:
+        for name in patched:
+            delattr(store, name)
+
+
+def test_a_one_step_run_costs_three_store_transactions(app: stalwart.Stalwart) -> None:
+    @app.step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @app.workflow
+    def one_step(x: int) -> int:
+        return double(x)
+
+    assert app.run(one_step, 1, workflow_id="warm-up") == 2
+    with verbs_called(app) as calls:
+        assert app.run(one_step, 21, workflow_id="counted") == 42
+    assert calls == ["create_run", "append", "finish_run"]
+    assert [e.status for e in app.journal("counted") if e.kind == "step"] == ["completed"]
+
+
+def test_a_run_that_exists_is_read_before_it_is_taken(app: stalwart.Stalwart) -> None:
+    """Creating first costs a finished run one refused insert and one read, nothing more."""
+
+    @app.workflow
+    def noop() -> str:
+        return "done"
+
+    assert app.run(noop, workflow_id="again") == "done"
+    with verbs_called(app) as calls:
+        assert app.run(noop, workflow_id="again") == "done"
+    assert calls == ["create_run", "get_run"]
