@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, overload
 
-from ._clock import Clock, ServerClock, SystemClock
+from ._clock import Clock, ServerClock
 from ._engine.compensation import Undo, interruption, pending_compensations
 from ._engine.executor import Outcome, execute, rollback_state
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation, step_key
@@ -60,7 +60,7 @@ from ._registry import Registry, StepDef, WorkflowDef
 from ._retry import Retry
 from ._serde import Codec, UnsupportedValue, argument_path, make_codec
 from ._store import Entry, RunRow, Store, open_store, resolve_url
-from ._store.base import ApprovalRow, IndexRow, QueueLimits
+from ._store.base import ApprovalRow, ForkCandidate, IndexRow, QueueLimits
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -326,7 +326,7 @@ def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:
 
 
 def _fork_plan(
-    rows: list[tuple[Any, ...]], from_seq: int
+    rows: list[ForkCandidate], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
     position before it, and the mark of an irreversible step's first attempt, so that a fork
@@ -334,17 +334,18 @@ def _fork_plan(
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
     its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
-    latest: dict[str, tuple[Any, ...]] = {}
+    latest: dict[str, ForkCandidate] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for row in rows:
-        row_id, seq, position, kind, status = row[0], row[1], row[2], row[3], row[5]
+        row_id, seq, position, kind, status = row.id, row.seq, row.position, row.kind, row.status
         latest[position] = row
         if kind == "step" and status in ("scheduled", "in_doubt"):
             marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     doubtful: list[tuple[int, str]] = []
-    for row_id, seq, _position, kind, name, status, _compensable in latest.values():
+    for row in latest.values():
+        row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
         done = status in ("completed", "reused")
         if kind == "step" and status in ("scheduled", "in_doubt"):
             doubtful.append((seq, name))
@@ -396,8 +397,7 @@ _SYNC_IRREVERSIBLE_TIMEOUT = (
 
 def _default_clock(store: Store) -> Clock:
     """The system clock; on a store shared by machines, corrected to the server's clock."""
-    measure = getattr(store, "clock_offset", None)
-    return SystemClock() if measure is None else ServerClock(measure)
+    return ServerClock(store.clock_offset)
 
 
 MAX_ID_LENGTH = 512
@@ -891,13 +891,9 @@ class Stalwart:
             if row.status == SUSPENDED:
                 delay = WAIT_POLL_SECONDS
 
-    @staticmethod
-    def _claimable(row: RunRow, now: float) -> bool:
-        if row.status == SUSPENDED:
-            return row.wake_at is not None and row.wake_at <= now
-        holder = row.lease_owner
-        expired = row.lease_expires_at is not None and row.lease_expires_at <= now
-        return holder is None or expired or holder_is_gone(holder)
+    def _claimable(self, row: RunRow, now: float) -> bool:
+        gone = row.lease_owner is not None and holder_is_gone(row.lease_owner)
+        return self._core.store.claimable(row.workflow_id, now=now, holder_gone=gone)
 
     def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
         """Take the lease of a claimable run; ``None`` if another process was faster."""
@@ -907,7 +903,7 @@ class Stalwart:
         recovering = row.status == RUNNING
         detail = core.codec.encode({"recovered_from": holder}) if recovering else None
         owner = core.claim_owner()
-        taken, crashes = core.store.take_lease(
+        claim = core.store.take_lease(
             row.workflow_id,
             owner=owner,
             expected_owner=holder,
@@ -918,6 +914,7 @@ class Stalwart:
             holder_gone=holder is not None and holder_is_gone(holder),
             limits=core.queues.get(row.queue),
         )
+        taken, crashes = claim.taken, claim.recoveries
         if not taken:
             return None
         if recovering:
@@ -1489,7 +1486,7 @@ class Stalwart:
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
             raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
         rows = self._core.store.fork_candidates(workflow_id)
-        end = max((r[1] for r in rows), default=0)
+        end = max((r.seq for r in rows), default=0)
         if from_seq > end + 1:
             raise InvalidOperation(
                 f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "

@@ -67,9 +67,13 @@ def test_appends_are_fenced_by_the_lease(store: Store) -> None:
 
 def test_take_lease_is_compare_and_set(store: Store) -> None:
     _create(store)
-    assert not store.take_lease("r1", owner="w2", expected_owner=None, now=200, lease_until=230)[0]
-    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230)[0]
-    assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)[0]
+    assert not store.take_lease(
+        "r1", owner="w2", expected_owner=None, now=200, lease_until=230
+    ).taken
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230).taken
+    assert not store.take_lease(
+        "r1", owner="w3", expected_owner="w1", now=200, lease_until=230
+    ).taken
     assert not store.append("r1", _step(1), owner="w1")  # the old holder's write fails
     assert store.append("r1", _step(1), owner="w2")
     assert store.renew_lease("r1", owner="w2", lease_until=300) is False  # held, not cancelled
@@ -78,7 +82,7 @@ def test_take_lease_is_compare_and_set(store: Store) -> None:
     row = store.get_run("r1")
     assert row is not None and row.lease_owner is None and row.status == "running"
     _create(store, "p1", owner=None)
-    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2)[0]
+    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2).taken
     row = store.get_run("p1")
     assert row is not None and row.status == "running"
 
@@ -98,7 +102,7 @@ def test_finish_run_is_fenced_and_final(store: Store) -> None:
         b"J1",
         None,
     )
-    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7)[0]
+    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7).taken
     assert [r.name for r in store.journal("r1")] == ["started", "finished"]
 
 
@@ -132,7 +136,7 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
     _create(store)
 
     def recover(previous: str, new: str) -> int:
-        taken, count = store.take_lease(
+        claim = store.take_lease(
             "r1",
             owner=new,
             expected_owner=previous,
@@ -141,34 +145,36 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
             recovery=True,
             holder_gone=True,
         )
-        assert taken
-        return count
+        assert claim.taken
+        return claim.recoveries
 
     assert recover("w1", "w2") == 1
     assert recover("w2", "w3") == 2
     assert store.append("r1", _step(1), owner="w3")  # progress resets the count
     assert recover("w3", "w4") == 1
     assert recover("w4", "w5") == 2
-    taken, count = store.take_lease(
+    claim = store.take_lease(
         "r1", owner="w6", expected_owner="w5", now=1, lease_until=2, holder_gone=True
     )
-    assert taken and count == 0  # a plain takeover (not a crash) clears it
+    assert claim.taken and claim.recoveries == 0  # a plain takeover (not a crash) clears it
     assert recover("w6", "w7") == 1
 
 
 def test_a_live_lease_is_not_taken(store: Store) -> None:
     _create(store, now=100.0)  # leased until 130
-    assert not store.take_lease("r1", owner="w2", expected_owner="w1", now=120, lease_until=150)[0]
-    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=131, lease_until=160)[0]
+    assert not store.take_lease(
+        "r1", owner="w2", expected_owner="w1", now=120, lease_until=150
+    ).taken
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=131, lease_until=160).taken
     assert store.take_lease(
         "r1", owner="w3", expected_owner="w2", now=132, lease_until=170, holder_gone=True
-    )[0]
+    ).taken
 
 
 def _take(store: Store, wid: str, owner: str, now: float, limits: QueueLimits) -> bool:
     return store.take_lease(
         wid, owner=owner, expected_owner=None, now=now, lease_until=now + 30, limits=limits
-    )[0]
+    ).taken
 
 
 def test_queue_concurrency_counts_running_runs_and_spares_takeovers(store: Store) -> None:
@@ -180,7 +186,7 @@ def test_queue_concurrency_counts_running_runs_and_spares_takeovers(store: Store
     # Taking over a running run whose lease lapsed needs no slot: it holds one already.
     assert store.take_lease(
         "a", owner="w3", expected_owner="w1", now=200.0, lease_until=230.0, limits=limits
-    )[0]
+    ).taken
     assert store.suspend_run("a", owner="w3", wake_at=None, waiting_for="event:go", now=201.0)
     assert _take(store, "b", "w2", 201.0, limits)  # a suspended run holds no slot
 

@@ -146,7 +146,7 @@ class _Wait:
             finished_at=self.now,
         )
         with inv.journaling():
-            winner, data = inv.core.store.resolve_wait(
+            decision = inv.core.store.resolve_wait(
                 inv.workflow_id,
                 entry,
                 owner=inv.owner,
@@ -157,6 +157,7 @@ class _Wait:
                 encode_decision=lambda row: inv.core.codec.encode(_decision(row)),
                 until=until,
             )
+        winner, data = decision.winner, decision.data
         if winner == "lost":
             inv.lease_lost.set()
             raise LeaseLost()
