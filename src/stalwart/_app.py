@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
-from ._clock import Clock, ServerClock, SystemClock
+from ._clock import Clock, ServerClock
 from ._declare import (
     check_start_options,
     check_sync_run,
@@ -45,8 +45,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _default_clock(store: Store) -> Clock:
     """The system clock; on a store shared by machines, corrected to the server's clock."""
-    measure = getattr(store, "clock_offset", None)
-    return SystemClock() if measure is None else ServerClock(measure)
+    return ServerClock(store.clock_offset)
 
 
 class Stalwart:

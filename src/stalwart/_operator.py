@@ -28,7 +28,7 @@ from ._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus, r
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import IndexRow
+from ._store.base import ForkCandidate, IndexRow
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -38,7 +38,7 @@ MISSING: Any = object()  # resolve(): no result given
 
 
 def fork_plan(
-    rows: list[tuple[Any, ...]], from_seq: int
+    rows: list[ForkCandidate], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
     position before it, and the mark of an irreversible step's first attempt, so that a fork
@@ -46,17 +46,18 @@ def fork_plan(
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
     its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
-    latest: dict[str, tuple[Any, ...]] = {}
+    latest: dict[str, ForkCandidate] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for row in rows:
-        row_id, seq, position, kind, status = row[0], row[1], row[2], row[3], row[5]
+        row_id, seq, position, kind, status = row.id, row.seq, row.position, row.kind, row.status
         latest[position] = row
         if kind == "step" and status in ("scheduled", "in_doubt"):
             marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     doubtful: list[tuple[int, str]] = []
-    for row_id, seq, _position, kind, name, status, _compensable in latest.values():
+    for row in latest.values():
+        row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
         done = status in ("completed", "reused")
         if kind == "step" and status in ("scheduled", "in_doubt"):
             doubtful.append((seq, name))
@@ -382,7 +383,7 @@ class Operator:
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
             raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
         rows = self.runtime.store.fork_candidates(workflow_id)
-        end = max((r[1] for r in rows), default=0)
+        end = max((r.seq for r in rows), default=0)
         if from_seq > end + 1:
             raise InvalidOperation(
                 f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "

@@ -168,7 +168,7 @@ class Worker:
                 names=names, queues=queues, now=now, limit=free * 2
             )
             newly_refused = False
-            for workflow_id, _status, _holder in candidates:
+            for workflow_id in (candidate.workflow_id for candidate in candidates):
                 if free <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
@@ -196,9 +196,8 @@ class Worker:
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""
         host = HOST
-        for workflow_id, holder in self.runtime.store.held_on_host(
-            host_prefix=f"{host}/", names=names
-        ):
+        for held in self.runtime.store.held_on_host(host_prefix=f"{host}/", names=names):
+            workflow_id, holder = held.workflow_id, held.lease_owner
             if self._free_slots() <= 0 or self.stopping.is_set():
                 return
             if not holder.startswith(self.runtime.owner) and holder_is_gone(holder):

@@ -1,16 +1,34 @@
-"""The store contract: each verb is atomic and fenced by its precondition, on every backend."""
+"""The store contract: each verb is atomic and fenced by its precondition, on every backend.
+
+Every verb of the ``Store`` protocol has a test here (``test_every_protocol_verb_has_a_contract
+_test`` checks it), and every verb that takes a lease ``owner`` refuses a stale one.
+"""
 
 from __future__ import annotations
 
+import inspect
+import re
+import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from stalwart import NotDurableWarning
+from stalwart._errors import StoreError
 from stalwart._store import Entry, Store, open_store
-from stalwart._store.base import QueueLimits
+from stalwart._store.base import (
+    ApprovalRow,
+    ClaimCandidate,
+    CompensationRow,
+    ForkCandidate,
+    HeldRun,
+    QueueLimits,
+    WaitDecision,
+)
 
 
 @pytest.fixture
@@ -22,13 +40,22 @@ def store(store_url: str) -> Iterator[Store]:
     instance.close()
 
 
-def _create(store: Store, wid: str = "r1", owner: str | None = "w1", now: float = 100.0) -> bool:
+def _create(
+    store: Store,
+    wid: str = "r1",
+    owner: str | None = "w1",
+    now: float = 100.0,
+    *,
+    name: str = "agent",
+    queue: str = "default",
+    priority: int = 0,
+) -> bool:
     return store.create_run(
         workflow_id=wid,
-        name="agent",
+        name=name,
         status="running" if owner else "pending",
-        queue="default",
-        priority=0,
+        queue=queue,
+        priority=priority,
         input=b"Jnull",
         now=now,
         owner=owner,
@@ -37,16 +64,30 @@ def _create(store: Store, wid: str = "r1", owner: str | None = "w1", now: float 
     )
 
 
-def _step(seq: int, output: bytes = b"J1") -> Entry:
+def _step(
+    seq: int,
+    output: bytes | None = b"J1",
+    *,
+    kind: str = "step",
+    status: str = "completed",
+    input: bytes | None = None,
+    compensable: bool = False,
+) -> Entry:
     return Entry(
-        kind="step",
+        kind=kind,
         name="s",
-        status="completed",
+        status=status,
         seq=seq,
         position=str(seq - 1),
         attempt=1,
+        input=input,
         output=output,
+        compensable=compensable,
     )
+
+
+def _note(name: str, **fields: Any) -> Entry:
+    return Entry(kind="operator", name=name, status="completed", **fields)
 
 
 def test_create_run_is_idempotent_per_id(store: Store) -> None:
@@ -67,9 +108,13 @@ def test_appends_are_fenced_by_the_lease(store: Store) -> None:
 
 def test_take_lease_is_compare_and_set(store: Store) -> None:
     _create(store)
-    assert not store.take_lease("r1", owner="w2", expected_owner=None, now=200, lease_until=230)[0]
-    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230)[0]
-    assert not store.take_lease("r1", owner="w3", expected_owner="w1", now=200, lease_until=230)[0]
+    assert not store.take_lease(
+        "r1", owner="w2", expected_owner=None, now=200, lease_until=230
+    ).taken
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=200, lease_until=230).taken
+    assert not store.take_lease(
+        "r1", owner="w3", expected_owner="w1", now=200, lease_until=230
+    ).taken
     assert not store.append("r1", _step(1), owner="w1")  # the old holder's write fails
     assert store.append("r1", _step(1), owner="w2")
     assert store.renew_lease("r1", owner="w2", lease_until=300) is False  # held, not cancelled
@@ -78,7 +123,7 @@ def test_take_lease_is_compare_and_set(store: Store) -> None:
     row = store.get_run("r1")
     assert row is not None and row.lease_owner is None and row.status == "running"
     _create(store, "p1", owner=None)
-    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2)[0]
+    assert store.take_lease("p1", owner="w4", expected_owner=None, now=1, lease_until=2).taken
     row = store.get_run("p1")
     assert row is not None and row.status == "running"
 
@@ -98,7 +143,7 @@ def test_finish_run_is_fenced_and_final(store: Store) -> None:
         b"J1",
         None,
     )
-    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7)[0]
+    assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7).taken
     assert [r.name for r in store.journal("r1")] == ["started", "finished"]
 
 
@@ -132,7 +177,7 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
     _create(store)
 
     def recover(previous: str, new: str) -> int:
-        taken, count = store.take_lease(
+        claim = store.take_lease(
             "r1",
             owner=new,
             expected_owner=previous,
@@ -141,34 +186,36 @@ def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
             recovery=True,
             holder_gone=True,
         )
-        assert taken
-        return count
+        assert claim.taken
+        return claim.recoveries
 
     assert recover("w1", "w2") == 1
     assert recover("w2", "w3") == 2
     assert store.append("r1", _step(1), owner="w3")  # progress resets the count
     assert recover("w3", "w4") == 1
     assert recover("w4", "w5") == 2
-    taken, count = store.take_lease(
+    claim = store.take_lease(
         "r1", owner="w6", expected_owner="w5", now=1, lease_until=2, holder_gone=True
     )
-    assert taken and count == 0  # a plain takeover (not a crash) clears it
+    assert claim.taken and claim.recoveries == 0  # a plain takeover (not a crash) clears it
     assert recover("w6", "w7") == 1
 
 
 def test_a_live_lease_is_not_taken(store: Store) -> None:
     _create(store, now=100.0)  # leased until 130
-    assert not store.take_lease("r1", owner="w2", expected_owner="w1", now=120, lease_until=150)[0]
-    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=131, lease_until=160)[0]
+    assert not store.take_lease(
+        "r1", owner="w2", expected_owner="w1", now=120, lease_until=150
+    ).taken
+    assert store.take_lease("r1", owner="w2", expected_owner="w1", now=131, lease_until=160).taken
     assert store.take_lease(
         "r1", owner="w3", expected_owner="w2", now=132, lease_until=170, holder_gone=True
-    )[0]
+    ).taken
 
 
 def _take(store: Store, wid: str, owner: str, now: float, limits: QueueLimits) -> bool:
     return store.take_lease(
         wid, owner=owner, expected_owner=None, now=now, lease_until=now + 30, limits=limits
-    )[0]
+    ).taken
 
 
 def test_queue_concurrency_counts_running_runs_and_spares_takeovers(store: Store) -> None:
@@ -180,7 +227,7 @@ def test_queue_concurrency_counts_running_runs_and_spares_takeovers(store: Store
     # Taking over a running run whose lease lapsed needs no slot: it holds one already.
     assert store.take_lease(
         "a", owner="w3", expected_owner="w1", now=200.0, lease_until=230.0, limits=limits
-    )[0]
+    ).taken
     assert store.suspend_run("a", owner="w3", wake_at=None, waiting_for="event:go", now=201.0)
     assert _take(store, "b", "w2", 201.0, limits)  # a suspended run holds no slot
 
@@ -212,3 +259,522 @@ def test_another_connections_change_moves_the_data_version(shared_url: str) -> N
     finally:
         watcher.close()
         writer.close()
+
+
+# -- the store itself ------------------------------------------------------------------------
+
+
+def test_clock_offset_is_zero_on_this_machine_and_small_on_a_server(store: Store) -> None:
+    offset = store.clock_offset()
+    if store.url.startswith(("memory:", "sqlite:")):
+        assert offset == 0.0
+    else:
+        assert offset is not None and abs(offset) < 1.0  # the server runs on this machine
+
+
+def test_reserve_connections_lets_that_many_threads_use_the_store_at_once(store: Store) -> None:
+    _create(store)
+    store.reserve_connections(12)
+    seen: list[bool] = []
+    threads = [
+        threading.Thread(target=lambda: seen.append(store.get_run("r1") is not None))
+        for _ in range(12)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [True] * 12
+
+
+def test_close_releases_the_store(store_url: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDurableWarning)
+        closing = open_store(store_url)
+    closing.close()
+    with pytest.raises(StoreError):
+        closing.get_run("r1")
+
+
+# -- claiming --------------------------------------------------------------------------------
+
+
+def test_claimable_is_one_definition(store: Store) -> None:
+    _create(store, "held")  # leased by w1 until 130
+    _create(store, "new", owner=None)
+    _create(store, "sleeper")
+    assert store.suspend_run("sleeper", owner="w1", wake_at=150.0, waiting_for=None, now=101.0)
+    _create(store, "waiter")
+    assert store.suspend_run("waiter", owner="w1", wake_at=None, waiting_for="event:go", now=101)
+    _create(store, "done")
+    done = Entry(kind="run", name="finished", status="completed")
+    store.finish_run(
+        "done", owner="w1", status="completed", output=None, error=None, now=102, entry=done
+    )
+    assert not store.claimable("held", now=120.0)  # a live lease
+    assert store.claimable("held", now=120.0, holder_gone=True)  # its holder is gone
+    assert store.claimable("held", now=131.0)  # the lease lapsed
+    assert store.claimable("new", now=0.0)
+    assert not store.claimable("sleeper", now=149.0)
+    assert store.claimable("sleeper", now=150.0)
+    assert not store.claimable("waiter", now=1e12)
+    assert not store.claimable("done", now=1e12, holder_gone=True)
+    assert not store.claimable("missing", now=1e12)
+    # The candidates are exactly the claimable runs, takeovers first, then wake-ups, then new.
+    candidates = store.claim_candidates(names=["agent"], queues=["default"], now=160.0, limit=10)
+    assert candidates == [
+        ClaimCandidate("held", "running", "w1"),
+        ClaimCandidate("sleeper", "suspended", None),
+        ClaimCandidate("new", "pending", None),
+    ]
+    for wid in ("held", "new", "sleeper", "waiter", "done"):
+        listed = any(c.workflow_id == wid for c in candidates)
+        assert store.claimable(wid, now=160.0) == listed, wid
+
+
+def test_claim_candidates_filter_and_order_by_priority_then_age(store: Store) -> None:
+    _create(store, "old", owner=None, now=1.0)
+    _create(store, "urgent", owner=None, now=2.0, priority=5)
+    _create(store, "young", owner=None, now=3.0)
+    _create(store, "other-name", owner=None, name="other")
+    _create(store, "other-queue", owner=None, queue="q")
+    found = store.claim_candidates(names=["agent"], queues=["default"], now=10.0, limit=10)
+    assert [c.workflow_id for c in found] == ["urgent", "old", "young"]
+    assert len(store.claim_candidates(names=["agent"], queues=["default"], now=10, limit=2)) == 2
+    assert [
+        c.workflow_id
+        for c in store.claim_candidates(names=["agent", "other"], queues=["q"], now=10, limit=10)
+    ] == ["other-queue"]
+
+
+def test_held_on_host_lists_running_runs_of_this_hosts_processes(store: Store) -> None:
+    _create(store, "mine", owner="hostA/1/x#1")
+    _create(store, "theirs", owner="hostB/2/y#1")
+    _create(store, "other-name", owner="hostA/3/z#1", name="other")
+    _create(store, "pending", owner=None)
+    assert store.held_on_host(host_prefix="hostA/", names=["agent"]) == [
+        HeldRun("mine", "hostA/1/x#1")
+    ]
+    assert store.held_on_host(host_prefix="hostC/", names=["agent", "other"]) == []
+
+
+def test_next_wake_is_the_earliest_timer_of_these_workflows_and_queues(store: Store) -> None:
+    assert store.next_wake(names=["agent"], queues=["default"]) is None
+    for wid, wake_at, queue in (("a", 150.0, "default"), ("b", 140.0, "default"), ("c", 1.0, "q")):
+        _create(store, wid, queue=queue)
+        assert store.suspend_run(wid, owner="w1", wake_at=wake_at, waiting_for=None, now=101)
+    _create(store, "event")
+    assert store.suspend_run("event", owner="w1", wake_at=None, waiting_for="event:x", now=101)
+    assert store.next_wake(names=["agent"], queues=["default"]) == pytest.approx(140.0)
+    assert store.next_wake(names=["agent"], queues=["q"]) == pytest.approx(1.0)
+    assert store.next_wake(names=["other"], queues=["default", "q"]) is None
+
+
+def test_cancel_requested_for_lists_the_held_runs_asked_to_cancel(store: Store) -> None:
+    _create(store, "r1", owner="host/1/p#1")
+    _create(store, "r2", owner="host/1/p#2")
+    _create(store, "r3", owner="host/2/q#1")
+    assert store.cancel_requested_for("host/1/p#") == set()
+    for wid in ("r1", "r3"):
+        assert store.cancel_run(wid, now=110, error="{}", entry=_note("cancel")) == "requested"
+    assert store.cancel_requested_for("host/1/p#") == {"r1"}
+    assert store.cancel_requested_for("host/") == {"r1", "r3"}
+    assert store.renew_lease("r1", owner="host/1/p#1", lease_until=200) is True  # and told
+
+
+# -- holding a lease -------------------------------------------------------------------------
+
+
+def test_take_lease_journals_its_entry_and_returns_a_typed_claim(store: Store) -> None:
+    _create(store, owner=None)
+    resumed = Entry(kind="run", name="resumed", status="completed")
+    claim = store.take_lease(
+        "r1", owner="w2", expected_owner=None, now=101, lease_until=131, entry=resumed
+    )
+    assert (claim.taken, claim.recoveries) == (True, 0)
+    assert [r.name for r in store.journal("r1")] == ["started", "resumed"]
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.lease_owner, row.lease_expires_at) == (
+        "running",
+        "w2",
+        131,
+    )
+
+
+def test_record_progress_extends_the_lease_of_its_holder(store: Store) -> None:
+    _create(store)
+    assert store.record_progress("r1", owner="w1", progress=b"J7", now=110, lease_until=190)
+    row = store.get_run("r1")
+    assert row is not None and (row.lease_expires_at, row.updated_at) == (190, 110)
+
+
+def test_release_run_gives_a_held_run_back_as_pending(store: Store) -> None:
+    _create(store)
+    assert store.release_run("r1", owner="w1", now=110)
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.lease_owner) == ("pending", None)
+    assert store.claimable("r1", now=110)
+    assert not store.release_run("r1", owner="w1", now=111)  # it is no longer held
+
+
+# -- the journal -----------------------------------------------------------------------------
+
+
+def test_append_many_is_all_or_nothing_under_the_lease(store: Store) -> None:
+    _create(store)
+    assert store.append_many("r1", [_step(1), _step(2)], owner="w1")
+    assert [r.seq for r in store.replay_index("r1")] == [1, 2]
+    assert store.append_many("r1", [], owner="w1")
+
+
+def test_mark_retry_notes_the_retry_on_the_run(store: Store) -> None:
+    _create(store)
+    assert store.mark_retry("r1", owner="w1", marker="3:2")
+    row = store.get_run("r1")
+    assert row is not None and row.retrying == "3:2"
+
+
+def test_compensation_plan_lists_compensable_steps_and_compensations(store: Store) -> None:
+    _create(store)
+    big = b'J"' + b"y" * 600 + b'"'
+    store.append("r1", _step(1, b"J1", input=big, compensable=True), owner="w1")
+    store.append("r1", _step(2), owner="w1")  # not compensable
+    store.append("r1", _step(3, status="compensated"), owner="w1")
+    store.append("r1", _step(1, None, kind="compensation", status="failed"), owner="w1")
+    plan = store.compensation_plan("r1")
+    assert all(isinstance(row, CompensationRow) for row in plan)
+    assert [(r.seq, r.kind, r.status) for r in plan] == [
+        (1, "step", "completed"),
+        (3, "step", "compensated"),
+        (1, "compensation", "failed"),
+    ]
+    assert plan[0].input == big and plan[0].output == b"J1"  # payloads resolved
+    assert plan[0].position == "0" and plan[0].name == "s" and plan[0].attempt == 1
+    assert plan[0].id < plan[1].id < plan[2].id and plan[0].error is None
+
+
+def test_rollback_in_progress_until_a_retry_comes_after_it(store: Store) -> None:
+    _create(store)
+    assert store.rollback_in_progress("r1") is None
+    rolling = Entry(kind="run", name="rolling_back", status="completed", output=b'J"failed"')
+    assert store.append("r1", rolling, owner="w1")
+    assert store.rollback_in_progress("r1") == b'J"failed"'
+    assert store.append("r1", _note("retry"), owner=None)
+    assert store.rollback_in_progress("r1") is None
+
+
+# -- waits, events and approvals -------------------------------------------------------------
+
+
+def _wait(seq: int = 1, name: str = "go") -> Entry:
+    return Entry(kind="event", name=name, status="scheduled", seq=seq, position=str(seq - 1))
+
+
+def _resolved(seq: int = 1, name: str = "go") -> Entry:
+    return Entry(kind="event", name=name, status="completed", seq=seq, position=str(seq - 1))
+
+
+def _ask(approval_id: str = "a1", now: float = 100.0) -> dict[str, Any]:
+    return {
+        "approval_id": approval_id,
+        "subject": "ship it?",
+        "details": b"J{}",
+        "now": now,
+        "expires_at": None,
+    }
+
+
+def test_suspend_run_waits_unless_what_it_waits_for_arrived(store: Store) -> None:
+    _create(store)
+    note = Entry(kind="run", name="suspended", status="completed")
+    assert store.suspend_run(
+        "r1", owner="w1", wake_at=None, waiting_for="event:go", now=101, entry=note
+    )
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.lease_owner, row.waiting_for) == (
+        "suspended",
+        None,
+        "event:go",
+    )
+    assert store.journal("r1")[-1].name == "suspended"
+    _create(store, "r2")
+    assert store.deliver_event(
+        "r2", name="go", payload=None, dedup_key=None, now=102, entry=_note("event")
+    )
+    assert not store.suspend_run("r2", owner="w1", wake_at=None, waiting_for="event:go", now=103)
+    row = store.get_run("r2")
+    assert row is not None and (row.status, row.lease_owner) == ("running", "w1")
+
+
+def test_open_wait_journals_the_wait_and_its_approval_request(store: Store) -> None:
+    _create(store)
+    assert store.open_wait("r1", _wait(), owner="w1")
+    assert [(r.seq, r.status) for r in store.replay_index("r1")] == [(1, "scheduled")]
+    assert store.open_wait("r1", _wait(2, "approval"), owner="w1", approval=_ask())
+    request = store.get_approval("r1", "a1")
+    assert request == ApprovalRow(
+        "r1", "a1", "ship it?", b"J{}", 100.0, None, None, None, None, None
+    )
+    assert store.get_approval("r1", "other") is None
+
+
+def test_resolve_wait_takes_the_oldest_event_sent_in_time(store: Store) -> None:
+    _create(store)
+    assert store.open_wait("r1", _wait(), owner="w1")
+    assert store.resolve_wait("r1", _resolved(), owner="w1", event_name="go") == WaitDecision(
+        "none"
+    )
+    for i, now in enumerate((110.0, 120.0)):
+        payload = b'J"' + str(i).encode() * 300 + b'"'  # stored apart from the event row
+        assert store.deliver_event(
+            "r1", name="go", payload=payload, dedup_key=None, now=now, entry=_note("event")
+        )
+    late = store.resolve_wait("r1", _resolved(), owner="w1", event_name="go", until=100.0)
+    assert late.winner == "none"  # both were sent after the wait's timeout
+    decision = store.resolve_wait("r1", _resolved(), owner="w1", event_name="go", until=115.0)
+    assert decision == WaitDecision("event", b'J"' + b"0" * 300 + b'"')
+    assert store.replay_index("r1")[-1].status == "completed"
+    again = store.resolve_wait("r1", _resolved(), owner="w1", event_name="go")
+    assert again.winner == "lost"  # seq 1 is decided already
+    store.open_wait("r1", _wait(2), owner="w1")
+    second = store.resolve_wait("r1", _resolved(2), owner="w1", event_name="go")
+    assert second == WaitDecision("event", b'J"' + b"1" * 300 + b'"')  # the first was consumed
+
+
+def test_resolve_wait_takes_a_decision_then_the_timer(store: Store) -> None:
+    _create(store)
+    assert store.open_wait("r1", _wait(1, "approval"), owner="w1", approval=_ask("a1"))
+    assert store.decide_approval(
+        "r1", "a1", approved=True, by="alice", reason="fine", now=110, entry=_note("approve")
+    )
+    decision = store.resolve_wait(
+        "r1",
+        _resolved(1, "approval"),
+        owner="w1",
+        approval_id="a1",
+        encode_decision=lambda row: f"J{row.approved}:{row.by}".encode(),
+    )
+    assert decision == WaitDecision("approval", b"J1:alice")
+    assert store.open_wait("r1", _wait(2, "approval"), owner="w1", approval=_ask("a2"))
+    timer = store.resolve_wait(
+        "r1", _resolved(2, "approval"), owner="w1", approval_id="a2", time_out=True, now=200.0
+    )
+    assert timer == WaitDecision("timer")
+    expired = store.get_approval("r1", "a2")
+    assert expired is not None and (expired.decided_at, expired.reason) == (200.0, "expired")
+
+
+def test_deliver_event_deduplicates_and_wakes_the_waiting_run(store: Store) -> None:
+    with pytest.raises(KeyError):
+        store.deliver_event(
+            "missing", name="go", payload=None, dedup_key=None, now=1, entry=_note("event")
+        )
+    _create(store)
+    assert store.suspend_run("r1", owner="w1", wake_at=None, waiting_for="event:go", now=101)
+    assert not store.claimable("r1", now=150)
+    assert store.deliver_event(
+        "r1", name="go", payload=b"J1", dedup_key="k", now=150, entry=_note("event")
+    )
+    assert not store.deliver_event(
+        "r1", name="go", payload=b"J2", dedup_key="k", now=151, entry=_note("event")
+    )
+    assert [r.name for r in store.journal("r1")] == ["started", "event"]
+    row = store.get_run("r1")
+    assert row is not None and row.wake_at == 150
+    assert store.claimable("r1", now=150)
+
+
+def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:
+    for wid, now in (("r1", 100.0), ("r2", 90.0)):
+        _create(store, wid)
+        assert store.open_wait(wid, _wait(1, "approval"), owner="w1", approval=_ask("a", now))
+        assert store.suspend_run(
+            wid, owner="w1", wake_at=None, waiting_for="approval:a", now=now + 1
+        )
+    assert [r.workflow_id for r in store.list_approvals(pending=True)] == ["r2", "r1"]
+    assert store.decide_approval(
+        "r1", "a", approved=False, by="bob", reason="no", now=120, entry=_note("reject")
+    )
+    assert not store.decide_approval(
+        "r1", "a", approved=True, by="eve", reason=None, now=121, entry=_note("approve")
+    )
+    decided = store.get_approval("r1", "a")
+    assert decided is not None and (decided.approved, decided.by, decided.reason) == (
+        0,
+        "bob",
+        "no",
+    )
+    assert [r.workflow_id for r in store.list_approvals(pending=True)] == ["r2"]
+    assert [r.workflow_id for r in store.list_approvals(pending=False)] == ["r2", "r1"]
+    assert [r.approval_id for r in store.list_approvals(pending=False, workflow_id="r1")] == ["a"]
+    assert store.claimable("r1", now=120)  # the decision woke its run
+    assert not store.claimable("r2", now=120)
+
+
+def test_finishing_a_run_closes_its_pending_approvals(store: Store) -> None:
+    _create(store)
+    assert store.open_wait("r1", _wait(1, "approval"), owner="w1", approval=_ask())
+    done = Entry(kind="run", name="finished", status="completed")
+    assert store.finish_run(
+        "r1", owner="w1", status="failed", output=None, error='{"type": "X"}', now=110, entry=done
+    )
+    assert store.list_approvals(pending=True) == []
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.error) == ("failed", '{"type": "X"}')
+
+
+# -- operator actions ------------------------------------------------------------------------
+
+
+def _attention(store: Store, wid: str = "r1", *, compensable: bool = False) -> None:
+    _create(store, wid)
+    if compensable:
+        assert store.append(wid, _step(1, compensable=True), owner="w1")
+    done = Entry(kind="run", name="finished", status="completed")
+    assert store.finish_run(
+        wid, owner="w1", status="needs_attention", output=None, error="{}", now=110, entry=done
+    )
+
+
+def test_cancel_run_cancels_a_waiting_run_or_asks_its_holder(store: Store) -> None:
+    _create(store, "waiting", owner=None)
+    assert store.cancel_run("waiting", now=110, error="{}", entry=_note("cancel")) == "cancelled"
+    row = store.get_run("waiting")
+    assert row is not None and (row.status, row.cancel_requested) == ("cancelled", 1)
+    assert store.cancel_run("waiting", now=111, error="{}", entry=_note("cancel")) == "finished"
+    _create(store, "held")
+    assert store.cancel_run("held", now=110, error="{}", entry=_note("cancel")) == "requested"
+    row = store.get_run("held")
+    assert row is not None and (row.status, row.cancel_requested) == ("running", 1)
+    _attention(store, "undo", compensable=True)  # its compensations must run first
+    assert store.cancel_run("undo", now=120, error="{}", entry=_note("cancel")) == "requested"
+    row = store.get_run("undo")
+    assert row is not None and (row.status, row.cancel_requested) == ("pending", 1)
+    assert [r.name for r in store.journal("undo")][-1] == "cancel"
+
+
+def test_redrive_makes_a_failed_or_attention_run_pending_again(store: Store) -> None:
+    _attention(store)
+    reset = [_note("reset"), _note("retry")]
+    assert store.redrive("r1", now=120, entries=reset)
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.error, row.lease_owner) == ("pending", None, None)
+    assert [r.name for r in store.journal("r1")][-2:] == ["reset", "retry"]
+    assert not store.redrive("r1", now=121, entries=[_note("retry")])  # pending: nothing to do
+    assert [r.name for r in store.journal("r1")] == ["started", "finished", "reset", "retry"]
+
+
+def test_fork_run_reuses_the_chosen_rows_of_its_source(store: Store) -> None:
+    _create(store)
+    for seq in (1, 2, 3):
+        assert store.append("r1", _step(seq, f"J{seq}".encode()), owner="w1")
+    store.append("r1", _step(1, None, kind="compensation"), owner="w1")  # not a candidate
+    candidates = store.fork_candidates("r1")
+    assert [type(c) for c in candidates] == [ForkCandidate] * 3
+    assert [(c.seq, c.position, c.kind, c.status, c.compensable) for c in candidates] == [
+        (1, "0", "step", "completed", 0),
+        (2, "1", "step", "completed", 0),
+        (3, "2", "step", "completed", 0),
+    ]
+    reuse = [c.id for c in candidates[:2]]
+    started = Entry(kind="run", name="started", status="completed")
+
+    def fork(new_id: str) -> bool:
+        return store.fork_run(
+            "r1",
+            new_id=new_id,
+            name="agent",
+            queue="default",
+            input=b"Jnull",
+            now=130,
+            reuse=reuse,
+            started=started,
+            by="alice",
+            notes=_note("fork"),
+        )
+
+    assert fork("f1")
+    row = store.get_run("f1")
+    assert row is not None and (row.status, row.lease_owner) == ("pending", None)
+    assert [(r.seq, r.status, r.output) for r in store.replay_index("f1")] == [
+        (1, "reused", b"J1"),
+        (2, "reused", b"J2"),
+    ]
+    assert store.journal("r1")[-1].name == "fork"
+    assert not fork("f1")  # the id is taken
+    assert not fork("r1")
+
+
+# -- lease fencing, verb by verb -------------------------------------------------------------
+
+# Every verb that takes the caller's lease ``owner``, called by a stale owner: what it returns.
+# ``create_run`` and ``take_lease`` name the owner they make; ``take_lease`` is fenced by
+# ``expected_owner`` instead, and is in the table with a stale one.
+STALE: dict[str, Callable[[Store], object]] = {
+    "append": lambda s: s.append("r1", _step(1), owner="w0"),
+    "append_many": lambda s: s.append_many("r1", [_step(1), _step(2)], owner="w0"),
+    "mark_retry": lambda s: s.mark_retry("r1", owner="w0", marker="1:2"),
+    "finish_run": lambda s: s.finish_run(
+        "r1",
+        owner="w0",
+        status="completed",
+        output=b"J1",
+        error=None,
+        now=110,
+        entry=Entry(kind="run", name="finished", status="completed"),
+    ),
+    "suspend_run": lambda s: s.suspend_run(
+        "r1", owner="w0", wake_at=1.0, waiting_for=None, now=110, entry=_note("suspended")
+    ),
+    "release_run": lambda s: s.release_run("r1", owner="w0", now=110),
+    "release_lease": lambda s: s.release_lease("r1", owner="w0", now=110),
+    "record_progress": lambda s: s.record_progress(
+        "r1", owner="w0", progress=b"J1", now=110, lease_until=500
+    ),
+    "renew_lease": lambda s: s.renew_lease("r1", owner="w0", lease_until=500),
+    "open_wait": lambda s: s.open_wait("r1", _wait(), owner="w0", approval=_ask()),
+    "resolve_wait": lambda s: (
+        s.resolve_wait("r1", _resolved(), owner="w0", time_out=True, now=110).winner
+    ),
+    "take_lease": lambda s: (
+        s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
+    ),
+}
+REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost"}
+
+
+@pytest.mark.parametrize("verb", sorted(STALE))
+def test_a_stale_owner_changes_nothing(store: Store, verb: str) -> None:
+    _create(store)
+    before = (store.get_run("r1"), store.journal("r1"), store.list_approvals(pending=False))
+    assert STALE[verb](store) == REFUSAL.get(verb, False)
+    assert (store.get_run("r1"), store.journal("r1"), store.list_approvals(pending=False)) == before
+
+
+def test_every_owner_verb_is_in_the_fencing_table() -> None:
+    fenced = {
+        name
+        for name in _protocol_verbs()
+        if "owner" in inspect.signature(getattr(Store, name)).parameters
+    }
+    assert fenced - {"create_run"} == set(STALE)
+
+
+# -- the contract covers the protocol ---------------------------------------------------------
+
+
+def _protocol_verbs() -> list[str]:
+    return sorted(
+        name
+        for role in Store.__mro__
+        if role.__module__ == Store.__module__
+        for name, value in vars(role).items()
+        if callable(value) and not name.startswith("_")
+    )
+
+
+def test_every_protocol_verb_has_a_contract_test() -> None:
+    source = Path(__file__).read_text("utf-8")
+    untested = [verb for verb in _protocol_verbs() if not re.search(rf"\.{verb}\(", source)]
+    assert untested == [], f"verbs with no contract test: {untested}"
+    assert len(_protocol_verbs()) >= 38

@@ -414,14 +414,14 @@ def _pending(store: Store, workflow_id: str, queue: str, now: float = 1.0) -> No
 
 def _taker(store: Store, limits: QueueLimits) -> Callable[..., bool]:
     def take(workflow_id: str, now: float, owner: str = "", expected: str | None = None) -> bool:
-        taken, _ = store.take_lease(
+        taken = store.take_lease(
             workflow_id,
             owner=owner or f"w-{workflow_id}",
             expected_owner=expected,
             now=now,
             lease_until=now + 30,
             limits=limits,
-        )
+        ).taken
         return taken
 
     return take
@@ -509,7 +509,7 @@ def test_take_lease_holds_a_queues_concurrency(app: stalwart.Stalwart) -> None:
     assert take("c3", 306.0)
     # without limits the same verb takes any claimable run
     _pending(store, "c4", "llm")
-    assert store.take_lease("c4", owner="w4", expected_owner=None, now=307.0, lease_until=400)[0]
+    assert store.take_lease("c4", owner="w4", expected_owner=None, now=307.0, lease_until=400).taken
 
 
 # -- declarations -------------------------------------------------------------------------
@@ -607,7 +607,7 @@ def test_app_run_of_a_run_in_a_full_queue_waits_politely(
         now=now,
         lease_until=now + 3600,
         limits=limits,
-    )[0]
+    ).taken
     app.start(llm_job, "queued", workflow_id="queued")
     calls = 0
     take_lease = store.take_lease

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import stalwart
-from stalwart._store import sql as sql_module
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import Migration, load_migrations
+from stalwart._store.sql import _base as sql_module
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RELEASE = "9e5306c"  # the last commit whose code wrote schema version 5

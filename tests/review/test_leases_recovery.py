@@ -51,9 +51,9 @@ def test_take_lease_refuses_a_lease_that_is_still_live(tmp_path: Path) -> None:
         # B read the row at now+31 (expired) ... A's keeper renews meanwhile ...
         store.renew_lease("w", owner="holder-A", lease_until=now + 61)
         # ... and B's compare-and-set still succeeds, though the lease is live until now+61.
-        taken, _ = store.take_lease(
+        taken = store.take_lease(
             "w", owner="holder-B", expected_owner="holder-A", now=now + 31, lease_until=now + 61
-        )
+        ).taken
         assert not taken
 
 

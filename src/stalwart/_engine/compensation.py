@@ -24,6 +24,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._runtime import Runtime
 from .._serde import Codec
 from .._store import Entry
+from .._store.base import CompensationRow
 from .invocation import CURRENT_STEP, Invocation, StepScope
 
 __all__ = [
@@ -64,28 +65,28 @@ _KNOWN = {
 }
 
 
-def _corrupt(workflow_id: str, row: tuple[Any, ...], what: str) -> CorruptRecord:
+def _corrupt(workflow_id: str, row: CompensationRow, what: str) -> CorruptRecord:
     return CorruptRecord(
-        f"run {workflow_id!r}, seq {row[1]} ({row[8]} {row[3]!r}): {what}; restore the row "
+        f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): {what}; restore the row "
         "from a backup, then retry the run",
         workflow_id=workflow_id,
-        seq=row[1],
+        seq=row.seq,
     )
 
 
-def _check(workflow_id: str, row: tuple[Any, ...]) -> None:
-    kind, status, attempt = row[8], row[4], row[5]
+def _check(workflow_id: str, row: CompensationRow) -> None:
+    kind, status, attempt = row.kind, row.status, row.attempt
     if status not in _KNOWN.get(kind, ()):
         raise _corrupt(workflow_id, row, f"the recorded status {status!r} is not one it can have")
     if attempt is not None and (type(attempt) is not int or attempt < 0):
         raise _corrupt(workflow_id, row, f"the recorded attempt {attempt!r} is not a count")
 
 
-def _decoded(codec: Codec, workflow_id: str, row: tuple[Any, ...]) -> tuple[Any, Any]:
+def _decoded(codec: Codec, workflow_id: str, row: CompensationRow) -> tuple[Any, Any]:
     """The step's recorded call and result; ``CorruptRecord`` if either cannot be read."""
     try:
-        call = codec.decode(row[6]) if row[6] is not None else {"args": [], "kwargs": {}}
-        result = codec.decode(row[7]) if row[7] is not None else None
+        call = codec.decode(row.input) if row.input is not None else {"args": [], "kwargs": {}}
+        result = codec.decode(row.output) if row.output is not None else None
     except ValueError as exc:
         raise _corrupt(workflow_id, row, f"its recorded value cannot be decoded ({exc})") from exc
     if not (
@@ -98,16 +99,16 @@ def _decoded(codec: Codec, workflow_id: str, row: tuple[Any, ...]) -> tuple[Any,
 
 
 def pending_compensations(
-    rows: list[tuple[Any, ...]], *, codec: Codec, workflow_id: str
+    rows: list[CompensationRow], *, codec: Codec, workflow_id: str
 ) -> list[Undo]:
     """Pure: from the journal rows of compensable steps and compensations (in order), the
     completed steps still to undo, newest completion first. A row it cannot read raises
     ``CorruptRecord`` naming ``workflow_id`` and the row's seq."""
-    completed: dict[int, tuple[int, tuple[Any, ...]]] = {}
+    completed: dict[int, tuple[int, CompensationRow]] = {}
     undone: set[int] = set()
     attempts: dict[int, int] = {}
     for row in rows:
-        row_id, seq, _position, _name, status, attempt, _input, _output, kind, _error = row
+        row_id, seq, status, attempt, kind = row.id, row.seq, row.status, row.attempt, row.kind
         _check(workflow_id, row)
         if kind == "step" and status in ("completed", "reused"):
             completed[seq] = (row_id, row)
@@ -125,8 +126,8 @@ def pending_compensations(
         plan.append(
             Undo(
                 seq,
-                row[2],
-                row[3],
+                row.position,
+                row.name,
                 list(call.get("args", [])),
                 dict(call.get("kwargs", {})),
                 result,

@@ -267,13 +267,10 @@ class Driver:
         )
         return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
 
-    @staticmethod
-    def claimable(row: RunRow, now: float) -> bool:
-        if row.status == RunStatus.SUSPENDED:
-            return row.wake_at is not None and row.wake_at <= now
-        holder = row.lease_owner
-        expired = row.lease_expires_at is not None and row.lease_expires_at <= now
-        return holder is None or expired or holder_is_gone(holder)
+    def claimable(self, row: RunRow, now: float) -> bool:
+        """Whether the run may be taken now (the store's one definition of it)."""
+        gone = row.lease_owner is not None and holder_is_gone(row.lease_owner)
+        return self.runtime.store.claimable(row.workflow_id, now=now, holder_gone=gone)
 
     def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
         """Take the lease of a claimable run; ``None`` if another process was faster."""
@@ -283,7 +280,7 @@ class Driver:
         recovering = row.status == RunStatus.RUNNING
         detail = runtime.codec.encode({"recovered_from": holder}) if recovering else None
         owner = runtime.claim_owner()
-        taken, crashes = runtime.store.take_lease(
+        claim = runtime.store.take_lease(
             row.workflow_id,
             owner=owner,
             expected_owner=holder,
@@ -294,6 +291,7 @@ class Driver:
             holder_gone=holder is not None and holder_is_gone(holder),
             limits=runtime.queues.get(row.queue),
         )
+        taken, crashes = claim.taken, claim.recoveries
         if not taken:
             return None
         if recovering:

@@ -152,7 +152,7 @@ class _Wait:
             finished_at=self.now,
         )
         with inv.journaling():
-            winner, data = inv.runtime.store.resolve_wait(
+            decision = inv.runtime.store.resolve_wait(
                 inv.workflow_id,
                 entry,
                 owner=inv.owner,
@@ -163,6 +163,7 @@ class _Wait:
                 encode_decision=lambda row: inv.runtime.codec.encode(_decision(row)),
                 until=until,
             )
+        winner, data = decision.winner, decision.data
         if winner == "lost":
             inv.lease_lost.set()
             raise LeaseLost()

@@ -2,7 +2,49 @@
 
 Every verb is one transaction. Verbs that change a run the caller executes carry the caller's
 lease ``owner`` and do nothing (returning ``False``) when the caller no longer holds the lease,
-so a worker that lost its lease can never overwrite the new holder's records.
+so a worker that lost its lease can never overwrite the new holder's records. Every verb
+returns a typed row (a frozen dataclass below), a scalar or a list of them, never a tuple.
+
+The verbs are split by what they concern, so that a layer can ask for the narrowest role:
+
+- ``RunStore``: the store itself (lifetime, clock, change detector) and runs as rows: create,
+  read, list, finish. Everything that reads or ends a run needs it.
+- ``LeaseStore``: who executes a run. Claiming (what is claimable, candidates, due wake-ups,
+  dead holders on this host, cancel requests for the holder), taking, renewing and giving
+  back a lease. Queue limits live here because they are checked when a lease is taken.
+- ``JournalStore``: the journal a run appends while it holds its lease, and the views the
+  engine replays from it (the replay index, the audit trail, the compensation plan, a
+  rollback in progress). Compensation goes here, not with the operator verbs: the engine
+  asks for the plan during execution, and it is a query over the journal.
+- ``WaitStore``: durable waits: suspending a run, opening and resolving a wait, and the two
+  things a wait waits for, events and approvals.
+- ``AdminStore``: operator actions on a run nobody executes: cancel, redrive (retry and
+  resolve), fork. ``list_runs`` stays with runs: it is a read model, not an action.
+
+Run status transitions, each done by one verb whose ``WHERE`` clause holds the precondition
+(``held``: ``lease_owner = owner``):
+
+======================  ==================================  =================================
+verb                    from (precondition)                 to
+======================  ==================================  =================================
+``create_run``          (no run with the id)                ``pending``, or ``running`` held
+``fork_run``            (no run with the new id)            ``pending``
+``take_lease``          claimable, ``lease_owner`` as seen  ``running`` held by the caller
+``suspend_run``         ``running``, held; not yet arrived  ``suspended``, no lease
+``release_run``         ``running``, held                   ``pending``, no lease
+``finish_run``          ``running``, held                   ``completed`` / ``failed`` /
+                                                            ``cancelled`` / ``needs_attention``
+``cancel_run``          ``pending`` / ``suspended`` /       ``cancelled`` (nothing to undo), or
+                        ``needs_attention``, no lease       ``pending`` + cancel flag (undo
+                                                            first; from ``needs_attention``)
+``redrive``             ``failed`` / ``needs_attention``    ``pending``, no lease
+======================  ==================================  =================================
+
+Claimable (defined once per dialect, the ``claimable`` fragment of ``queries.sql``): pending or
+running without a live lease (none, lapsed, or its holder seen gone), or suspended and due.
+Verbs that keep the status: ``release_lease`` (drops the lease; a ``running`` run left so is
+recovered by its next taker), ``renew_lease``, ``record_progress``, ``mark_retry``, and the
+wake-ups inside ``deliver_event`` / ``decide_approval`` (a waiting run becomes due now).
 """
 
 from __future__ import annotations
@@ -11,7 +53,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["ApprovalRow", "Entry", "IndexRow", "JournalRow", "QueueLimits", "RunRow", "Store"]
+__all__ = [
+    "AdminStore",
+    "ApprovalRow",
+    "ClaimCandidate",
+    "CompensationRow",
+    "Entry",
+    "ForkCandidate",
+    "HeldRun",
+    "IndexRow",
+    "JournalRow",
+    "JournalStore",
+    "LeaseClaim",
+    "LeaseStore",
+    "QueueLimits",
+    "RunRow",
+    "RunStore",
+    "Store",
+    "WaitDecision",
+    "WaitStore",
+]
 
 # The schema version this code writes; a store records the oldest code version it serves.
 SCHEMA_VERSION = 7
@@ -119,8 +180,73 @@ class Entry:
     call_id: str | None = None  # set by the store: which call wrote it, for safe retries
 
 
-class Store(Protocol):
-    """What the engine needs from a backend."""
+@dataclass(frozen=True, slots=True)
+class LeaseClaim:
+    """What ``take_lease`` decided."""
+
+    taken: bool
+    # For a recovery, how many recoveries in a row found the run with no more completed
+    # journal entries than the previous one (1 when it made progress since); 0 otherwise.
+    recoveries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCandidate:
+    """A run a worker may claim now."""
+
+    workflow_id: str
+    status: str
+    lease_owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRun:
+    """A running run and the process holding its lease."""
+
+    workflow_id: str
+    lease_owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationRow:
+    """A journal row of a compensable step or of a compensation, payloads resolved."""
+
+    id: int
+    seq: int
+    position: str
+    name: str
+    status: str
+    attempt: int | None
+    input: bytes | None
+    output: bytes | None
+    kind: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkCandidate:
+    """A positioned journal row a fork may reuse."""
+
+    id: int
+    seq: int
+    position: str
+    kind: str
+    name: str
+    status: str
+    compensable: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitDecision:
+    """What decided a wait: ``winner`` is ``"event"``, ``"approval"`` or ``"timer"``, or
+    ``"none"`` (nothing yet) or ``"lost"`` (the lease is gone or the wait was decided)."""
+
+    winner: str
+    data: bytes | None = None
+
+
+class RunStore(Protocol):
+    """The store itself, and runs as rows."""
 
     url: str
     durable: bool
@@ -130,6 +256,13 @@ class Store(Protocol):
 
     def reserve_connections(self, threads: int) -> None:
         """Make room for ``threads`` threads using the store at once (where that matters)."""
+
+    def clock_offset(self) -> float | None:
+        """How far the store's clock is ahead of this machine's: 0.0 for a store on this
+        machine, ``None`` when a server does not answer now."""
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (a cheap change detector)."""
 
     def create_run(
         self,
@@ -151,6 +284,48 @@ class Store(Protocol):
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
 
+    def list_runs(
+        self, *, status: str | None, name: str | None, limit: int, before: float | None
+    ) -> list[RunRow]:
+        """Runs, newest first."""
+
+    def finish_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """End a held running run with ``status`` (terminal or ``needs_attention``), release
+        the lease, close its pending approvals and journal it."""
+
+
+class LeaseStore(Protocol):
+    """Who executes a run: claims, leases and the queue limits a start must fit."""
+
+    def claimable(self, workflow_id: str, *, now: float, holder_gone: bool = False) -> bool:
+        """Whether a worker may take the run now (``holder_gone``: the caller saw the lease
+        holder's process gone, so its lease counts as lapsed)."""
+
+    def claim_candidates(
+        self, *, names: list[str], queues: list[str], now: float, limit: int
+    ) -> list[ClaimCandidate]:
+        """Claimable runs of these workflows and queues, best first: takeovers, then due
+        wake-ups, then new runs, each by priority and age."""
+
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
+        """Running runs held by processes whose owner id starts with ``host_prefix``."""
+
+    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
+        """The earliest ``wake_at`` of a suspended run."""
+
+    def next_start(self, queue: str, limits: QueueLimits) -> float | None:
+        """When the queue's rate next lets a run start (``None``: it has no rate)."""
+
     def take_lease(
         self,
         workflow_id: str,
@@ -163,15 +338,11 @@ class Store(Protocol):
         recovery: bool = False,
         holder_gone: bool = False,
         limits: QueueLimits | None = None,
-    ) -> tuple[bool, int]:
-        """Take the lease of a pending or running run whose owner is still ``expected_owner``.
+    ) -> LeaseClaim:
+        """Take the lease of a claimable run whose owner is still ``expected_owner``.
 
         With ``limits``, a pending or suspended run starts only within its queue's limits.
-
-        Returns whether it was taken and, for a ``recovery``, how many recoveries in a row
-        have found the run with no more completed journal entries than the last one did (1
-        when it made progress since); 0 otherwise.
-        """
+        With ``recovery``, count the recoveries in a row (see ``LeaseClaim``)."""
 
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
         """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""
@@ -190,24 +361,24 @@ class Store(Protocol):
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease, leaving the run's status as it is."""
 
-    def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
-        """Note on a held run that a step's retry began (``seq:attempt``)."""
+    def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""
+
+    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
+        """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
+
+
+class JournalStore(Protocol):
+    """A run's journal: what its holder appends, and the views replay reads."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry; with ``owner``, only while that owner holds the lease."""
 
-    def finish_run(
-        self,
-        workflow_id: str,
-        *,
-        owner: str,
-        status: str,
-        output: bytes | None,
-        error: str | None,
-        now: float,
-        entry: Entry,
-    ) -> bool:
-        """Set a terminal (or attention) status, release the lease and journal it."""
+    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
+        """Append several entries in one transaction, fenced by the lease."""
+
+    def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
+        """Note on a held run that a step's retry began (``seq:attempt``)."""
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """The positioned journal rows of a run, in order, without inputs."""
@@ -218,29 +389,15 @@ class Store(Protocol):
     def journal(self, workflow_id: str) -> list[JournalRow]:
         """Every journal row of a run, in order, payloads resolved."""
 
-    def list_runs(
-        self, *, status: str | None, name: str | None, limit: int, before: float | None
-    ) -> list[RunRow]:
-        """Runs, newest first."""
+    def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
+        """Rows of compensable steps and compensations, in order, payloads resolved."""
 
-    # -- workers and waits ------------------------------------------------------------------
+    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
+        """What a started rollback will end as, unless a retry came after it."""
 
-    def claim_candidates(
-        self, *, names: list[str], queues: list[str], now: float, limit: int
-    ) -> list[tuple[str, str, str | None]]:
-        """``(workflow_id, status, lease_owner)`` of claimable runs, best first."""
 
-    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[tuple[str, str]]:
-        """``(workflow_id, lease_owner)`` of running runs held by processes of this host."""
-
-    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
-        """The earliest ``wake_at`` of a suspended run."""
-
-    def next_start(self, queue: str, limits: QueueLimits) -> float | None:
-        """When the queue's rate next lets a run start (``None``: it has no rate)."""
-
-    def data_version(self) -> int:
-        """Changes whenever another connection commits (a cheap change detector)."""
+class WaitStore(Protocol):
+    """Durable waits, and the events and approvals they wait for."""
 
     def suspend_run(
         self,
@@ -276,7 +433,7 @@ class Store(Protocol):
         now: float = 0.0,
         encode_decision: Callable[[ApprovalRow], bytes] | None = None,
         until: float | None = None,
-    ) -> tuple[str, bytes | None]:
+    ) -> WaitDecision:
         """Decide a wait in one transaction: event, then decision, then timer."""
 
     def deliver_event(
@@ -310,23 +467,18 @@ class Store(Protocol):
     ) -> bool:
         """Store a decision and wake the run; ``False`` if it was decided already."""
 
+
+class AdminStore(Protocol):
+    """Operator actions on runs."""
+
     def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
         """``"cancelled"`` at once, ``"requested"`` from its holder, or ``"finished"``."""
-
-    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
-        """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
 
     def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
         """Make a failed or needs_attention run pending again and journal ``entries``."""
 
-    def compensation_plan(self, workflow_id: str) -> list[tuple[Any, ...]]:
-        """Rows of compensable steps and compensations, in order, payloads resolved."""
-
-    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
-        """Append several entries in one transaction, fenced by the lease."""
-
-    def fork_candidates(self, workflow_id: str) -> list[tuple[Any, ...]]:
-        """``(id, seq, position, kind, name, status, compensable)`` of positioned rows."""
+    def fork_candidates(self, workflow_id: str) -> list[ForkCandidate]:
+        """The positioned journal rows of a run a fork may reuse, in order."""
 
     def fork_run(
         self,
@@ -344,8 +496,6 @@ class Store(Protocol):
     ) -> bool:
         """Create a run whose journal reuses rows of ``source``."""
 
-    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
-        """What a started rollback will end as, unless a retry came after it."""
 
-    def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
-        """Give a held run back as ``pending`` (a graceful stop, not a recovery)."""
+class Store(RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, Protocol):
+    """What the engine needs from a backend: every role."""

@@ -1,5 +1,9 @@
 """Named SQL queries, loaded from ``sql/<backend>/queries.sql`` (``-- name: x`` blocks), and
-versioned migrations from ``sql/<backend>/migrations/NNNN_name.sql``."""
+versioned migrations from ``sql/<backend>/migrations/NNNN_name.sql``.
+
+A ``-- fragment: x`` block is a condition several queries share: each ``{{x}}`` in a query is
+replaced by it (its comment lines dropped), so the condition is written once per dialect and
+a query naming an unknown fragment fails to load."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from typing import NamedTuple
 
 __all__ = ["Migration", "load_migrations", "load_queries"]
 
-_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_USE = re.compile(r"\{\{(\w+)\}\}")
 _OLDEST = re.compile(r"^-- oldest-compatible: (\d+)\s*$", re.MULTILINE)
 
 
@@ -25,8 +30,22 @@ class Migration(NamedTuple):
 def load_queries(backend: str) -> dict[str, str]:
     """Map of query name to SQL text for ``backend``."""
     text = resources.files(__package__).joinpath("sql", backend, "queries.sql").read_text("utf-8")
-    parts = _NAME.split(text)
-    return {name: sql.strip() for name, sql in zip(parts[1::2], parts[2::2], strict=True)}
+    parts = _BLOCK.split(text)
+    queries: dict[str, str] = {}
+    fragments: dict[str, str] = {}
+    for kind, name, sql in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if kind == "fragment":
+            lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+            fragments[name] = "\n".join(lines).strip()
+        else:
+            queries[name] = sql.strip()
+
+    def fragment(use: re.Match[str]) -> str:
+        if use[1] not in fragments:
+            raise KeyError(f"{backend} queries use the unknown fragment {use[1]!r}")
+        return fragments[use[1]]
+
+    return {name: _USE.sub(fragment, sql) for name, sql in queries.items()}
 
 
 def load_migrations(backend: str) -> list[Migration]:

@@ -21,7 +21,8 @@ from typing import TypeVar
 from .._errors import StoreError, mask_url
 from .base import Entry
 from .queries import load_queries
-from .sql import SQLStore, _inline
+from .sql import SQLStore
+from .sql._base import _inline
 
 __all__ = ["SQLiteStore"]
 
@@ -147,6 +148,10 @@ class SQLiteStore(SQLStore):
 
     def _list(self, values: list[str]) -> str:
         return json.dumps(values)
+
+    def clock_offset(self) -> float:
+        """0.0: the store is on this machine and reads its clock."""
+        return 0.0
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""

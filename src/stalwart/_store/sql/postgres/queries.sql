@@ -20,6 +20,18 @@ VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now
         :owner, :lease_until, :deadline)
 ON CONFLICT (workflow_id) DO NOTHING;
 
+-- fragment: claimable
+-- The one definition of a run a worker may take now: pending or running with no live lease
+-- (none, no expiry, lapsed, or its holder seen gone by the caller: :holder_gone), or suspended
+-- and due. take_lease, claim_candidates and claimable all use it.
+((status = 'suspended' AND wake_at <= :now)
+ OR (status IN ('pending', 'running')
+     AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= :now
+          OR :holder_gone = 1)))
+
+-- name: claimable
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND {{claimable}};
+
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
@@ -31,11 +43,7 @@ UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
     updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark,
     wake_at = NULL, waiting_for = NULL
-WHERE workflow_id = :workflow_id
-  AND (status IN ('pending', 'running') OR (status = 'suspended' AND wake_at <= :now))
-  AND lease_owner IS NOT DISTINCT FROM :expected_owner
-  AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= :now
-       OR :holder_gone = 1);
+WHERE workflow_id = :workflow_id AND lease_owner IS NOT DISTINCT FROM :expected_owner AND {{claimable}};
 
 -- name: recovery_state
 SELECT recoveries, recovery_mark,
@@ -61,7 +69,7 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 UPDATE runs
 SET status = :status, output = :output, error = :error, updated_at = :now,
     lease_owner = NULL, lease_expires_at = NULL
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
@@ -111,9 +119,7 @@ SELECT workflow_id, status, lease_owner
 FROM runs
 WHERE name = ANY(:names)
   AND queue = ANY(:queues)
-  AND (status = 'pending'
-       OR (status = 'suspended' AND wake_at <= :now)
-       OR (status = 'running' AND (lease_owner IS NULL OR lease_expires_at <= :now)))
+  AND {{claimable}}
 ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'suspended' THEN 1 ELSE 2 END,
          priority DESC, created_at
 LIMIT :limit;
@@ -132,7 +138,7 @@ SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
 UPDATE runs
 SET status = 'suspended', wake_at = :wake_at, waiting_for = :waiting_for,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
-WHERE workflow_id = :workflow_id AND lease_owner = :owner
+WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
   AND NOT EXISTS (SELECT 1 FROM events
                   WHERE events.workflow_id = :workflow_id AND events.name = :event_name
                     AND events.consumed_seq IS NULL)

@@ -1,0 +1,24 @@
+"""The verbs every SQL backend shares; backends supply connections, transactions, retries and
+their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
+
+``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
+``waits``, ``admin``) over the plumbing in ``_base``.
+
+Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
+serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
+reads what the previous one committed and decides on it alone.
+"""
+
+from __future__ import annotations
+
+from .admin import AdminVerbs
+from .journal import JournalVerbs
+from .leases import LeaseVerbs
+from .runs import RunVerbs
+from .waits import WaitVerbs
+
+__all__ = ["SQLStore"]
+
+
+class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs):
+    """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

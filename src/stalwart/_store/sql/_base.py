@@ -1,0 +1,235 @@
+"""What every SQL verb stands on: the hooks a backend provides (connections, transactions,
+retries, its dialect's query text), migrations, the once-only retry of a write, typed rows,
+and payloads kept apart from the journal."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+from ..._errors import CorruptRecord, StoreError, mask_url
+from ..base import SCHEMA_VERSION, Entry
+from ..payloads import INLINE_LIMIT, pack, unpack
+from ..queries import load_migrations
+
+__all__ = ["SQLBase"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class _Fenced(Exception):
+    """Rolls back a multi-entry append whose lease was lost midway."""
+
+
+def _inline(entry: Entry) -> bool:
+    """Whether ``entry``'s payloads stay in its row (so appending it is one statement)."""
+    return (entry.input is None or len(entry.input) <= INLINE_LIMIT) and (
+        entry.output is None or len(entry.output) <= INLINE_LIMIT
+    )
+
+
+def _typed(cur: Any, row_type: Callable[..., R]) -> list[R]:
+    """The rows of an executed cursor as ``row_type``, built by column name: the order of a
+    query's ``SELECT`` list does not matter, only its column names."""
+    names = [column[0] for column in cur.description]
+    return [row_type(**dict(zip(names, row, strict=True))) for row in cur.fetchall()]
+
+
+class SQLBase:
+    """The plumbing of a SQL store; the verbs live in mixins over it."""
+
+    url: str
+    durable: bool
+    _q: dict[str, str]
+
+    # -- what a backend provides ----------------------------------------------------------
+
+    def _write(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(conn)`` in one write transaction, retried while the store is busy."""
+        raise NotImplementedError
+
+    def _run(self, work: Callable[[Any], T]) -> T:
+        """Run ``work(conn)`` outside an explicit transaction (each statement commits)."""
+        raise NotImplementedError
+
+    def _list(self, values: list[str]) -> Any:
+        """A list parameter as the dialect's ``IN`` clause takes it."""
+        raise NotImplementedError
+
+    def _lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> bool:
+        """Inside ``_write``: serialize writers of one run (a no-op where writers are serial).
+
+        With ``skip_locked``, a run another writer holds is not waited for: ``False``."""
+        return True
+
+    def _lock_queue(self, conn: Any, queue: str) -> None:
+        """Inside ``_write``: serialize the starts of one queue's runs."""
+
+    def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
+        """Run an append query; backends may prepare the hot one."""
+        return bool(conn.execute(self._q[name], params).rowcount == 1)
+
+    def _apply_script(self, conn: Any, sql: str) -> None:
+        """Execute one migration file's statements inside the migration transaction."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release connections."""
+        raise NotImplementedError
+
+    def reserve_connections(self, threads: int) -> None:
+        """Make room for ``threads`` threads using the store at once (where that matters)."""
+
+    def clock_offset(self) -> float | None:
+        """How far the store's clock is ahead of this machine's."""
+        raise NotImplementedError
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits (a cheap change detector)."""
+        raise NotImplementedError
+
+    # -- migrations -----------------------------------------------------------------------
+
+    def _migrate_in(self, conn: Any, backend: str) -> None:
+        """Inside a write transaction: check the store's schema and apply what is missing.
+
+        Migrations are expand-then-contract: a migration that only adds leaves the store usable
+        by the previous release; one that removes or changes what older code reads declares the
+        oldest code it still serves (``-- oldest-compatible: N``), and the store records it.
+        """
+        conn.execute(self._q["schema_table"])
+        row = conn.execute(self._q["schema_version"]).fetchone()
+        current, oldest = (int(row[0]), int(row[1])) if row else (0, 0)
+        if oldest > SCHEMA_VERSION:
+            raise StoreError(
+                f"the store {mask_url(self.url)} has schema version {current}, which needs "
+                f"stalwart code of schema version {oldest} or newer (this code has "
+                f"{SCHEMA_VERSION}); upgrade stalwart on this machine"
+            )
+        for migration in load_migrations(backend):
+            if migration.version > current:
+                self._apply_script(conn, migration.sql)
+                oldest = max(oldest, migration.oldest_compatible)
+                conn.execute(
+                    self._q["set_schema_version"],
+                    {"version": migration.version, "oldest_compatible": oldest},
+                )
+
+    # -- running queries ------------------------------------------------------------------
+
+    def _once(
+        self,
+        workflow_id: str,
+        footprint: Entry | None,
+        work: Callable[[Any], T],
+        *,
+        transaction: bool = True,
+    ) -> T:
+        """Run ``work`` once even when it is retried after a lost connection.
+
+        A commit can land and its acknowledgement be lost. ``footprint`` is the journal entry
+        ``work`` writes, stamped here with an id of this call; a retry whose first try may
+        have committed (it got as far as the commit, or was one autocommitted statement)
+        looks for that entry first and, when it is there, returns what the first try decided
+        (for a lone statement: that it landed) instead of doing it again."""
+        if footprint is not None:
+            footprint.call_id = uuid.uuid4().hex  # this call's, even for a reused Entry
+        decided: list[T] = []
+        tried = False
+
+        def attempt(conn: Any) -> T:
+            nonlocal tried
+            if footprint is not None and (decided or (tried and not transaction)):
+                found = conn.execute(
+                    self._q["entry_exists"],
+                    {"workflow_id": workflow_id, "call_id": footprint.call_id},
+                ).fetchone()
+                if found is not None:
+                    return decided[0] if decided else cast(T, True)
+            tried = True
+            decided[:] = [work(conn)]
+            return decided[0]
+
+        return self._write(attempt) if transaction else self._run(attempt)
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
+        """The rows of query ``name``, positionally (for scalars and private reads)."""
+        query = self._q[name]
+        return self._run(lambda conn: list(conn.execute(query, params).fetchall()))
+
+    def _records(self, name: str, params: dict[str, Any], row_type: Callable[..., R]) -> list[R]:
+        """The rows of query ``name`` as ``row_type``, by column name."""
+        query = self._q[name]
+        return self._run(lambda conn: _typed(conn.execute(query, params), row_type))
+
+    def _changes(self, name: str, params: dict[str, Any]) -> int:
+        """How many rows statement ``name`` changed."""
+        query = self._q[name]
+        return self._run(lambda conn: int(conn.execute(query, params).rowcount))
+
+    # -- payloads and journal entries -----------------------------------------------------
+
+    def _stash(self, conn: Any, payload: bytes | None) -> bytes | None:
+        """The column value for ``payload``, storing what lives apart on ``conn``."""
+        if payload is None or len(payload) <= INLINE_LIMIT:
+            return payload
+
+        def put(digest: bytes, data: bytes) -> None:
+            conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
+
+        return pack(payload, put)
+
+    def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+        found = {}
+        for digest in dict.fromkeys(digests):
+            row = conn.execute(self._q["get_payload"], {"digest": digest}).fetchone()
+            if row is None:
+                raise KeyError(digest.hex())
+            found[digest] = bytes(row[0])
+        return found
+
+    def load_payload(self, stored: bytes, conn: Any = None) -> bytes:
+        """The encoded payload behind a stored column value (read on ``conn`` when a
+        transaction already holds one, so it never waits for a second connection)."""
+
+        def fetch(digests: list[bytes]) -> dict[bytes, bytes]:
+            if conn is not None:
+                return self._fetch_on(conn, digests)
+            return self._run(lambda c: self._fetch_on(c, digests))
+
+        try:
+            return unpack(bytes(stored), fetch)
+        except KeyError as exc:
+            raise CorruptRecord(f"payload piece {exc.args[0]} is missing from the store") from None
+
+    def _loaded(self, stored: bytes | None) -> bytes | None:
+        """``load_payload`` for a column that may be empty."""
+        return None if stored is None else self.load_payload(bytes(stored))
+
+    def _entry_params(
+        self, conn: Any, workflow_id: str, entry: Entry, owner: str | None
+    ) -> dict[str, Any]:
+        return {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "seq": entry.seq,
+            "position": entry.position,
+            "kind": entry.kind,
+            "name": entry.name,
+            "status": entry.status,
+            "attempt": entry.attempt,
+            "started_at": entry.started_at,
+            "finished_at": entry.finished_at,
+            "input": self._stash(conn, entry.input),
+            "output": self._stash(conn, entry.output),
+            "error": entry.error,
+            "by": entry.by,
+            "compensable": int(entry.compensable),
+            "call_id": entry.call_id,
+        }
+
+    def _journal_in(self, conn: Any, workflow_id: str, entry: Entry) -> None:
+        """Inside a transaction that already decided: journal ``entry`` unfenced."""
+        conn.execute(self._q["append_entry"], self._entry_params(conn, workflow_id, entry, None))

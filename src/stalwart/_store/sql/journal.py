@@ -1,0 +1,85 @@
+"""A run's journal: what its holder appends, and the views replay and compensation read."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..._errors import CorruptRecord
+from ..base import CompensationRow, Entry, IndexRow, JournalRow
+from ._base import SQLBase, _Fenced, _inline
+
+__all__ = ["JournalVerbs"]
+
+
+class JournalVerbs(SQLBase):
+    """The ``JournalStore`` verbs over SQL."""
+
+    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+        """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
+        even when retried after a lost acknowledgement."""
+        name = "append_entry" if owner is None else "append_entry_if_owner"
+
+        def work(conn: Any) -> bool:
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            return self._insert_entry(conn, name, params)
+
+        # one inline statement is its own transaction
+        return self._once(workflow_id, entry, work, transaction=not _inline(entry))
+
+    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
+        """Append several entries in one transaction, fenced by the lease."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            for entry in entries:
+                params = self._entry_params(conn, workflow_id, entry, owner)
+                if conn.execute(self._q["append_entry_if_owner"], params).rowcount != 1:
+                    raise _Fenced()
+            return True
+
+        try:
+            return self._once(workflow_id, entries[-1] if entries else None, work)
+        except _Fenced:
+            return False
+
+    def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
+        """Note on a held run that a step's retry began (``seq:attempt``)."""
+        params = {"workflow_id": workflow_id, "owner": owner, "marker": marker}
+        return self._changes("mark_retry", params) == 1
+
+    def replay_index(self, workflow_id: str) -> list[IndexRow]:
+        """Positioned journal rows, without inputs."""
+        return self._records("replay_index", {"workflow_id": workflow_id}, IndexRow)
+
+    def journal(self, workflow_id: str) -> list[JournalRow]:
+        """All journal rows with payloads resolved."""
+        out = []
+        for row in self._records("journal", {"workflow_id": workflow_id}, JournalRow):
+            try:
+                loaded_input, loaded_output = self._loaded(row.input), self._loaded(row.output)
+            except CorruptRecord as exc:
+                raise CorruptRecord(
+                    f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): "
+                    f"{exc}; restore the payloads table from a backup",
+                    workflow_id=workflow_id,
+                    seq=row.seq,
+                ) from exc
+            out.append(dataclasses.replace(row, input=loaded_input, output=loaded_output))
+        return out
+
+    def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
+        """Journal rows of compensable steps and of compensations, in order, payloads
+        resolved."""
+        rows = self._records("compensation_plan", {"workflow_id": workflow_id}, CompensationRow)
+        return [
+            dataclasses.replace(row, input=self._loaded(row.input), output=self._loaded(row.output))
+            for row in rows
+        ]
+
+    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
+        """The output of the run's last 'rolling_back' entry, unless a retry came after it."""
+        rows = self._rows("rollback_state", {"workflow_id": workflow_id})
+        if not rows or rows[0][0] != "rolling_back" or rows[0][1] is None:
+            return None
+        return self.load_payload(bytes(rows[0][1]))

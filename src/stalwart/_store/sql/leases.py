@@ -1,0 +1,215 @@
+"""Who executes a run: claiming, the lease and the queue limits a start must fit.
+
+``take_lease`` does three jobs in one transaction (a claim is one round trip): admit the start
+into its queue, count the recoveries in a row, and compare-and-set the lease. Each job is a
+helper of its own; ``take_lease`` only sequences them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..base import ClaimCandidate, Entry, HeldRun, LeaseClaim, QueueLimits
+from ._base import SQLBase
+
+__all__ = ["LeaseVerbs"]
+
+# Starts are pruned this long after they leave a rate's window: a worker whose clock reading
+# is a little older than the last writer's must still count every start in its window.
+START_RETENTION_S = 60.0
+
+_REFUSED = LeaseClaim(taken=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Admission:
+    """Whether a queue lets a run start now, and the queue whose rate the start counts
+    against (``None``: no rate applies, or the run is not starting)."""
+
+    admitted: bool
+    rate_queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Recoveries:
+    """The recovery count to store with the lease, and the progress it was measured at."""
+
+    count: int = 0
+    mark: int | None = None
+
+
+class LeaseVerbs(SQLBase):
+    """The ``LeaseStore`` verbs over SQL."""
+
+    # -- claiming -------------------------------------------------------------------------
+
+    def claimable(self, workflow_id: str, *, now: float, holder_gone: bool = False) -> bool:
+        """Whether a worker may take the run now (the ``claimable`` fragment)."""
+        params = {"workflow_id": workflow_id, "now": now, "holder_gone": int(holder_gone)}
+        return bool(self._rows("claimable", params))
+
+    def claim_candidates(
+        self, *, names: list[str], queues: list[str], now: float, limit: int
+    ) -> list[ClaimCandidate]:
+        """Claimable runs of these workflows and queues, best first."""
+        params = {
+            "names": self._list(names),
+            "queues": self._list(queues),
+            "now": now,
+            "limit": limit,
+            "holder_gone": 0,  # a worker finds dead holders of its host with held_on_host
+        }
+        return self._records("claim_candidates", params, ClaimCandidate)
+
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
+        """Running runs whose lease holder names this host."""
+        params = {"host_prefix": host_prefix + "%", "names": self._list(names)}
+        return self._records("held_on_host", params, HeldRun)
+
+    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
+        """The earliest time a suspended run of these workflows becomes claimable."""
+        params = {"names": self._list(names), "queues": self._list(queues)}
+        rows = self._rows("next_wake", params)
+        return rows[0][0] if rows else None
+
+    def next_start(self, queue: str, limits: QueueLimits) -> float | None:
+        """When the queue's rate next lets a run start (``None``: it has no rate)."""
+        if limits.rate is None:
+            return None
+        rows = self._rows("nth_latest_start", {"queue": queue, "offset": limits.rate - 1})
+        return None if not rows else float(rows[0][0]) + limits.period
+
+    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
+        """The runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
+        params = {"owner_prefix": owner_prefix}
+        return {row[0] for row in self._rows("cancel_requested_for", params)}
+
+    # -- taking the lease -----------------------------------------------------------------
+
+    def take_lease(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        expected_owner: str | None,
+        now: float,
+        lease_until: float,
+        entry: Entry | None = None,
+        recovery: bool = False,
+        holder_gone: bool = False,
+        limits: QueueLimits | None = None,
+    ) -> LeaseClaim:
+        """Compare-and-set the lease of a claimable run (the holder's lease lapsed, or the
+        caller saw its process gone: ``holder_gone``); count recoveries in a row.
+
+        With ``limits``, starting a pending or suspended run also needs a free slot in its
+        queue (fewer than ``concurrency`` runs of the queue running) and, for a pending run,
+        room in the queue's rate (fewer than ``rate`` starts in the last ``period`` seconds);
+        taking over a running run needs neither: it holds its slot already."""
+
+        def work(conn: Any) -> LeaseClaim:
+            if not self._lock_run(conn, workflow_id, skip_locked=True):
+                return _REFUSED  # another worker is claiming it right now
+            admission = _Admission(admitted=True)
+            if limits is not None:
+                admission = self._admit(conn, workflow_id, limits, now)
+                if not admission.admitted:
+                    return _REFUSED
+            recoveries = _Recoveries()
+            if recovery:
+                counted = self._count_recovery(conn, workflow_id)
+                if counted is None:
+                    return _REFUSED
+                recoveries = counted
+            swap = {
+                "workflow_id": workflow_id,
+                "owner": owner,
+                "expected_owner": expected_owner,
+                "now": now,
+                "lease_until": lease_until,
+                "holder_gone": int(holder_gone),
+            }
+            if not self._swap_lease(conn, swap, recoveries):
+                return _REFUSED
+            if admission.rate_queue is not None:
+                conn.execute(self._q["record_start"], {"queue": admission.rate_queue, "now": now})
+            if entry is not None:
+                self._journal_in(conn, workflow_id, entry)
+            return LeaseClaim(taken=True, recoveries=recoveries.count)
+
+        return self._once(workflow_id, entry, work)
+
+    def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> _Admission:
+        """Queue admission: whether the queue's limits let this run start now."""
+        state = conn.execute(self._q["run_state"], {"workflow_id": workflow_id}).fetchone()
+        if state is None or state[0] not in ("pending", "suspended"):
+            return _Admission(admitted=True)  # not a start: a takeover holds its slot
+        status, queue = state
+        self._lock_queue(conn, queue)
+        if limits.concurrency is not None:
+            running = conn.execute(self._q["queue_running"], {"queue": queue}).fetchone()[0]
+            if running >= limits.concurrency:
+                return _Admission(admitted=False)
+        if limits.rate is None or status != "pending":
+            return _Admission(admitted=True)
+        window = {"queue": queue, "since": now - limits.period}
+        stale = {"queue": queue, "since": now - limits.period - START_RETENTION_S}
+        conn.execute(self._q["prune_starts"], stale)
+        if conn.execute(self._q["recent_starts"], window).fetchone()[0] >= limits.rate:
+            return _Admission(admitted=False)
+        return _Admission(admitted=True, rate_queue=str(queue))
+
+    def _count_recovery(self, conn: Any, workflow_id: str) -> _Recoveries | None:
+        """Recovery counting: one more in a row unless the run completed journal entries
+        since the last recovery (then 1); ``None`` for an unknown run."""
+        state = conn.execute(self._q["recovery_state"], {"workflow_id": workflow_id}).fetchone()
+        if state is None:
+            return None
+        count, mark, progress = state
+        in_a_row = mark is not None and progress <= mark
+        return _Recoveries(count=count + 1 if in_a_row else 1, mark=progress)
+
+    def _swap_lease(self, conn: Any, swap: dict[str, Any], recoveries: _Recoveries) -> bool:
+        """The lease compare-and-set: the run (``swap``'s ``workflow_id``) is claimable and
+        still held by ``expected_owner``; it becomes ``running``, held by ``owner`` until
+        ``lease_until``, with the recovery count stored beside the lease."""
+        params = {**swap, "recoveries": recoveries.count, "recovery_mark": recoveries.mark}
+        return bool(conn.execute(self._q["take_lease"], params).rowcount == 1)
+
+    # -- holding the lease ----------------------------------------------------------------
+
+    def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
+        """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""
+        params = {"workflow_id": workflow_id, "owner": owner, "lease_until": lease_until}
+        rows = self._rows("renew_lease", params)
+        return bool(rows[0][0]) if rows else None
+
+    def record_progress(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        progress: bytes | None,
+        now: float,
+        lease_until: float,
+    ) -> bool:
+        """Store heartbeat details and extend the lease."""
+        params = {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "progress": progress,
+            "now": now,
+            "lease_until": lease_until,
+        }
+        return self._changes("record_progress", params) == 1
+
+    def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give up a held lease."""
+        params = {"workflow_id": workflow_id, "owner": owner, "now": now}
+        return self._changes("release_lease", params) == 1
+
+    def release_run(self, workflow_id: str, *, owner: str, now: float) -> bool:
+        """Give a held run back as ``pending``: a graceful stop, not a recovery."""
+        params = {"workflow_id": workflow_id, "owner": owner, "now": now}
+        return self._changes("release_run", params) == 1

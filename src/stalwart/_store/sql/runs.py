@@ -1,0 +1,102 @@
+"""Runs as rows: create, read, list, finish."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Entry, RunRow
+from ._base import SQLBase
+
+__all__ = ["RunVerbs"]
+
+
+class RunVerbs(SQLBase):
+    """The ``RunStore`` verbs over SQL."""
+
+    def create_run(
+        self,
+        *,
+        workflow_id: str,
+        name: str,
+        status: str,
+        queue: str,
+        priority: int,
+        input: bytes,
+        now: float,
+        owner: str | None,
+        lease_until: float | None,
+        entry: Entry,
+        deadline: float | None = None,
+    ) -> bool:
+        """Insert a run and its first journal entry; ``False`` if the id exists."""
+
+        def work(conn: Any) -> bool:
+            cur = conn.execute(
+                self._q["create_run"],
+                {
+                    "workflow_id": workflow_id,
+                    "name": name,
+                    "status": status,
+                    "queue": queue,
+                    "priority": priority,
+                    "input": self._stash(conn, input),
+                    "now": now,
+                    "owner": owner,
+                    "lease_until": lease_until,
+                    "deadline": deadline,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            self._journal_in(conn, workflow_id, entry)
+            return True
+
+        return self._once(workflow_id, entry, work)
+
+    def get_run(self, workflow_id: str) -> RunRow | None:
+        """The run, or ``None``."""
+        rows = self._records("get_run", {"workflow_id": workflow_id}, RunRow)
+        return rows[0] if rows else None
+
+    def list_runs(
+        self, *, status: str | None, name: str | None, limit: int, before: float | None
+    ) -> list[RunRow]:
+        """Runs, newest first."""
+        params = {"status": status, "name": name, "limit": limit, "before": before}
+        return self._records("list_runs", params, RunRow)
+
+    def finish_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Set the final status, release the lease, close pending approvals and journal it, in
+        one transaction."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            cur = conn.execute(
+                self._q["finish_run"],
+                {
+                    "workflow_id": workflow_id,
+                    "owner": owner,
+                    "status": status,
+                    "output": self._stash(conn, output),
+                    "error": error,
+                    "now": now,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            self._journal_in(conn, workflow_id, entry)
+            close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
+            conn.execute(self._q["close_approvals"], close)
+            return True
+
+        return self._once(workflow_id, entry, work)

@@ -1,0 +1,223 @@
+"""Durable waits: suspending a run, opening and resolving a wait, events and approvals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..base import ApprovalRow, Entry, WaitDecision
+from ._base import SQLBase, _typed
+
+__all__ = ["WaitVerbs"]
+
+
+class WaitVerbs(SQLBase):
+    """The ``WaitStore`` verbs over SQL."""
+
+    def suspend_run(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        wake_at: float | None,
+        waiting_for: str | None,
+        now: float,
+        entry: Entry | None = None,
+    ) -> bool:
+        """Release the lease and suspend, unless what the run waits for is already there."""
+        kind, _, key = (waiting_for or "").partition(":")
+        params = {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "wake_at": wake_at,
+            "waiting_for": waiting_for,
+            "now": now,
+            "event_name": key if kind == "event" else None,
+            "approval_id": key if kind == "approval" else None,
+        }
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            if conn.execute(self._q["suspend_run"], params).rowcount != 1:
+                return False
+            if entry is not None:
+                self._journal_in(conn, workflow_id, entry)
+            return True
+
+        return self._once(workflow_id, entry, work)
+
+    def open_wait(
+        self, workflow_id: str, entry: Entry, *, owner: str, approval: dict[str, Any] | None = None
+    ) -> bool:
+        """Journal a wait as scheduled (and its approval request), fenced by the lease."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            if conn.execute(self._q["append_entry_if_owner"], params).rowcount != 1:
+                return False
+            if approval is not None:
+                conn.execute(self._q["create_approval"], {"workflow_id": workflow_id, **approval})
+            return True
+
+        return self._once(workflow_id, entry, work)
+
+    def resolve_wait(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        event_name: str | None = None,
+        approval_id: str | None = None,
+        time_out: bool = False,
+        now: float = 0.0,
+        encode_decision: Callable[[ApprovalRow], bytes] | None = None,
+        until: float | None = None,
+    ) -> WaitDecision:
+        """Decide a wait in one transaction and journal the winner as ``entry`` completed.
+
+        An event sent after ``until`` (the wait's timeout) does not count: the timer passed
+        first, and the event stays in the inbox for a later wait.
+
+        The oldest unconsumed event named ``event_name`` wins first (it is consumed and its
+        payload becomes the output), then a decision on ``approval_id`` (``encode_decision``
+        turns it into the output), then, when ``time_out`` is set, the timer (the
+        pending approval is marked expired). The winner is ``"none"`` when nothing decided it
+        yet, ``"lost"`` when the lease is gone or the wait was already decided.
+        """
+
+        def work(conn: Any) -> WaitDecision:
+            self._lock_run(conn, workflow_id)
+            held = {"workflow_id": workflow_id, "owner": owner}
+            if conn.execute(self._q["lease_held"], held).fetchone() is None:
+                return WaitDecision("lost")
+            if conn.execute(
+                self._q["seq_completed"], {"workflow_id": workflow_id, "seq": entry.seq}
+            ).fetchone():
+                return WaitDecision("lost")
+            decision = WaitDecision("none")
+            if event_name is not None:
+                decision = self._take_event(conn, workflow_id, event_name, until, entry)
+            if decision.winner == "none" and approval_id is not None:
+                key = {"workflow_id": workflow_id, "approval_id": approval_id}
+                found = _typed(conn.execute(self._q["get_approval"], key), ApprovalRow)
+                if found and found[0].decided_at is not None and found[0].approved is not None:
+                    assert encode_decision is not None
+                    decision = WaitDecision("approval", encode_decision(found[0]))
+            if decision.winner == "none" and time_out:
+                if approval_id is not None:
+                    conn.execute(
+                        self._q["expire_approval"],
+                        {"workflow_id": workflow_id, "approval_id": approval_id, "now": now},
+                    )
+                decision = WaitDecision("timer")
+            if decision.winner == "none":
+                return decision
+            if decision.winner != "timer":
+                entry.output = decision.data
+            self._journal_in(conn, workflow_id, entry)
+            return decision
+
+        return self._once(workflow_id, entry, work)
+
+    def _take_event(
+        self, conn: Any, workflow_id: str, name: str, until: float | None, entry: Entry
+    ) -> WaitDecision:
+        """Consume the oldest unconsumed event ``name`` sent by ``until``, if there is one."""
+        key = {"workflow_id": workflow_id, "name": name, "until": until}
+        found = conn.execute(self._q["oldest_event"], key).fetchone()
+        if found is None:
+            return WaitDecision("none")
+        conn.execute(self._q["consume_event"], {"id": found[0], "seq": entry.seq})
+        data = None if found[1] is None else self.load_payload(bytes(found[1]), conn)
+        return WaitDecision("event", data)
+
+    def deliver_event(
+        self,
+        workflow_id: str,
+        *,
+        name: str,
+        payload: bytes | None,
+        dedup_key: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store an event in the run's inbox and wake the run if it waits for it.
+
+        ``False`` when a previous event had the same ``dedup_key``; ``KeyError`` for an unknown
+        run."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            if conn.execute(self._q["get_run"], {"workflow_id": workflow_id}).fetchone() is None:
+                raise KeyError(workflow_id)
+            cur = conn.execute(
+                self._q["insert_event"],
+                {
+                    "workflow_id": workflow_id,
+                    "name": name,
+                    "payload": self._stash(conn, payload),
+                    "dedup_key": dedup_key,
+                    "now": now,
+                    "by": entry.by,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            self._journal_in(conn, workflow_id, entry)
+            conn.execute(
+                self._q["wake_run"],
+                {"workflow_id": workflow_id, "now": now, "waiting_for": f"event:{name}"},
+            )
+            return True
+
+        return self._once(workflow_id, entry, work)
+
+    def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
+        """One approval request."""
+        key = {"workflow_id": workflow_id, "approval_id": approval_id}
+        rows = self._records("get_approval", key, ApprovalRow)
+        return rows[0] if rows else None
+
+    def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
+        """Approval requests, oldest first."""
+        params = {"pending": int(pending), "workflow_id": workflow_id}
+        return self._records("list_approvals", params, ApprovalRow)
+
+    def decide_approval(
+        self,
+        workflow_id: str,
+        approval_id: str,
+        *,
+        approved: bool,
+        by: str,
+        reason: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Store a decision on a pending request and wake its run; ``False`` if decided."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            cur = conn.execute(
+                self._q["decide_approval"],
+                {
+                    "workflow_id": workflow_id,
+                    "approval_id": approval_id,
+                    "now": now,
+                    "approved": int(approved),
+                    "by": by,
+                    "reason": reason,
+                },
+            )
+            if cur.rowcount != 1:
+                return False
+            self._journal_in(conn, workflow_id, entry)
+            conn.execute(
+                self._q["wake_run"],
+                {"workflow_id": workflow_id, "now": now, "waiting_for": f"approval:{approval_id}"},
+            )
+            return True
+
+        return self._once(workflow_id, entry, work)
