@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart.testing import store_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -19,7 +20,7 @@ Sql = Callable[..., list[Any]]
 
 
 def _is_postgres(app: stalwart.Stalwart) -> bool:
-    return type(app._core.store).__name__ == "PostgresStore"
+    return type(store_of(app)).__name__ == "PostgresStore"
 
 
 def _crashed(app: stalwart.Stalwart, calls: list[int], fail: Callable[[int], None]) -> Any:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import stalwart
-from stalwart.testing import FakeClock
+from stalwart.testing import FakeClock, runtime_of, store_of
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -100,7 +100,7 @@ def test_same_app_takeover_does_not_record_a_step_twice(tmp_path: Path) -> None:
         first = threading.Thread(target=runner)
         first.start()
         assert started.acquire(timeout=5)
-        clock.advance(app._core.lease_seconds + 1)  # the lease lapsed (keeper stalled)
+        clock.advance(runtime_of(app).lease_seconds + 1)  # the lease lapsed (keeper stalled)
         second = threading.Thread(target=runner)
         second.start()
         assert started.acquire(timeout=2)  # the takeover runs attempt 2 (fine: lease lapsed)
@@ -124,7 +124,7 @@ def test_transient_store_error_does_not_dead_letter_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
-        store = app._core.store
+        store = store_of(app)
         real_append = store.append
         failures = [1]
 
@@ -154,7 +154,7 @@ def test_store_error_cannot_be_swallowed_by_workflow_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
-        store = app._core.store
+        store = store_of(app)
         real_append = store.append
         failures = [1]
 

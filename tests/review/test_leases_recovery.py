@@ -15,7 +15,7 @@ import pytest
 import stalwart
 from stalwart._store import Entry
 from stalwart._worker import Worker
-from stalwart.testing import FakeClock
+from stalwart.testing import FakeClock, runtime_of, store_of
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -34,7 +34,7 @@ def _entry(now: float) -> Entry:
 
 def test_take_lease_refuses_a_lease_that_is_still_live(tmp_path: Path) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
-        store = app._core.store
+        store = store_of(app)
         now = 1_000.0
         store.create_run(
             workflow_id="w",
@@ -180,7 +180,7 @@ def test_corrupt_record_is_not_reported_as_a_crash_loop(tmp_path: Path) -> None:
 
 
 def _report_owner(app: stalwart.Stalwart, conn: Any) -> None:
-    conn.send((os.getpid(), app._core.owner, app._core.claim_owner()))
+    conn.send((os.getpid(), runtime_of(app).owner, runtime_of(app).new_claim_owner()))
     conn.close()
 
 
@@ -193,6 +193,6 @@ def test_forked_process_gets_its_own_lease_owner(tmp_path: Path) -> None:
         child.start()
         pid, owner, child_claim = ours.recv()
         child.join(10)
-        parent_claim = app._core.claim_owner()
+        parent_claim = runtime_of(app).new_claim_owner()
         assert child_claim != parent_claim  # two processes, one lease owner: no fencing
         assert owner.split("/")[1] == str(pid), (owner, pid)

@@ -14,6 +14,7 @@ from typing import Any
 import stalwart
 from stalwart._store import Entry
 from stalwart._worker import Worker
+from stalwart.testing import runtime_of, store_of
 
 
 def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: str) -> None:
@@ -64,7 +65,7 @@ def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: st
         def holder() -> str:
             return hold()
 
-        store = app._core.store
+        store = store_of(app)
         calls = []
         take = store.take_lease
 
@@ -108,9 +109,9 @@ def test_a_lapsed_run_holding_the_last_slot_is_taken_over_despite_a_higher_prior
         def job(tag: str) -> str:
             return tag
 
-        store = app._core.store
-        now = app._core.clock.time()
-        payload = app._core.codec.encode({"args": ["orphan"], "kwargs": {}})
+        store = store_of(app)
+        now = runtime_of(app).clock.time()
+        payload = runtime_of(app).codec.encode({"args": ["orphan"], "kwargs": {}})
         store.create_run(  # held by a worker on another machine that died; its lease lapsed
             workflow_id="orphan",
             name="job",
