@@ -634,7 +634,7 @@ def test_app_run_of_a_run_in_a_full_queue_waits_politely(
     assert tries <= 20, f"{tries} take_lease calls in 1 s"
 
 
-# -- found in review, fixed ----------------------------------------------------------------
+# -- defects found while writing these, now fixed -----------------------------------------
 
 
 def test_app_run_waits_for_a_slot_in_its_queue(app: stalwart.Stalwart) -> None:
