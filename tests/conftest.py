@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart import testing
 from stalwart.testing import FakeClock
 from store_urls import postgres_schema_url
 
@@ -56,17 +57,7 @@ def execute_sql(
     app: stalwart.Stalwart, sql: str, params: dict[str, Any] | None = None
 ) -> list[Any]:
     """Run raw SQL (``:name`` placeholders) on the app's store, whatever its backend."""
-    store: Any = app._core.store
-    if type(store).__name__ == "PostgresStore":
-        from stalwart._store.postgres import _pyformat
-
-        sql = _pyformat(sql)
-
-    def work(conn: Any) -> list[Any]:
-        cur = conn.execute(sql, params or {})
-        return list(cur.fetchall()) if cur.description else []
-
-    return store._run(work)  # type: ignore[no-any-return]
+    return testing.execute_sql(testing.store_of(app), sql, params)
 
 
 @pytest.fixture

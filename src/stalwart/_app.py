@@ -34,7 +34,7 @@ from ._registry import Registry, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import make_codec
-from ._store import RunRow, Store, open_store, resolve_url
+from ._store import Store, open_store, resolve_url
 from ._views import Views
 
 __all__ = ["Handle", "Stalwart"]
@@ -82,13 +82,6 @@ class Stalwart:
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
         self._operator = Operator(self._runtime, self._driver.keeper, self._views)
-
-    @property
-    def _core(self) -> Runtime:  # the tests' old name, until they all use stalwart.testing
-        return self._runtime
-
-    def _take(self, wf: WorkflowDef, row: RunRow, now: float) -> Any:
-        return self._driver.take(wf, row, now)  # the tests' old seam, as _core
 
     def _handle(self, workflow_id: str) -> Handle:
         return Handle(workflow_id, views=self._views, cancel=self.cancel)

@@ -19,6 +19,7 @@ from fault_harness import WORKER_AGENT, Harness, WorkerHarness, completed_twice
 from worker_agent import Downstream
 
 from stalwart._leases import HOST
+from stalwart.testing import store_of
 
 LEASE_S = 3.0
 
@@ -60,7 +61,7 @@ def test_a_dead_workers_run_on_another_host_is_taken_over_once_its_lease_lapses(
         workers.wait_for(
             workers.marker("far-1", "charge").exists, "the charge under way elsewhere", 30
         )
-        held = app._core.store.get_run("far-1")
+        held = store_of(app).get_run("far-1")
         assert held is not None and held.lease_owner is not None
         assert not held.lease_owner.startswith(HOST + "/"), "the worker was not on another host"
         local = workers.start(concurrency=2, lease_seconds=LEASE_S)

@@ -123,6 +123,7 @@ SIGNAL_INSIDE_THE_LOOPS_LOCK = """
 import logging
 import signal
 import stalwart
+from stalwart.testing import runtime_of
 
 logging.basicConfig(level=logging.INFO)
 app = stalwart.Stalwart("sqlite:///worker.db")
@@ -133,7 +134,7 @@ def idle() -> None:
     return None
 
 
-wakeup = app._core.wakeup  # the Event the worker's loop clears and waits on
+wakeup = runtime_of(app).wakeup  # the Event the worker's loop clears and waits on
 cleared = wakeup.clear
 
 

@@ -9,6 +9,7 @@ loop, so a client the caller's loop created works in its steps.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import httpx
 import pytest
 
 import stalwart
+from stalwart.testing import FakeClock
 
 
 @pytest.fixture
@@ -108,3 +110,37 @@ def test_run_async_runs_on_the_callers_loop(real_app: stalwart.Stalwart, server:
         return results
 
     assert asyncio.run(main()) == [[f"/{n}/x", f"/{n}/y"] for n in range(3)]
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_run_of_async_workflow_inside_a_loop_does_not_fail_the_run(tmp_path: Path) -> None:
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
+
+        @app.step
+        async def fetch() -> int:
+            return 1
+
+        @app.workflow
+        async def wf() -> int:
+            return await fetch()
+
+        async def caller() -> tuple[type[BaseException], str] | None:
+            try:
+                app.run(wf, workflow_id="w")
+            except BaseException as exc:  # keep no traceback: it pins the unawaited coroutine
+                return type(exc), str(exc)
+            return None
+
+        outcome = asyncio.run(caller())
+        gc.collect()  # the never-awaited coroutine is reported here, not in a later test
+        assert outcome is not None
+        assert issubclass(outcome[0], TypeError | RuntimeError), outcome
+        assert "run_async" in outcome[1], outcome
+        status = app.handle("w").status() if app.list_workflows() else None
+        assert status != "failed"

@@ -6,12 +6,15 @@ Never a silent default: a garbled error is not "retryable failure", an unknown s
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import stalwart
+from stalwart.testing import FakeClock, store_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -19,7 +22,7 @@ Sql = Callable[..., list[Any]]
 
 
 def _is_postgres(app: stalwart.Stalwart) -> bool:
-    return type(app._core.store).__name__ == "PostgresStore"
+    return type(store_of(app)).__name__ == "PostgresStore"
 
 
 def _crashed(app: stalwart.Stalwart, calls: list[int], fail: Callable[[int], None]) -> Any:
@@ -225,3 +228,29 @@ def test_a_damaged_run_error_is_a_corrupt_record(app: stalwart.Stalwart, raw_sql
     assert caught.value.workflow_id == "bad-error"
     with pytest.raises(stalwart.CorruptRecord):
         app.retry("bad-error")
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
+
+
+@pytest.mark.timeout(30)
+def test_journal_names_run_and_seq_of_a_row_with_a_missing_payload(tmp_path: Path) -> None:
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
+
+        @app.step
+        def big() -> str:
+            return "x" * 1000  # stored apart from the journal row
+
+        @app.workflow
+        def wf() -> str:
+            return big()
+
+        app.run(wf, workflow_id="w")
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            db.execute("DELETE FROM payloads")
+        with pytest.raises(stalwart.CorruptRecord) as info:
+            app.journal("w")
+        assert "'w'" in str(info.value)
+        assert "seq 1" in str(info.value)
+        assert info.value.seq == 1

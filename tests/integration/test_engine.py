@@ -7,6 +7,7 @@ import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,14 @@ class Quote:
 
 class Interrupt(KeyboardInterrupt):
     """Stops an in-process run mid-way, as Ctrl-C would (crashes are tested in faults/)."""
+
+
+class Crash(BaseException):
+    """Stands in for kill -9 (as in docs/replay.md)."""
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
 def test_steps_are_journaled_and_results_round_trip(app: stalwart.Stalwart) -> None:
@@ -486,3 +495,77 @@ def test_a_long_backoff_is_a_durable_timer(app: stalwart.Stalwart, clock: FakeCl
     assert clock.slept == []  # no thread slept through the backoff
     names = [e.name for e in app.journal("lb") if e.kind == "run"]
     assert "suspended" in names
+
+
+@pytest.mark.timeout(30)
+def test_child_run_started_inside_a_step_journals_its_own_steps(tmp_path: Path) -> None:
+    calls = Counter[str]()
+    crash = True
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
+
+        @app.step
+        def charge(order: str) -> str:
+            calls["charge"] += 1
+            return f"charged {order}"
+
+        @app.step
+        def ship(order: str) -> str:
+            if crash:
+                raise Crash()
+            return f"shipped {order}"
+
+        @app.workflow
+        def fulfil(order: str) -> list[str]:
+            return [charge(order), ship(order)]
+
+        @app.step
+        def spawn(order: str) -> Any:
+            return app.run(fulfil, order, workflow_id=f"child-{order}")
+
+        @app.workflow
+        def parent(order: str) -> Any:
+            return spawn(order)
+
+        with pytest.raises(Crash):
+            app.run(parent, "o1", workflow_id="parent-o1")
+        crash = False
+        assert app.run(fulfil, "o1", workflow_id="child-o1") == ["charged o1", "shipped o1"]
+        # The child run is durable on its own: its completed step must not run twice.
+        assert calls["charge"] == 1
+        assert [e.name for e in app.journal("child-o1") if e.kind == "step"] != []
+
+
+@pytest.mark.timeout(30)
+def test_paging_with_before_does_not_repeat_the_boundary_row(tmp_path: Path) -> None:
+    clock = FakeClock(start=1_767_225_600.0000007)  # sub-microsecond, as time.time() gives
+    with stalwart.Stalwart(_url(tmp_path), clock=clock) as app:
+
+        @app.workflow
+        def wf() -> None:
+            return None
+
+        app.start(wf, workflow_id="older")
+        clock.advance(1.0)
+        app.start(wf, workflow_id="newer")
+        first = app.list_workflows(limit=1)
+        second = app.list_workflows(limit=1, before=first[-1].created_at)
+        assert [r.workflow_id for r in first] == ["newer"]
+        assert [r.workflow_id for r in second] == ["older"]
+
+
+@pytest.mark.timeout(30)
+def test_async_step_own_timeout_error_keeps_its_type(tmp_path: Path) -> None:
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
+
+        @app.step(timeout=30, retry=stalwart.Retry.never())
+        async def call_api() -> str:
+            raise TimeoutError("upstream read timed out")
+
+        @app.workflow
+        async def wf() -> str:
+            try:
+                return await call_api()
+            except stalwart.StepFailed as exc:
+                return exc.cause_type
+
+        assert app.run(wf, workflow_id="w") == "TimeoutError"

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart.testing import store_of
 
 
 def _flaky(target: Any, verb: str, times: int) -> list[int]:
@@ -46,10 +47,10 @@ def test_a_bookkeeping_error_inside_workflow_code_needs_attention(app: stalwart.
         stalwart.wait_for_event("go", timeout=0)
         return first
 
-    _flaky(app._core.store, "open_wait", times=1)
+    _flaky(store_of(app), "open_wait", times=1)
     with pytest.raises(stalwart.NeedsAttention, match="EngineError|bookkeeping"):
         app.run(wf, workflow_id="e1")
-    row = app._core.store.get_run("e1")
+    row = store_of(app).get_run("e1")
     assert row is not None and row.status == "needs_attention"
     assert json.loads(row.error or "{}")["type"] == "EngineError"
     assert row.lease_owner is None
@@ -69,10 +70,10 @@ def test_a_bookkeeping_error_outside_workflow_code_needs_attention(
         stalwart.sleep(60)
         return "woke"
 
-    _flaky(app._core.store, "suspend_run", times=1)
+    _flaky(store_of(app), "suspend_run", times=1)
     with pytest.raises(stalwart.NeedsAttention):
         app.run(wf, workflow_id="e2")
-    row = app._core.store.get_run("e2")
+    row = store_of(app).get_run("e2")
     assert row is not None and row.status == "needs_attention"
     assert json.loads(row.error or "{}")["type"] == "EngineError"
     kinds = [(e.kind, e.name) for e in app.journal("e2")]
@@ -86,10 +87,10 @@ def test_an_invocation_that_records_no_outcome_releases_its_lease_and_says_so(
     def wf() -> str:
         return "ok"
 
-    _flaky(app._core.store, "finish_run", times=10)
+    _flaky(store_of(app), "finish_run", times=10)
     with caplog.at_level(logging.ERROR, logger="stalwart"), pytest.raises(RuntimeError):
         app.run(wf, workflow_id="e3")
-    row = app._core.store.get_run("e3")
+    row = store_of(app).get_run("e3")
     assert row is not None and row.status == "running"
     assert row.lease_owner is None, "the lease is given back, not left to lapse"
     assert any(
@@ -98,4 +99,4 @@ def test_an_invocation_that_records_no_outcome_releases_its_lease_and_says_so(
         and "lease was released" in r.getMessage()
         for r in caplog.records
     ), caplog.text
-    _flaky(app._core.store, "finish_run", times=0)
+    _flaky(store_of(app), "finish_run", times=0)

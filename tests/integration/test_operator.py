@@ -1,12 +1,23 @@
-"""Operator actions on every backend: dead-letter redrive (retry)."""
+"""Operator actions: dead-letter redrive (retry), resolve, fork and cancel, on every backend
+(a test on one SQLite file says so)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 import stalwart
+from stalwart.testing import FakeClock
+
+
+class Crash(BaseException):
+    """Stands in for kill -9 / Ctrl-C in the middle of a step (as in docs/replay.md)."""
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
 def test_a_failed_run_is_redriven_from_its_failed_step(app: stalwart.Stalwart) -> None:
@@ -297,3 +308,41 @@ def test_retry_of_a_poison_run_gives_its_step_a_fresh_budget(store_url: str) -> 
         app.retry("p")
         assert app.run(ingest, workflow_id="p") == "parsed"
         assert attempts[-1] == 1  # a fresh budget, not attempt 4 of the old one
+
+
+@pytest.mark.timeout(30)
+def test_cancel_of_a_needs_attention_run_cancels_it_or_says_why_not(tmp_path: Path) -> None:
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as v1:
+
+        @v1.step(name="search")
+        def search() -> str:
+            return "notes"
+
+        @v1.step(name="draft")
+        def draft(notes: str) -> str:
+            raise Crash()
+
+        @v1.workflow(name="writer")
+        def writer() -> str:
+            return draft(search())
+
+        with pytest.raises(Crash):
+            v1.run(writer, workflow_id="r1")
+
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as v2:
+
+        @v2.step(name="outline")
+        def outline() -> str:
+            return "plan"
+
+        @v2.workflow(name="writer")
+        def writer2() -> str:
+            return outline()
+
+        with pytest.raises(stalwart.NeedsAttention):
+            v2.run(writer2, workflow_id="r1")
+        try:
+            v2.cancel("r1")
+        except stalwart.StalwartError:
+            return  # refusing loudly is acceptable
+        assert v2.handle("r1").status() == "cancelled"

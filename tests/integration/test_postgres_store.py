@@ -15,7 +15,7 @@ import stalwart
 from stalwart._clock import ServerClock
 from stalwart._store import Entry, open_store
 from stalwart._store.postgres import PostgresStore
-from stalwart.testing import FakeClock
+from stalwart.testing import FakeClock, claim_run, runtime_of, store_of
 from store_urls import postgres_schema_url
 
 
@@ -114,9 +114,9 @@ def test_a_schema_parameter_isolates_fleets_sharing_a_database(pg_url: str) -> N
 
 def test_a_fleet_reads_time_by_the_servers_clock(pg_url: str) -> None:
     with stalwart.Stalwart(pg_url) as app:
-        clock = app._core.clock
+        clock = runtime_of(app).clock
         assert isinstance(clock, ServerClock)
-        offset = app._core.store.clock_offset()  # type: ignore[attr-defined]
+        offset = store_of(app).clock_offset()  # type: ignore[attr-defined]
         assert offset is not None and abs(offset) < 1.0  # one machine: the same clock
         assert abs(clock.time() - time.time() - clock.offset) < 0.1
 
@@ -156,7 +156,7 @@ def test_operator_calls_and_claims_retried_after_a_lost_acknowledgement_act_once
     pg_url: str,
 ) -> None:
     with stalwart.Stalwart(pg_url) as app:
-        store = app._core.store
+        store = store_of(app)
         assert isinstance(store, PostgresStore)
 
         @app.workflow(name="asker")
@@ -190,9 +190,9 @@ def test_operator_calls_and_claims_retried_after_a_lost_acknowledgement_act_once
             app.start(idle, workflow_id="claimed")
             row = store.get_run("claimed")
             assert row is not None
-            taken = app._take(app._core.registry.workflows["idle"], row, app._core.clock.time())
+            taken = claim_run(app, "claimed")
             assert taken is not None  # the claim landed: this caller holds the run
-            assert store.get_run("claimed").lease_owner == taken.owner  # type: ignore[union-attr]
+            assert store.get_run("claimed").lease_owner == taken  # type: ignore[union-attr]
 
 
 def test_an_error_of_the_statement_is_not_an_outage(pg_url: str) -> None:
@@ -203,7 +203,7 @@ def test_an_error_of_the_statement_is_not_an_outage(pg_url: str) -> None:
             return 1
 
         app.start(idle, workflow_id="somebody")
-        store = app._core.store
+        store = store_of(app)
         started = time.monotonic()
         with pytest.raises(stalwart.StoreError, match="index row"):
             store.deliver_event(  # a dedup key far beyond what an index row holds
@@ -224,7 +224,7 @@ def test_a_retry_after_a_connection_lost_before_commit_is_not_fooled_by_a_twin_e
     connection is lost before its commit, must not take the first one's entry for its own."""
     clock = FakeClock()
     with stalwart.Stalwart(pg_url, clock=clock) as app:
-        store = app._core.store
+        store = store_of(app)
         assert isinstance(store, PostgresStore)
         real_write = store._write
         armed = {"on": False}

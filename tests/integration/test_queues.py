@@ -40,7 +40,7 @@ from stalwart import testing
 from stalwart._store import Entry, Store
 from stalwart._store.base import QueueLimits
 from stalwart._worker import Worker
-from stalwart.testing import FakeClock
+from stalwart.testing import FakeClock, runtime_of, store_of
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -440,7 +440,7 @@ def _finish(store: Store, workflow_id: str, owner: str, now: float) -> None:
 
 
 def test_take_lease_refuses_a_start_beyond_the_rate(app: stalwart.Stalwart) -> None:
-    store = app._core.store
+    store = store_of(app)
     limits = QueueLimits(rate=2, period=10.0)
     take = _taker(store, limits)
     for wid in ("r1", "r2", "r3", "r4"):
@@ -466,7 +466,7 @@ def test_take_lease_refuses_a_start_beyond_the_rate(app: stalwart.Stalwart) -> N
 def test_take_lease_lets_resumes_and_takeovers_through_without_counting_a_start(
     app: stalwart.Stalwart,
 ) -> None:
-    store = app._core.store
+    store = store_of(app)
     limits = QueueLimits(rate=1, period=10.0)
     take = _taker(store, limits)
     _pending(store, "r1", "quota")
@@ -482,7 +482,7 @@ def test_take_lease_lets_resumes_and_takeovers_through_without_counting_a_start(
 
 
 def test_take_lease_holds_a_queues_concurrency(app: stalwart.Stalwart) -> None:
-    store = app._core.store
+    store = store_of(app)
     limits = QueueLimits(concurrency=1)
     take = _taker(store, limits)
     for wid in ("c1", "c2", "c3"):
@@ -519,7 +519,7 @@ def test_declaring_a_queue_again_replaces_its_limits(app: stalwart.Stalwart) -> 
     probe = Probe()
     app.queue("q", concurrency=1, rate=1, period=1000.0)
     app.queue("q", concurrency=3)  # no rate any more, and room for 3
-    assert app._core.queues["q"] == QueueLimits(concurrency=3, rate=None, period=1.0)
+    assert runtime_of(app).queues["q"] == QueueLimits(concurrency=3, rate=None, period=1.0)
 
     @app.step
     def work(i: int) -> int:
@@ -596,10 +596,10 @@ def test_app_run_of_a_run_in_a_full_queue_waits_politely(
     def llm_job(tag: str) -> str:
         return work(tag)
 
-    store = app._core.store
+    store = store_of(app)
     app.start(llm_job, "held", workflow_id="held")
     now = clock.time()
-    limits = app._core.queues["llm"]
+    limits = runtime_of(app).queues["llm"]
     assert store.take_lease(
         "held",
         owner="elsewhere",
@@ -635,7 +635,7 @@ def test_app_run_of_a_run_in_a_full_queue_waits_politely(
     assert tries <= 20, f"{tries} take_lease calls in 1 s"
 
 
-# -- found in review, fixed ----------------------------------------------------------------
+# -- defects found while writing these, now fixed -----------------------------------------
 
 
 def test_app_run_waits_for_a_slot_in_its_queue(app: stalwart.Stalwart) -> None:
@@ -672,7 +672,7 @@ def test_app_run_waits_for_a_slot_in_its_queue(app: stalwart.Stalwart) -> None:
 def test_a_start_counted_with_an_older_clock_reading_sees_every_start_in_its_window(
     app: stalwart.Stalwart,
 ) -> None:
-    store = app._core.store
+    store = store_of(app)
     limits = QueueLimits(rate=2, period=1.0)
     take = _taker(store, limits)
     for wid in ("r1", "r2", "late", "early"):
@@ -703,7 +703,7 @@ def test_a_worker_waits_politely_on_a_full_queue_that_also_has_a_rate(
     for wid, hold in (("quick", False), ("held", True), ("waiting", False)):
         app.start(llm_job, wid, hold, workflow_id=wid)
         clock.advance(0.001)
-    store = app._core.store
+    store = store_of(app)
     calls = 0
     take_lease = store.take_lease
 

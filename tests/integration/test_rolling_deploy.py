@@ -22,6 +22,7 @@ import stalwart
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import Migration, load_migrations
 from stalwart._store.sql import _base as sql_module
+from stalwart.testing import raw_rows, store_of
 
 ROOT = Path(__file__).resolve().parents[2]
 OLD_RELEASE = "9e5306c"  # the last commit whose code wrote schema version 5
@@ -132,7 +133,7 @@ def test_an_old_worker_keeps_working_beside_a_store_this_release_migrated(
         _declare(app)
         assert [app.handle(f"mixed-{i}").result(timeout=5) for i in range(4)] == [2, 6, 10, 14]
         assert app.handle("old-after-deploy").result(timeout=5) == 22
-        versions = app._core.store._rows("schema_version", {})  # type: ignore[attr-defined]
+        versions = raw_rows(store_of(app), "schema_version", {})
         assert versions == [(SCHEMA_VERSION, 1)]  # version 6 still serves code of version 1+
 
 
@@ -173,7 +174,7 @@ def test_a_contracting_migration_is_recorded_and_older_code_refuses_with_what_to
     monkeypatch.setattr(sql_module, "load_migrations", lambda backend: [*real(backend), future])
     monkeypatch.setattr(sql_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
     with stalwart.Stalwart(shared_url) as app:  # the next release migrates and contracts
-        versions = app._core.store._rows("schema_version", {})  # type: ignore[attr-defined]
+        versions = raw_rows(store_of(app), "schema_version", {})
         assert versions == [(SCHEMA_VERSION + 1, SCHEMA_VERSION + 1)]
     monkeypatch.undo()
     with pytest.raises(stalwart.StoreError, match="upgrade stalwart on this machine"):

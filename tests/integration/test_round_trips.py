@@ -11,13 +11,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import stalwart
+from stalwart import testing
 
 
 @contextmanager
 def verbs_called(app: stalwart.Stalwart) -> Iterator[list[str]]:
     """The store verbs this thread calls meanwhile, in order (background threads, such as the
     lease keeper's, are not counted)."""
-    store = app._core.store
+    store = testing.store_of(app)
     calls: list[str] = []
     me = threading.get_ident()
     patched: dict[str, Any] = {}

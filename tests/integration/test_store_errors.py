@@ -11,6 +11,7 @@ import pytest
 import stalwart
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import load_migrations
+from stalwart.testing import raw_connection, store_of
 
 
 @pytest.mark.parametrize(
@@ -60,11 +61,11 @@ def test_memory_store_warns_it_is_not_durable() -> None:
 
 def test_sqlite_settings(tmp_path: Path) -> None:
     with stalwart.Stalwart(f"sqlite:///{tmp_path / 'a.db'}") as app:
-        conn = app._core.store._conn  # type: ignore[attr-defined]
+        conn = raw_connection(store_of(app))
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     with stalwart.Stalwart(f"sqlite:///{tmp_path / 'b.db'}", durability="power") as app:
-        conn = app._core.store._conn  # type: ignore[attr-defined]
+        conn = raw_connection(store_of(app))
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
@@ -102,7 +103,7 @@ def test_large_payloads_are_stored_once_apart_from_the_journal(tmp_path: Path) -
                 llm(conversation)
 
         app.run(agent, workflow_id="big")
-        conn = app._core.store._conn  # type: ignore[attr-defined]
+        conn = raw_connection(store_of(app))
         assert conn.execute("SELECT count(*) FROM payloads").fetchone()[0] == 1
         widest = conn.execute("SELECT max(length(input)) FROM journal WHERE kind='step'")
         assert widest.fetchone()[0] == 33

@@ -7,12 +7,13 @@ import threading
 
 import stalwart
 from stalwart import testing
+from stalwart.testing import store_of
 
 
 def test_polling_finds_new_work_when_every_wake_up_signal_is_missed(shared_url: str) -> None:
     with stalwart.Stalwart(shared_url) as app, stalwart.Stalwart(shared_url) as client:
         # The worker's app never sees a change signal: only its regular poll is left.
-        app._core.store.data_version = lambda: 0  # type: ignore[method-assign]
+        store_of(app).data_version = lambda: 0  # type: ignore[method-assign]
 
         @app.workflow(name="job")
         def job(n: int) -> int:

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+import stalwart
 from stalwart import NonRetryableError, OutputInvalid, Retry, SerializationError, StepTimeout
 
 
@@ -72,3 +73,11 @@ def test_exception_classes_are_checked() -> None:
 def test_retry_is_frozen() -> None:
     with pytest.raises(AttributeError):
         Retry().max_attempts = 5  # type: ignore[misc]
+
+
+def test_retry_rejects_or_accepts_a_list_of_exception_classes() -> None:
+    try:
+        policy = stalwart.Retry(retry_on=[ValueError])  # type: ignore[arg-type]
+    except TypeError:
+        return
+    assert policy.is_retryable(ValueError("x"))

@@ -115,3 +115,18 @@ def test_pickle_only_when_asked() -> None:
 def test_undecodable_payloads_raise(garbage: bytes) -> None:
     with pytest.raises(ValueError):
         PICKLE.decode(garbage)
+
+
+class StrColor(str, enum.Enum):  # noqa: UP042 - the pre-3.11 spelling users still write
+    RED = "red"
+
+
+class Level(enum.StrEnum):
+    HIGH = "high"
+
+
+@pytest.mark.parametrize("member", [StrColor.RED, Level.HIGH])
+def test_str_enums_round_trip_exactly(member: enum.Enum) -> None:
+    codec = make_codec("json")
+    value = codec.decode(codec.encode({"choice": member}))
+    assert type(value["choice"]) is type(member)

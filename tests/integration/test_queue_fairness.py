@@ -1,6 +1,6 @@
 """A queue at its limit must not hide other queues' runs from a worker.
 
-Found in review: the worker looked at the best few claimable runs across all its queues; when
+Once, the worker looked at the best few claimable runs across all its queues; when
 those all belonged to a queue at its rate limit, runs of every other queue waited until that
 queue drained.
 """
@@ -14,6 +14,7 @@ from typing import Any
 import stalwart
 from stalwart import testing
 from stalwart._store import Entry
+from stalwart.testing import runtime_of, store_of
 
 
 def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: str) -> None:
@@ -42,7 +43,7 @@ def test_runs_of_other_queues_start_while_a_queue_waits_for_its_rate(store_url: 
 
 
 def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: str) -> None:
-    """Found in review: the next poll was set by the earliest due timer, even one whose queue
+    """Once, the next poll was set by the earliest due timer, even one whose queue
     was full, so the worker tried to claim it every 10 ms until a slot freed up."""
     with stalwart.Stalwart(store_url) as app:
         app.queue("q", concurrency=1)
@@ -64,7 +65,7 @@ def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: st
         def holder() -> str:
             return hold()
 
-        store = app._core.store
+        store = store_of(app)
         calls = []
         take = store.take_lease
 
@@ -99,7 +100,7 @@ def test_a_due_timer_in_a_full_queue_does_not_make_the_worker_spin(store_url: st
 def test_a_lapsed_run_holding_the_last_slot_is_taken_over_despite_a_higher_priority_backlog(
     store_url: str,
 ) -> None:
-    """Found in review: a pending run refused by its full queue hid the run holding the slot,
+    """Once, a pending run refused by its full queue hid the run holding the slot,
     whose worker had died; taking it over needs no slot, but it was never tried."""
     with stalwart.Stalwart(store_url) as app:
         app.queue("q", concurrency=1)
@@ -108,9 +109,9 @@ def test_a_lapsed_run_holding_the_last_slot_is_taken_over_despite_a_higher_prior
         def job(tag: str) -> str:
             return tag
 
-        store = app._core.store
-        now = app._core.clock.time()
-        payload = app._core.codec.encode({"args": ["orphan"], "kwargs": {}})
+        store = store_of(app)
+        now = runtime_of(app).clock.time()
+        payload = runtime_of(app).codec.encode({"args": ["orphan"], "kwargs": {}})
         store.create_run(  # held by a worker on another machine that died; its lease lapsed
             workflow_id="orphan",
             name="job",

@@ -1,4 +1,4 @@
-"""Review: polling queries that scan the whole runs table (strict xfail proves it)."""
+"""The queries a process polls all the time use an index, never a scan of the whole runs table."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def test_cancel_poll_does_not_scan_every_run(tmp_path: Path) -> None:
-    path = tmp_path / "review.db"
+    path = tmp_path / "runs.db"
     with stalwart.Stalwart(f"sqlite:///{path}", clock=FakeClock()):
         pass
     with sqlite3.connect(path) as db:
