@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._clock import Clock, ServerClock
 from ._declare import (
+    check_app_options,
     check_start_options,
     check_sync_run,
     declare_queue,
@@ -20,7 +20,6 @@ from ._declare import (
 )
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
-from ._errors import UsageError
 from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
@@ -30,7 +29,7 @@ from ._model import (
     run_id,
 )
 from ._operator import MISSING, Operator
-from ._registry import Registry, WorkflowDef
+from ._registry import Registry
 from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import make_codec
@@ -61,10 +60,7 @@ class Stalwart:
         serializer: str = "json",
         clock: Clock | None = None,
     ) -> None:
-        if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
-            raise UsageError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
-        if not isinstance(max_recoveries, int) or max_recoveries < 1:
-            raise UsageError(f"max_recoveries={max_recoveries!r}: must be an int >= 1")
+        check_app_options(lease_seconds, max_recoveries)
         codec = make_codec(serializer)
         self.url = resolve_url(url)
         self.max_recoveries = max_recoveries
@@ -212,7 +208,8 @@ class Stalwart:
         """
         definition = definition_of(self._runtime, wf)
         check_sync_run(definition)
-        return self._run(definition, args, kwargs, workflow_id, loop=None)
+        payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
+        return self._views.outcome(self._driver.run(definition, wid, payload))
 
     async def run_async(
         self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
@@ -221,24 +218,14 @@ class Stalwart:
         the caller's loop (so loop-bound clients of the caller work in it), and the engine's
         own blocking work on a thread."""
         definition = definition_of(self._runtime, wf)
+        payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
-        return await asyncio.to_thread(
-            functools.partial(self._run, definition, args, kwargs, workflow_id, loop=loop)
-        )
 
-    def _run(
-        self,
-        definition: WorkflowDef,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        workflow_id: str | None,
-        *,
-        loop: asyncio.AbstractEventLoop | None,
-    ) -> Any:
-        payload = encode_args(self._runtime, definition, args, kwargs)
-        wid = run_id(workflow_id)
-        return self._views.outcome(self._driver.run(definition, wid, payload, loop=loop))
+        def drive() -> Any:
+            return self._views.outcome(self._driver.run(definition, wid, payload, loop=loop))
+
+        return await asyncio.to_thread(drive)
 
     # -- observing ------------------------------------------------------------------------
 

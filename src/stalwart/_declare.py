@@ -22,6 +22,7 @@ from ._store.base import QueueLimits
 __all__ = [
     "StepFunction",
     "WorkflowFunction",
+    "check_app_options",
     "check_queue_name",
     "check_start_options",
     "check_sync_run",
@@ -79,6 +80,14 @@ def check_queue_name(queue: Any) -> None:
     """Refuse what cannot name a queue."""
     if not isinstance(queue, str) or not queue or len(queue) > 200:
         raise UsageError(f"queue={queue!r}: a queue is named by a non-empty string")
+
+
+def check_app_options(lease_seconds: Any, max_recoveries: Any) -> None:
+    """Refuse the app's policies when they are not numbers it can use."""
+    if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
+        raise UsageError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
+    if not isinstance(max_recoveries, int) or max_recoveries < 1:
+        raise UsageError(f"max_recoveries={max_recoveries!r}: must be an int >= 1")
 
 
 def check_start_options(queue: str | None, priority: Any) -> None:

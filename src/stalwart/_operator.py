@@ -51,21 +51,21 @@ def fork_plan(
     for row in rows:
         row_id, seq, position, kind, status = row.id, row.seq, row.position, row.kind, row.status
         latest[position] = row
-        if kind == "step" and status in ("scheduled", "in_doubt"):
+        if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             marks.setdefault(seq, row_id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     doubtful: list[tuple[int, str]] = []
     for row in latest.values():
         row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
-        done = status in ("completed", "reused")
-        if kind == "step" and status in ("scheduled", "in_doubt"):
+        done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED)
+        if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             doubtful.append((seq, name))
         elif seq < from_seq and done:
             reuse.append(row_id)
             if seq in marks:
                 reuse.append(marks[seq])
-        elif seq >= from_seq and done and kind == "step" and seq in marks:
+        elif seq >= from_seq and done and kind == EntryKind.STEP and seq in marks:
             again.append((seq, name))
     return sorted(reuse), sorted(again), sorted(doubtful)
 
@@ -78,7 +78,7 @@ def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list
         latest[row.position] = row
     failed = []
     for row in latest.values():
-        if row.kind == "step" and row.status == RunStatus.FAILED and row.error:
+        if row.kind == EntryKind.STEP and row.status == EntryStatus.FAILED and row.error:
             with contextlib.suppress(ValueError):
                 detail = ErrorRecord.from_json(row.error)
                 crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED

@@ -18,6 +18,8 @@ from ._model import (
     STATUSES,
     Approval,
     ApprovalRequest,
+    EntryKind,
+    EntryStatus,
     ErrorRecord,
     ErrorType,
     JournalEntry,
@@ -37,11 +39,11 @@ def journal_key(workflow_id: str, kind: str, status: str, position: str | None) 
     """The idempotency key a journal row's step or compensation used, derived from its stored
     position as the step saw it; ``None`` for other rows and for rows a fork reused (their step
     ran in the source run, under its key)."""
-    if position is None or status == "reused":
+    if position is None or status == EntryStatus.REUSED:
         return None
-    if kind == "step":
+    if kind == EntryKind.STEP:
         return step_key(workflow_id, position)
-    if kind == "compensation":
+    if kind == EntryKind.COMPENSATION:
         return step_key(workflow_id, position, "/undo")
     return None
 

@@ -59,9 +59,9 @@ class Undo:
     attempts: int
 
 
-_KNOWN = {
-    "step": ("completed", "reused", "compensated"),
-    "compensation": ("completed", "failed"),
+_KNOWN: dict[str, tuple[str, ...]] = {
+    EntryKind.STEP: (EntryStatus.COMPLETED, EntryStatus.REUSED, EntryStatus.COMPENSATED),
+    EntryKind.COMPENSATION: (EntryStatus.COMPLETED, EntryStatus.FAILED),
 }
 
 
@@ -110,13 +110,13 @@ def pending_compensations(
     for row in rows:
         row_id, seq, status, attempt, kind = row.id, row.seq, row.status, row.attempt, row.kind
         _check(workflow_id, row)
-        if kind == "step" and status in ("completed", "reused"):
+        if kind == EntryKind.STEP and status in (EntryStatus.COMPLETED, EntryStatus.REUSED):
             completed[seq] = (row_id, row)
             undone.discard(seq)
             attempts.pop(seq, None)
-        elif kind == "step" and status == "compensated":
+        elif kind == EntryKind.STEP and status == EntryStatus.COMPENSATED:
             undone.add(seq)
-        elif kind == "compensation" and status == "failed":
+        elif kind == EntryKind.COMPENSATION and status == EntryStatus.FAILED:
             attempts[seq] = int(attempt or 0)
     plan = []
     for seq, (_row_id, row) in sorted(completed.items(), key=lambda item: -item[1][0]):
