@@ -331,19 +331,8 @@ class Operator:
         now = self.runtime.clock.time()
         who = _who(by)
         if rerun:
-            entry = Entry(
-                kind=EntryKind.STEP,
-                name=rec.name,
-                status=EntryStatus.FAILED,
-                seq=seq,
-                position=rec.position,
-                attempt=rec.attempt,
-                started_at=now,
-                finished_at=now,
-                error=ErrorRecord(
-                    ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True
-                ).to_json(),
-            )
+            record = ErrorRecord(ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True)
+            outcome: dict[str, Any] = {"status": EntryStatus.FAILED, "error": record.to_json()}
         else:
             try:
                 payload = self.runtime.codec.encode(result)
@@ -352,18 +341,17 @@ class Operator:
                     f"resolve({workflow_id!r}, {seq}): cannot serialize a result value of type "
                     f"{exc.type_name}"
                 ) from None
-            entry = Entry(
-                kind=EntryKind.STEP,
-                name=rec.name,
-                status=EntryStatus.COMPLETED,
-                seq=seq,
-                position=rec.position,
-                attempt=rec.attempt,
-                started_at=now,
-                finished_at=now,
-                output=payload,
-                by=who,
-            )
+            outcome = {"status": EntryStatus.COMPLETED, "output": payload, "by": who}
+        entry = Entry(
+            kind=EntryKind.STEP,
+            name=rec.name,
+            seq=seq,
+            position=rec.position,
+            attempt=rec.attempt,
+            started_at=now,
+            finished_at=now,
+            **outcome,
+        )
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
         entries = [entry, self._entry("resolve", now, who, detail)]
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
