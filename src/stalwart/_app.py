@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
@@ -35,6 +34,7 @@ from ._runtime import Runtime
 from ._serde import make_codec
 from ._store import Store, open_store, resolve_url
 from ._views import Views
+from ._worker import Worker
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -63,7 +63,6 @@ class Stalwart:
         check_app_options(lease_seconds, max_recoveries)
         codec = make_codec(serializer)
         self.url = resolve_url(url)
-        self.max_recoveries = max_recoveries
         store = open_store(self.url, durability=durability)
         self._runtime = Runtime(
             url=self.url,
@@ -219,13 +218,7 @@ class Stalwart:
         own blocking work on a thread."""
         definition = definition_of(self._runtime, wf)
         payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
-        loop = asyncio.get_running_loop()
-        install_task_factory(loop)
-
-        def drive() -> Any:
-            return self._views.outcome(self._driver.run(definition, wid, payload, loop=loop))
-
-        return await asyncio.to_thread(drive)
+        return self._views.outcome(await self._driver.run_async(definition, wid, payload))
 
     # -- observing ------------------------------------------------------------------------
 
@@ -258,8 +251,6 @@ class Stalwart:
         Shutdown is graceful: it stops claiming, lets running steps finish (within
         ``lease_seconds``), gives runs back at their next step boundary and releases the rest.
         """
-        from ._worker import Worker
-
         Worker(self._driver, concurrency=concurrency, queues=queues).serve()
 
     def send_event(

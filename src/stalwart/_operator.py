@@ -1,6 +1,7 @@
 """Operator verbs: send an event, approve or reject, cancel, retry (redrive), resolve an
 in-doubt step, fork; and the pure planners they decide with (:func:`fork_plan`,
-:func:`failed_for_good`; the compensation order is ``_engine.compensation``'s).
+:func:`failed_for_good`, :func:`redrive_plan`; the compensation order is
+``_engine.compensation``'s).
 
 Each verb checks what it is asked against the run as stored, builds the journal entries that
 say who did what, and hands them to one store verb whose ``WHERE`` clause re-checks the

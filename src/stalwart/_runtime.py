@@ -1,8 +1,9 @@
 """The engine's shared state: what every layer below the app reads, and nothing that runs.
 
 The app builds one :class:`Runtime`; the engine, the lease keeper, the operator verbs and the
-worker take it (never the app). It holds no threads: the lease keeper (``_engine.keeper``)
-and the event loop (``_loop.AppLoop``) are services built next to it.
+worker take it (never the app). It starts no threads: the event loop it holds
+(``_loop.AppLoop``) starts its thread on first use, and the lease keeper belongs to the
+driver (``_engine.driver``).
 """
 
 from __future__ import annotations

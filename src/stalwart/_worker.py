@@ -1,9 +1,9 @@
 """The worker: claims runnable runs with a lease, executes them, and stops gracefully.
 
-A run is claimable when it is pending, when its timer is due (a suspended run whose
-``wake_at`` passed: events and approvals set it to the time they arrive), or when its holder's
-lease lapsed or its holder process on this host is gone. Claims are compare-and-set updates of
-the lease, so two workers never execute one run at once. Suspended runs hold nothing here.
+The store says which runs are claimable (pending, due, or left by a holder that is gone or
+whose lease lapsed); the worker asks it for candidates and has the driver take and drive each.
+Claims are compare-and-set updates of the lease, so two workers never execute one run at once.
+Suspended runs hold nothing here.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The run lifecycle, once: acquire a run (create it, take it over, wait for it), execute it
-until it ends or parks, and stop a run that keeps killing its workers.
+until it ends or parks, and stop a run that keeps killing its workers (``poison.py``).
 
 ``app.run`` drives one run from the calling thread (:meth:`Driver.run`); the worker takes
 claimable runs (:meth:`Driver.take`) and drives each in a slot of its pool
@@ -35,6 +35,7 @@ from .executor import Outcome, execute
 from .invocation import Invocation
 from .keeper import LeaseKeeper
 from .lifecycle import lifecycle
+from .loop import install_task_factory
 from .poison import stop_poison_run
 
 __all__ = ["Driver"]
@@ -96,6 +97,13 @@ class Driver:
                 return replace(row, status=status, output=outcome.output, error=outcome.record)
             inv, row = self.acquire(wf, wid, payload)
         return row
+
+    async def run_async(self, wf: WorkflowDef, wid: str, payload: bytes) -> RunRow:
+        """:meth:`run` from a coroutine: the workflow's async code runs on the caller's loop,
+        the engine's blocking work in a thread."""
+        loop = asyncio.get_running_loop()
+        install_task_factory(loop)
+        return await asyncio.to_thread(self.run, wf, wid, payload, loop=loop)
 
     def drive(
         self,

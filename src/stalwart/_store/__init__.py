@@ -1,4 +1,4 @@
-"""Stores: ``open_store(url)`` picks the backend; only backends contain SQL."""
+"""Stores: ``open_store(url)`` picks the backend and is the only code that imports one."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..._model import RunStatus
 from ..base import Entry, ForkCandidate
 from ._base import SQLBase
 
@@ -80,7 +81,7 @@ class AdminVerbs(SQLBase):
                 {
                     "workflow_id": new_id,
                     "name": name,
-                    "status": "pending",
+                    "status": RunStatus.PENDING,
                     "queue": queue,
                     "priority": 0,
                     "input": input,
