@@ -216,9 +216,9 @@ class SQLBase:
             "owner": owner,
             "seq": entry.seq,
             "position": entry.position,
-            "kind": entry.kind,
+            "kind": str(entry.kind),  # plain str: sqlite3 binds str subclasses slowly
             "name": entry.name,
-            "status": entry.status,
+            "status": str(entry.status),
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,

@@ -36,7 +36,7 @@ class RunVerbs(SQLBase):
                 {
                     "workflow_id": workflow_id,
                     "name": name,
-                    "status": status,
+                    "status": str(status),
                     "queue": queue,
                     "priority": priority,
                     "input": self._stash(conn, input),
@@ -86,7 +86,7 @@ class RunVerbs(SQLBase):
                 {
                     "workflow_id": workflow_id,
                     "owner": owner,
-                    "status": status,
+                    "status": str(status),
                     "output": self._stash(conn, output),
                     "error": error,
                     "now": now,
