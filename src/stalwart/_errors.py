@@ -20,6 +20,7 @@
     ├── StoreError
     │   └── CorruptRecord
     ├── NonRetryableError          (raise it in a step to stop retrying)
+    ├── RetryAfter                 (raise it in a step to retry after a given delay)
     ├── NonDeterminismError
     └── WorkflowNotFound
 
@@ -42,6 +43,7 @@ __all__ = [
     "NotDurableWarning",
     "OutputInvalid",
     "RegistrationError",
+    "RetryAfter",
     "RunEnded",
     "SerializationError",
     "StalwartError",
@@ -107,6 +109,18 @@ class SerializationError(UsageError):
 
 class NonRetryableError(StalwartError):
     """Raise inside a step to fail it at once, without further attempts."""
+
+
+class RetryAfter(StalwartError):
+    """Raise inside a step to say when the next attempt may start: ``seconds`` from now,
+    instead of the policy's backoff (as a provider's ``Retry-After`` header does). The attempt
+    still counts against ``max_attempts``."""
+
+    def __init__(self, seconds: float, message: str = "") -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 0:
+            raise UsageError(f"RetryAfter({seconds!r}): pass seconds, a number >= 0")
+        super().__init__(message or f"retry after {seconds:g} s")
+        self.seconds = float(seconds)
 
 
 class StepFailed(StepError):

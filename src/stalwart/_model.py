@@ -114,7 +114,9 @@ class ErrorRecord:
     Stored as JSON with the same keys (``to_json``/``from_json`` are its one encoder and its
     one decoder). ``final`` means no attempt is left; ``retry_at`` is when the next attempt
     may start; ``rerun`` marks an in-doubt step an operator chose to run again; ``seq`` names
-    the entry a run-level reason is about; ``then`` is the status a rollback ends in.
+    the entry a run-level reason is about; ``then`` is the status a rollback ends in;
+    ``directed`` says who set the delay before the next attempt when the server did (or the
+    step, with ``RetryAfter``), e.g. ``"Retry-After: 7 s"``.
     """
 
     type: str
@@ -125,6 +127,7 @@ class ErrorRecord:
     seq: int | None = None
     reason: str | None = None
     then: str | None = None
+    directed: str | None = None
 
     @classmethod
     def of(cls, error: BaseException, **fields: Any) -> ErrorRecord:
@@ -134,7 +137,7 @@ class ErrorRecord:
     def to_json(self) -> str:
         """The stored form; fields at their default are left out."""
         data: dict[str, Any] = {"type": str(self.type), "message": self.message}
-        for name in ("final", "retry_at", "rerun", "seq", "reason", "then"):
+        for name in ("final", "retry_at", "rerun", "seq", "reason", "then", "directed"):
             value = getattr(self, name)
             if value is not None and value is not False:
                 data[name] = str(value) if name == "then" else value
@@ -165,8 +168,9 @@ class ErrorRecord:
         return cls(**fields)
 
     def text(self) -> str:
-        """How a person reads it: ``Type: message``."""
-        return f"{self.type}: {self.message}"
+        """How a person reads it: ``Type: message``, and who set the retry's delay."""
+        text = f"{self.type}: {self.message}"
+        return text if self.directed is None else f"{text} [{self.directed}]"
 
 
 _ERROR_FIELDS: dict[str, tuple[type, ...]] = {
@@ -178,6 +182,7 @@ _ERROR_FIELDS: dict[str, tuple[type, ...]] = {
     "seq": (int,),
     "reason": (str,),
     "then": (str,),
+    "directed": (str,),
 }
 
 

@@ -1,13 +1,107 @@
-"""Retry policy: a frozen value with pure functions; it never sleeps and never touches a store."""
+"""Retry policy: a frozen value with pure functions; it never sleeps and never touches a store.
+
+A provider can direct the retry: an exception that carries an HTTP response (``exc.headers``
+or ``exc.response.headers``, as httpx, requests, openai and anthropic errors do) with
+``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms`` sets the next attempt's delay,
+and ``x-should-retry`` says whether to retry at all. Everything is read by duck typing, so no
+HTTP library is imported here.
+"""
 
 from __future__ import annotations
 
+import email.utils
+import math
 import random as _random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from ._errors import NonRetryableError, SerializationError, UsageError
+from ._errors import NonRetryableError, RetryAfter, SerializationError, UsageError
 
-__all__ = ["Retry"]
+__all__ = ["Decision", "Retry", "http_status", "server_delay"]
+
+# A provider's 4xx that may succeed when tried again: timeout, conflict, rate limit.
+RETRYABLE_4XX = frozenset({408, 409, 429})
+
+
+def _headers(exc: BaseException) -> Any:
+    headers = getattr(exc, "headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    return headers
+
+
+def _header(headers: Any, name: str) -> str | None:
+    """A header's value, looked up without regard to case (httpx and requests mappings do
+    that themselves; a plain dict is searched)."""
+    if headers is None:
+        return None
+    try:
+        value = headers.get(name)
+    except Exception:
+        return None
+    if value is None and isinstance(headers, Mapping):
+        value = next((v for k, v in headers.items() if str(k).lower() == name), None)
+    return None if value is None else str(value).strip()
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an exception carries (``exc.status_code`` or
+    ``exc.response.status_code``), if any."""
+    for holder in (exc, getattr(exc, "response", None)):
+        status = getattr(holder, "status_code", None)
+        if isinstance(status, int) and not isinstance(status, bool):
+            return status
+    return None
+
+
+def server_delay(exc: BaseException, now: float) -> tuple[float, str] | None:
+    """The delay the server (or the step, with :class:`RetryAfter`) asked for, in seconds,
+    and where it came from; ``None`` when it did not say."""
+    if isinstance(exc, RetryAfter):
+        return exc.seconds, f"RetryAfter: {exc.seconds:g} s"
+    headers = _headers(exc)
+    millis = _header(headers, "retry-after-ms")
+    if millis is not None:
+        try:
+            value = float(millis) / 1000.0
+        except ValueError:
+            value = math.nan
+        if value >= 0 and math.isfinite(value):
+            return value, f"retry-after-ms: {millis}"
+    after = _header(headers, "retry-after")
+    if after is None:
+        return None
+    try:
+        seconds = float(after)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(after)
+        except (TypeError, ValueError, IndexError):
+            return None
+        seconds = max(0.0, when.timestamp() - now)
+    if not (seconds >= 0 and math.isfinite(seconds)):
+        return None
+    return seconds, f"Retry-After: {seconds:g} s"
+
+
+def _should_retry_header(exc: BaseException) -> bool | None:
+    value = _header(_headers(exc), "x-should-retry")
+    if value is None:
+        return None
+    return {"true": True, "false": False}.get(value.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What follows a failed attempt: another one after ``delay`` seconds, or none
+    (``final``). ``directed`` says who chose the delay when the server or the step did, e.g.
+    ``"Retry-After: 7 s"``; ``refused`` says why a directed delay was not waited for."""
+
+    final: bool
+    delay: float = 0.0
+    directed: str | None = None
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -27,11 +121,12 @@ class Retry:
     jitter: bool = True
     retry_on: tuple[type[BaseException], ...] = field(default=(Exception,))
     non_retryable: tuple[type[BaseException], ...] = field(default=())
+    max_server_delay: float = 600.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
             raise UsageError(f"Retry(max_attempts={self.max_attempts!r}): must be an int >= 1")
-        for name in ("initial_delay", "max_delay"):
+        for name in ("initial_delay", "max_delay", "max_server_delay"):
             value = getattr(self, name)
             if not isinstance(value, int | float) or value < 0:
                 raise UsageError(f"Retry({name}={value!r}): must be a number >= 0")
@@ -52,6 +147,17 @@ class Retry:
         """A policy of exactly one attempt."""
         return cls(max_attempts=1)
 
+    @classmethod
+    def llm(
+        cls, max_attempts: int = 8, initial_delay: float = 1.0, max_delay: float = 60.0
+    ) -> Retry:
+        """The policy for LLM provider calls: it retries what ``Retry()`` retries (timeouts,
+        connection errors, ``OutputInvalid``, 5xx, 408, 409, 429), but an error whose HTTP
+        status is another 4xx (a bad request, a bad key) fails at once."""
+        return _ProviderRetry(
+            max_attempts=max_attempts, initial_delay=initial_delay, max_delay=max_delay
+        )
+
     def delay(self, attempt: int, rng: _random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         if attempt < 1:
@@ -67,8 +173,50 @@ class Retry:
             return False
         if self.non_retryable and isinstance(exc, self.non_retryable):
             return False
-        return isinstance(exc, self.retry_on)
+        directed = _should_retry_header(exc)
+        if directed is not None:
+            return directed
+        return isinstance(exc, self.retry_on) and self._status_allows(exc)
+
+    def _status_allows(self, exc: BaseException) -> bool:
+        return True
 
     def should_retry(self, exc: BaseException, attempt: int) -> bool:
         """Whether another attempt follows failed attempt number ``attempt``."""
         return attempt < self.max_attempts and self.is_retryable(exc)
+
+    def decide(
+        self, exc: BaseException, attempt: int, *, now: float, rng: _random.Random | None = None
+    ) -> Decision:
+        """What follows failed attempt number ``attempt`` at time ``now``: the server's (or
+        :class:`RetryAfter`'s) delay when it gave one, without jitter, else the backoff. A
+        directed delay over ``max_server_delay`` fails the step instead."""
+        if not self.should_retry(exc, attempt):
+            return Decision(final=True)
+        directed = server_delay(exc, now)
+        if directed is None:
+            return Decision(final=False, delay=self.delay(attempt, rng))
+        seconds, source = directed
+        if seconds > self.max_server_delay:
+            return Decision(
+                final=True,
+                directed=source,
+                refused=f"longer than max_server_delay={self.max_server_delay:g} s",
+            )
+        return Decision(final=False, delay=seconds, directed=source)
+
+
+@dataclass(frozen=True)
+class _ProviderRetry(Retry):
+    """``Retry.llm()``: a client error other than a timeout, a conflict or a rate limit is
+    not worth another attempt."""
+
+    def _status_allows(self, exc: BaseException) -> bool:
+        status = http_status(exc)
+        return status is None or not 400 <= status < 500 or status in RETRYABLE_4XX
+
+    def __repr__(self) -> str:
+        return (
+            f"Retry.llm(max_attempts={self.max_attempts}, initial_delay={self.initial_delay}, "
+            f"max_delay={self.max_delay})"
+        )

@@ -34,6 +34,7 @@ CONTRACT = {
     "NeedsAttention",
     "SerializationError",
     "NonRetryableError",
+    "RetryAfter",  # 0.2: retries the provider directs
     "StepFailed",
     "StepTimeout",
     "OutputInvalid",

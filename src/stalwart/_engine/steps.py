@@ -11,6 +11,7 @@ from typing import Any
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._registry import StepDef
+from .._retry import Decision
 from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
@@ -141,7 +142,7 @@ class StepCall:
         )
         now = self.inv.runtime.clock.time()
         final = self.attempt >= self.step.retry.max_attempts
-        self._record_failure(exc, now, now, delay=0.0, final=final)
+        self._record_failure(exc, now, now, Decision(final=final))
         if final:
             raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
         self.attempt += 1
@@ -249,7 +250,7 @@ class StepCall:
         )
         now = self.inv.runtime.clock.time()
         final = self.attempt >= self.step.retry.max_attempts
-        self._record_failure(exc, now, now, delay=0.0, final=final)
+        self._record_failure(exc, now, now, Decision(final=final))
         if final:
             raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
         self.attempt += 1
@@ -280,17 +281,17 @@ class StepCall:
                 return _DONE
             return 0.0
         if error is not None:
-            retry = self.step.retry
-            final = not retry.should_retry(error, self.attempt)
-            delay = 0.0 if final else retry.delay(self.attempt, self.inv.runtime.rng)
-            self._record_failure(error, self.started_at, now, delay=delay, final=final)
-            if final:
+            decision = self.step.retry.decide(
+                error, self.attempt, now=now, rng=self.inv.runtime.rng
+            )
+            self._record_failure(error, self.started_at, now, decision)
+            if decision.final:
                 raise StepFailed(
                     self.step.name, self.attempt, type(error).__name__, str(error)
                 ) from error
             self.attempt += 1
-            self.retry_at = now + delay
-            return delay
+            self.retry_at = now + decision.delay
+            return decision.delay
         self._record(EntryStatus.COMPLETED, now, output=payload)
         self.value = value
         return _DONE
@@ -325,15 +326,13 @@ class StepCall:
             ) from None
 
     def _record_failure(
-        self,
-        error: BaseException,
-        started: float,
-        now: float,
-        *,
-        delay: float,
-        final: bool = False,
+        self, error: BaseException, started: float, now: float, decision: Decision
     ) -> None:
-        detail = ErrorRecord.of(error, final=final, retry_at=None if final else now + delay)
+        directed = decision.directed
+        if decision.refused is not None:
+            directed = f"{directed}, {decision.refused}"
+        retry_at = None if decision.final else now + decision.delay
+        detail = ErrorRecord.of(error, final=decision.final, retry_at=retry_at, directed=directed)
         self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started)
 
 
