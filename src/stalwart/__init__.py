@@ -21,6 +21,7 @@ from ._context import (
     wait_for_event_async,
     workflow_id,
 )
+from ._declare import run_step, run_step_async
 from ._errors import (
     CorruptRecord,
     InvalidOperation,
@@ -87,6 +88,8 @@ __all__ = [
     "random",
     "request_approval",
     "request_approval_async",
+    "run_step",
+    "run_step_async",
     "sleep",
     "sleep_async",
     "uuid4",

@@ -8,11 +8,12 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
 from ._engine.steps import call_step, call_step_async
-from ._errors import SerializationError, UsageError
+from ._errors import RegistrationError, SerializationError, UsageError
 from ._registry import StepDef, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
@@ -31,6 +32,8 @@ __all__ = [
     "declare_workflow",
     "definition_of",
     "encode_args",
+    "run_step",
+    "run_step_async",
 ]
 
 _SYNC_IRREVERSIBLE_TIMEOUT = (
@@ -128,51 +131,70 @@ def declare_step(
     name: str | None,
 ) -> Any:
     """``@app.step``: check the options, register the step, return its proxy (or a decorator)."""
-    if (
-        irreversible
-        and timeout is not None
-        and fn is not None
-        and not (inspect.iscoroutinefunction(fn))
-    ):
-        raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
-    if verify is not None and not irreversible:
-        raise UsageError("verify= checks an irreversible step: add irreversible=True")
-    if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
-        raise TypeError("verify= must be a plain function (def) taking the step's arguments")
-    if compensate is not None and not callable(compensate):
-        raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
-    if retry is not None and not isinstance(retry, Retry):
-        raise TypeError(f"retry={retry!r}: pass a stalwart.Retry(...)")
-    if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-        raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
-    if output is not None and not callable(output):
-        raise TypeError(f"output={output!r}: pass a pydantic model class or a callable")
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    options.check(fn)
 
     def decorate(func: Any) -> Any:
         if not callable(func):
             raise TypeError("@app.step decorates a function")
-        if irreversible and timeout is not None and not inspect.iscoroutinefunction(func):
-            raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
-        policy = retry or Retry()
-        if irreversible and verify is None:
-            # Never re-executed blindly: without verify there is no second attempt.
-            policy = dataclasses.replace(policy, max_attempts=1)
-        step = StepDef(
-            fn=func,
-            name=name or func.__qualname__,
-            retry=policy,
-            irreversible=bool(irreversible),
-            verify=verify,
-            compensate=compensate,
-            undo_retry=retry or Retry(),
-            timeout=None if timeout is None else float(timeout),
-            output=output,
-            is_async=inspect.iscoroutinefunction(func),
-        )
+        step = options.step(func, name or func.__qualname__)
         runtime.registry.add_step(step)
         return StepFunction(runtime, step)
 
     return decorate(fn) if fn is not None else decorate
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """What a step is declared with, checked once; the same for ``@app.step`` and
+    ``stalwart.run_step``."""
+
+    retry: Retry | None = None
+    timeout: float | None = None
+    irreversible: bool = False
+    verify: Callable[..., Any] | None = None
+    compensate: Callable[..., Any] | None = None
+    output: Callable[[Any], Any] | None = None
+
+    def check(self, fn: Any = None) -> None:
+        """Refuse options that cannot work together (``fn``: the step's function, if known)."""
+        irreversible, timeout, verify = self.irreversible, self.timeout, self.verify
+        if fn is not None and irreversible and timeout is not None:
+            self.step(fn, "")  # refuses a sync irreversible step with a timeout
+        if verify is not None and not irreversible:
+            raise UsageError("verify= checks an irreversible step: add irreversible=True")
+        if verify is not None and (not callable(verify) or inspect.iscoroutinefunction(verify)):
+            raise TypeError("verify= must be a plain function (def) taking the step's arguments")
+        if self.compensate is not None and not callable(self.compensate):
+            raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
+        if self.retry is not None and not isinstance(self.retry, Retry):
+            raise TypeError(f"retry={self.retry!r}: pass a stalwart.Retry(...)")
+        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
+            raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
+        if self.output is not None and not callable(self.output):
+            raise TypeError(f"output={self.output!r}: pass a pydantic model class or a callable")
+
+    def step(self, func: Callable[..., Any], name: str) -> StepDef:
+        """The definition of step ``name`` running ``func`` with these options."""
+        is_async = inspect.iscoroutinefunction(func)
+        if self.irreversible and self.timeout is not None and not is_async:
+            raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
+        policy = self.retry or Retry()
+        if self.irreversible and self.verify is None:
+            # Never re-executed blindly: without verify there is no second attempt.
+            policy = dataclasses.replace(policy, max_attempts=1)
+        return StepDef(
+            fn=func,
+            name=name,
+            retry=policy,
+            irreversible=bool(self.irreversible),
+            verify=self.verify,
+            compensate=self.compensate,
+            undo_retry=self.retry or Retry(),
+            timeout=None if self.timeout is None else float(self.timeout),
+            output=self.output,
+            is_async=is_async,
+        )
 
 
 def declare_workflow(
@@ -242,3 +264,103 @@ def encode_args(
             f"{argument_path(exc.path)}; pass JSON-compatible values "
             "(or opt in with serializer='pickle')"
         ) from None
+
+
+def run_step(
+    name: str,
+    fn: Callable[..., Any],
+    *,
+    args: tuple[Any, ...] | list[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    retry: Retry | None = None,
+    timeout: float | None = None,
+    irreversible: bool = False,
+    verify: Callable[..., Any] | None = None,
+    compensate: Callable[..., Any] | None = None,
+    output: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Journal one call ``fn(*args, **kwargs)`` as a step named ``name``, with exactly the
+    semantics of a declared step: replay returns the recorded result (or raises the recorded
+    failure), and ``retry``, ``timeout``, ``irreversible``/``verify``, ``compensate`` and
+    ``output`` mean what they mean on ``@app.step``. ``name`` is what the journal records and
+    what replay compares. Outside a workflow (or inside a step) it just calls ``fn``.
+
+    For an async ``fn``, ``await`` :func:`run_step_async` instead."""
+    call_args, call_kwargs = _call_of(name, fn, args, kwargs)
+    inv = CURRENT_RUN.get()
+    if inv is None or CURRENT_STEP.get() is not None:
+        return fn(*call_args, **call_kwargs)
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    step = _unnamed_step(inv.runtime, name, fn, options)
+    if step.is_async:
+        raise TypeError(
+            f"run_step({name!r}, ...) of an async function: use "
+            "'await stalwart.run_step_async(...)' in an async workflow"
+        )
+    step.check_arguments(call_args, call_kwargs)
+    return call_step(inv, step, call_args, call_kwargs)
+
+
+async def run_step_async(
+    name: str,
+    fn: Callable[..., Any],
+    *,
+    args: tuple[Any, ...] | list[Any] = (),
+    kwargs: dict[str, Any] | None = None,
+    retry: Retry | None = None,
+    timeout: float | None = None,
+    irreversible: bool = False,
+    verify: Callable[..., Any] | None = None,
+    compensate: Callable[..., Any] | None = None,
+    output: Callable[[Any], Any] | None = None,
+) -> Any:
+    """:func:`run_step` for an async ``fn``, awaited in an async workflow."""
+    call_args, call_kwargs = _call_of(name, fn, args, kwargs)
+    inv = CURRENT_RUN.get()
+    if inv is None or CURRENT_STEP.get() is not None:
+        return await fn(*call_args, **call_kwargs)
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    step = _unnamed_step(inv.runtime, name, fn, options)
+    if not step.is_async:
+        raise TypeError(
+            f"run_step_async({name!r}, ...) of a plain function: call stalwart.run_step(...)"
+        )
+    if not inv.is_async:
+        raise TypeError(
+            f"run_step_async({name!r}, ...) in the sync workflow {inv.wf.name!r}: make the "
+            "workflow 'async def' or the function a plain 'def' run with stalwart.run_step"
+        )
+    step.check_arguments(call_args, call_kwargs)
+    return await call_step_async(inv, step, call_args, call_kwargs)
+
+
+def _call_of(name: Any, fn: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"run_step(name={name!r}): name the step with a non-empty str")
+    if not callable(fn):
+        raise TypeError(f"run_step({name!r}, {fn!r}): pass the callable to run")
+    if not isinstance(args, tuple | list):
+        raise TypeError(f"run_step({name!r}, args={args!r}): pass a tuple of arguments")
+    if kwargs is not None and not isinstance(kwargs, dict):
+        raise TypeError(f"run_step({name!r}, kwargs={kwargs!r}): pass a dict or None")
+    return tuple(args), dict(kwargs or {})
+
+
+def _unnamed_step(
+    runtime: Runtime, name: str, fn: Callable[..., Any], options: StepOptions
+) -> StepDef:
+    """The definition of an undecorated step, built once per name, function and options
+    (so a compensation finds it by name, as it finds a declared step)."""
+    declared = runtime.registry.steps.get(name)
+    if declared is not None:
+        raise RegistrationError(
+            f"run_step({name!r}, ...): a step named {name!r} is declared with @app.step; call "
+            "that step, or give this one another name"
+        )
+    known = runtime.registry.unnamed.get(name)
+    if known is not None and known[0] is fn and known[1] == options:
+        return known[2]
+    options.check(fn)
+    step = options.step(fn, name)
+    runtime.registry.unnamed[name] = (fn, options, step)
+    return step

@@ -96,6 +96,16 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}
+        # Steps run with stalwart.run_step in this process: name -> (function, options, step).
+        self.unnamed: dict[str, tuple[Any, Any, StepDef]] = {}
+
+    def step(self, name: str) -> StepDef | None:
+        """The step recorded as ``name``: declared, or run undecorated in this process."""
+        declared = self.steps.get(name)
+        if declared is not None:
+            return declared
+        unnamed = self.unnamed.get(name)
+        return None if unnamed is None else unnamed[2]
 
     def add_workflow(self, wf: WorkflowDef) -> None:
         """Register ``wf``; a second workflow under the same name is an error."""

@@ -24,6 +24,8 @@ CONTRACT = {
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",
+    "run_step",  # 0.2: steps without a decorator
+    "run_step_async",
     "idempotency_key",
     "attempt",
     "heartbeat",

@@ -142,7 +142,7 @@ def run_compensations(runtime: Runtime, inv: Invocation) -> None:
     exhausts its retries (the run then needs an operator)."""
     rows = runtime.store.compensation_plan(inv.workflow_id)
     for undo in pending_compensations(rows, codec=runtime.codec, workflow_id=inv.workflow_id):
-        step = runtime.registry.steps.get(undo.name)
+        step = runtime.registry.step(undo.name)
         if step is None or step.compensate is None:
             raise CompensationFailed(
                 f"step {undo.name!r} (seq {undo.seq}) completed with a compensation, but this "
