@@ -4,6 +4,7 @@ local OpenAI-compatible server that throttles, fails and answers on demand."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import openai
@@ -48,6 +49,23 @@ def _client(provider: FakeProvider, max_retries: int = 0) -> openai.OpenAI:
     return openai.OpenAI(base_url=provider.url, api_key="test-key", max_retries=max_retries)
 
 
+def _chat_agent(app: stalwart.Stalwart, client: openai.OpenAI) -> Any:
+    """A workflow of one chat step under Retry.llm()."""
+
+    @app.step(retry=stalwart.Retry.llm())
+    def chat() -> str:
+        completion = client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+        return completion.choices[0].message.content or ""
+
+    @app.workflow
+    def agent() -> str:
+        return chat()
+
+    return agent
+
+
 def test_openai_sdk_without_its_own_retries_makes_one_call_per_attempt(
     app: stalwart.Stalwart, clock: FakeClock, provider: FakeProvider
 ) -> None:
@@ -82,18 +100,7 @@ def test_the_sdks_own_retries_would_hide_calls_inside_one_attempt(
     """Why the docs say max_retries=0: with the SDK's default, one journaled attempt made
     three HTTP calls, and the journal saw none of them."""
     provider.script = [Reply(503, {"retry-after-ms": "1"}, error(503, "overloaded"))] * 2
-    client = _client(provider, max_retries=2)
-
-    @app.step(retry=stalwart.Retry.llm())
-    def chat() -> str:
-        completion = client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}]
-        )
-        return completion.choices[0].message.content or ""
-
-    @app.workflow
-    def agent() -> str:
-        return chat()
+    agent = _chat_agent(app, _client(provider, max_retries=2))
 
     assert app.run(agent, workflow_id="hidden") == "ok"
     assert len(provider.calls) == 3
@@ -104,18 +111,7 @@ def test_openai_401_fails_at_once_under_retry_llm(
     app: stalwart.Stalwart, provider: FakeProvider
 ) -> None:
     provider.script = [Reply(401, {}, error(401, "invalid api key"))]
-    client = _client(provider)
-
-    @app.step(retry=stalwart.Retry.llm())
-    def chat() -> str:
-        completion = client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}]
-        )
-        return completion.choices[0].message.content or ""
-
-    @app.workflow
-    def agent() -> str:
-        return chat()
+    agent = _chat_agent(app, _client(provider))
 
     with pytest.raises(stalwart.WorkflowFailed, match="AuthenticationError"):
         app.run(agent, workflow_id="bad-key")
@@ -126,18 +122,7 @@ def test_a_demand_past_max_server_delay_fails_the_step_and_says_why(
     app: stalwart.Stalwart, provider: FakeProvider
 ) -> None:
     provider.script = [Reply(429, {"Retry-After": "86400"}, error(429, "come back tomorrow"))]
-    client = _client(provider)
-
-    @app.step(retry=stalwart.Retry.llm())
-    def chat() -> str:
-        completion = client.chat.completions.create(
-            model="fake-model", messages=[{"role": "user", "content": "hi"}]
-        )
-        return completion.choices[0].message.content or ""
-
-    @app.workflow
-    def agent() -> str:
-        return chat()
+    agent = _chat_agent(app, _client(provider))
 
     with pytest.raises(stalwart.WorkflowFailed, match="RateLimitError"):
         app.run(agent, workflow_id="tomorrow")
