@@ -335,7 +335,7 @@ async def run_step_async(
 
 
 def _call_of(name: Any, fn: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    if not isinstance(name, str) or not name:
+    if not isinstance(name, str) or not name.strip():
         raise UsageError(f"run_step(name={name!r}): name the step with a non-empty str")
     if not callable(fn):
         raise TypeError(f"run_step({name!r}, {fn!r}): pass the callable to run")

@@ -55,11 +55,15 @@ def http_status(exc: BaseException) -> int | None:
     return None
 
 
+def _seconds(value: float) -> str:
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def server_delay(exc: BaseException, now: float) -> tuple[float, str] | None:
     """The delay the server (or the step, with :class:`RetryAfter`) asked for, in seconds,
     and where it came from; ``None`` when it did not say."""
     if isinstance(exc, RetryAfter):
-        return exc.seconds, f"RetryAfter: {exc.seconds:g} s"
+        return exc.seconds, f"RetryAfter: {_seconds(exc.seconds)} s"
     headers = _headers(exc)
     millis = _header(headers, "retry-after-ms")
     if millis is not None:
@@ -82,7 +86,7 @@ def server_delay(exc: BaseException, now: float) -> tuple[float, str] | None:
         seconds = max(0.0, when.timestamp() - now)
     if not (seconds >= 0 and math.isfinite(seconds)):
         return None
-    return seconds, f"Retry-After: {seconds:g} s"
+    return seconds, f"Retry-After: {_seconds(seconds)} s"
 
 
 def _should_retry_header(exc: BaseException) -> bool | None:
@@ -192,7 +196,8 @@ class Retry:
         :class:`RetryAfter`'s) delay when it gave one, without jitter, else the backoff. A
         directed delay over ``max_server_delay`` fails the step instead."""
         if not self.should_retry(exc, attempt):
-            return Decision(final=True)
+            told = _should_retry_header(exc) is False and attempt < self.max_attempts
+            return Decision(final=True, directed="x-should-retry: false" if told else None)
         directed = server_delay(exc, now)
         if directed is None:
             return Decision(final=False, delay=self.delay(attempt, rng))
@@ -201,7 +206,7 @@ class Retry:
             return Decision(
                 final=True,
                 directed=source,
-                refused=f"longer than max_server_delay={self.max_server_delay:g} s",
+                refused=f"longer than max_server_delay={_seconds(self.max_server_delay)} s",
             )
         return Decision(final=False, delay=seconds, directed=source)
 

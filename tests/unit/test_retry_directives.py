@@ -75,7 +75,8 @@ def test_the_directed_delay_still_counts_an_attempt() -> None:
 
 def test_x_should_retry_decides_but_never_over_non_retryable() -> None:
     retry = stalwart.Retry(non_retryable=(KeyError,))
-    assert retry.decide(HTTPError(500, x_should_retry="false"), 1, now=NOW).final
+    told = retry.decide(HTTPError(500, x_should_retry="false"), 1, now=NOW)
+    assert told.final and told.directed == "x-should-retry: false"
     assert not stalwart.Retry.llm().decide(HTTPError(400, x_should_retry="true"), 1, now=NOW).final
 
     refused = KeyError("gone")
@@ -123,3 +124,14 @@ def test_the_status_is_read_from_the_error_or_its_response() -> None:
     assert http_status(StatusOnTheError()) == 401
     assert http_status(HTTPError(503)) == 503
     assert http_status(ValueError()) is None
+
+
+def test_delays_read_as_a_person_would_write_them() -> None:
+    assert server_delay(HTTPError(429, Retry_After="2.605694"), NOW) == (
+        2.605694,
+        "Retry-After: 2.61 s",
+    )
+    assert server_delay(HTTPError(429, Retry_After="28952900.5"), NOW) == (
+        28952900.5,
+        "Retry-After: 28952900 s",
+    )

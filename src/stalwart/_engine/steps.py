@@ -286,8 +286,11 @@ class StepCall:
             )
             self._record_failure(error, self.started_at, now, decision)
             if decision.final:
+                message = str(error)
+                if decision.refused is not None:  # say why a throttled call was not retried
+                    message += f" [{decision.directed}, {decision.refused}]"
                 raise StepFailed(
-                    self.step.name, self.attempt, type(error).__name__, str(error)
+                    self.step.name, self.attempt, type(error).__name__, message
                 ) from error
             self.attempt += 1
             self.retry_at = now + decision.delay
