@@ -12,6 +12,7 @@ from ._context import (
     idempotency_key,
     now,
     random,
+    record_usage,
     request_approval,
     request_approval_async,
     sleep,
@@ -46,7 +47,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
-from ._model import Approval, ApprovalRequest, JournalEntry, WorkflowInfo
+from ._model import Approval, ApprovalRequest, JournalEntry, Usage, WorkflowInfo
 from ._retry import Retry
 
 __version__ = "0.1.0"
@@ -75,6 +76,7 @@ __all__ = [
     "StepTimeout",
     "StoreError",
     "UnsafeFork",
+    "Usage",
     "UsageError",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
@@ -86,6 +88,7 @@ __all__ = [
     "idempotency_key",
     "now",
     "random",
+    "record_usage",
     "request_approval",
     "request_approval_async",
     "run_step",

@@ -24,6 +24,7 @@ from ._loop import AppLoop
 from ._model import (
     ApprovalRequest,
     JournalEntry,
+    Usage,
     WorkflowInfo,
     run_id,
 )
@@ -59,8 +60,9 @@ class Stalwart:
         max_recoveries: int = 5,
         serializer: str = "json",
         clock: Clock | None = None,
+        prices: dict[str, tuple[float, float]] | None = None,
     ) -> None:
-        check_app_options(lease_seconds, max_recoveries)
+        check_app_options(lease_seconds, max_recoveries, prices)
         codec = make_codec(serializer)
         self.url = resolve_url(url)
         store = open_store(self.url, durability=durability)
@@ -73,6 +75,7 @@ class Stalwart:
             max_recoveries=max_recoveries,
             registry=Registry(),
             loop=AppLoop(install_task_factory),
+            prices=dict(prices or {}),
         )
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
@@ -236,6 +239,10 @@ class Stalwart:
     ) -> list[WorkflowInfo]:
         """Runs, newest first; pass the last one's ``created_at`` as ``before`` to page back."""
         return self._views.list_workflows(status, name, limit, before)
+
+    def usage(self, workflow_id: str) -> Usage:
+        """The run's usage: tokens, cost and step attempts, failed attempts included."""
+        return self._views.usage(workflow_id)
 
     def journal(self, workflow_id: str) -> list[JournalEntry]:
         """The run's audit trail: every step, attempt and lifecycle event, in order."""

@@ -9,7 +9,7 @@ from typing import Any
 
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
-from ._errors import WorkflowCancelled
+from ._errors import UsageError, WorkflowCancelled
 from ._model import Approval
 
 __all__ = [
@@ -55,6 +55,28 @@ def idempotency_key() -> str:
 def attempt() -> int:
     """1 on a step's first attempt, 2 on the next, ... counted across crashes."""
     return _in_step("attempt").attempt
+
+
+def record_usage(
+    input_tokens: int = 0, output_tokens: int = 0, cost: float = 0.0, model: str | None = None
+) -> None:
+    """Add to what the current step attempt used; it is journaled with the attempt's outcome,
+    failed attempts included. A result with a ``usage`` (OpenAI, Anthropic, pydantic-ai) is
+    recorded without this call; ``cost`` comes from the app's ``prices`` when not given."""
+    scope = _in_step("record_usage")
+    for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise UsageError(f"record_usage({label}={count!r}): pass a count, an int >= 0")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not cost >= 0:
+        raise UsageError(f"record_usage(cost={cost!r}): pass a number >= 0")
+    if model is not None and (not isinstance(model, str) or not model):
+        raise UsageError(f"record_usage(model={model!r}): pass the model's name, or None")
+    spent = scope.usage
+    spent["input_tokens"] = spent.get("input_tokens", 0) + input_tokens
+    spent["output_tokens"] = spent.get("output_tokens", 0) + output_tokens
+    spent["cost"] = spent.get("cost", 0.0) + float(cost)
+    if model is not None:
+        spent["model"] = model
 
 
 def heartbeat(details: Any = None) -> None:

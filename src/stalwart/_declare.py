@@ -85,8 +85,20 @@ def check_queue_name(queue: Any) -> None:
         raise UsageError(f"queue={queue!r}: a queue is named by a non-empty string")
 
 
-def check_app_options(lease_seconds: Any, max_recoveries: Any) -> None:
-    """Refuse the app's policies when they are not numbers it can use."""
+def check_app_options(lease_seconds: Any, max_recoveries: Any, prices: Any = None) -> None:
+    """Refuse the app's policies when they are not values it can use."""
+    for model, price in (prices or {}).items():
+        if (
+            not isinstance(model, str)
+            or not isinstance(price, tuple)
+            or len(price) != 2
+            or not all(isinstance(p, int | float) and not isinstance(p, bool) for p in price)
+            or min(price) < 0
+        ):
+            raise UsageError(
+                f"prices={{{model!r}: {price!r}}}: give each model a tuple "
+                "(usd_per_million_input_tokens, usd_per_million_output_tokens)"
+            )
     if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
         raise UsageError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
     if not isinstance(max_recoveries, int) or max_recoveries < 1:

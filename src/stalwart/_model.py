@@ -25,6 +25,7 @@ __all__ = [
     "JournalEntry",
     "OutcomeKind",
     "RunStatus",
+    "Usage",
     "WorkflowInfo",
     "from_epoch",
     "run_id",
@@ -214,6 +215,48 @@ class WorkflowInfo:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What model calls used: tokens in and out, cost (in the currency of the app's prices)
+    and the step attempts counted (``app.usage`` sums a run; a journal entry holds one
+    attempt's)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost: float = 0.0
+    attempts: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cost + other.cost,
+            self.attempts + other.attempts,
+        )
+
+    def to_json(self, model: str | None = None) -> str:
+        """One attempt's usage as the journal keeps it."""
+        data: dict[str, Any] = {"in": self.input_tokens, "out": self.output_tokens}
+        if self.cost:
+            data["cost"] = self.cost
+        if model is not None:
+            data["model"] = model
+        return json.dumps(data)
+
+    @classmethod
+    def from_json(cls, text: str) -> Usage:
+        """One attempt's usage from the journal; ``ValueError`` when it is not one."""
+        data = json.loads(text)
+        if not isinstance(data, dict):
+            raise ValueError(f"the recorded usage {text[:60]!r} is not a usage record")
+        tokens_in, tokens_out, cost = data.get("in", 0), data.get("out", 0), data.get("cost", 0.0)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (tokens_in, tokens_out)):
+            raise ValueError(f"the recorded usage {text[:60]!r} has no token counts")
+        if isinstance(cost, bool) or not isinstance(cost, int | float):
+            raise ValueError(f"the recorded usage {text[:60]!r} has no cost")
+        return cls(tokens_in, tokens_out, float(cost), 1)
+
+
+@dataclass(frozen=True)
 class JournalEntry:
     """One entry of a run's audit trail (see ``app.journal``)."""
 
@@ -228,6 +271,7 @@ class JournalEntry:
     output: Any
     error: str | None
     by: str | None
+    usage: Usage | None = None  # what this attempt's model calls used
     idempotency_key: str | None = None  # the key the step (or its compensation) used
 
 

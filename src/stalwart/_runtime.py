@@ -43,6 +43,7 @@ class Runtime:
     rng: random.Random = dataclasses.field(default_factory=random.Random)
     owner: str = dataclasses.field(default_factory=new_owner)
     queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
+    prices: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)

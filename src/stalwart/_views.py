@@ -24,13 +24,14 @@ from ._model import (
     ErrorType,
     JournalEntry,
     RunStatus,
+    Usage,
     WorkflowInfo,
     from_epoch,
     to_epoch,
 )
 from ._runtime import Runtime
 from ._store import RunRow
-from ._store.base import ApprovalRow
+from ._store.base import ApprovalRow, JournalRow
 
 __all__ = ["Views", "error_text", "journal_key", "run_error"]
 
@@ -69,6 +70,20 @@ def error_text(error: str | None) -> str | None:
         return ErrorRecord.from_json(error).text()
     except ValueError:
         return error
+
+
+_ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})  # a reused row ran elsewhere
+
+
+def _usage_of(workflow_id: str, row: JournalRow) -> Usage | None:
+    if row.usage is None:
+        return None
+    try:
+        return Usage.from_json(row.usage)
+    except ValueError as exc:
+        raise CorruptRecord(
+            f"run {workflow_id!r}, seq {row.seq}: {exc}", workflow_id=workflow_id, seq=row.seq
+        ) from None
 
 
 class Views:
@@ -172,10 +187,22 @@ class Views:
                     output=values[1],
                     error=error_text(row.error),
                     by=row.by,
+                    usage=_usage_of(workflow_id, row),
                     idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
                 )
             )
         return entries
+
+    def usage(self, workflow_id: str) -> Usage:
+        """The run's totals: every step attempt's usage, failed attempts included."""
+        self.row(workflow_id)
+        total = Usage()
+        for row in self.runtime.store.journal(workflow_id):
+            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
+                continue
+            spent = _usage_of(workflow_id, row)
+            total += spent if spent is not None else Usage(attempts=1)
+        return total
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         return [self.approval(row) for row in self.runtime.store.list_approvals(pending=pending)]

@@ -21,6 +21,8 @@ CONTRACT = {
     "now",
     "uuid4",
     "random",
+    "record_usage",  # 0.2: usage
+    "Usage",
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",
@@ -104,6 +106,7 @@ def test_constructor_signature_matches_contract() -> None:
         "max_recoveries",
         "serializer",
         "clock",
+        "prices",  # 0.2: usage
     ]
     assert params["durability"].default == "process"
     assert params["lease_seconds"].default == 30.0

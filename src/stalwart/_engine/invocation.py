@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
@@ -80,6 +80,7 @@ class StepScope:
     attempt: int
     last_beat: float = 0.0
     suffix: str = ""
+    usage: dict[str, Any] = field(default_factory=dict)  # what record_usage() added
 
     @property
     def idempotency_key(self) -> str:

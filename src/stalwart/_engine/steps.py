@@ -15,6 +15,7 @@ from .._retry import Decision
 from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
+from .._usage import attempt_usage
 from .invocation import (
     CURRENT_STEP,
     Invocation,
@@ -57,6 +58,7 @@ class StepCall:
         self.rec: Recorded | None = inv.lookup(self.position, "step", step.name)
         self.value: Any = None
         self.started_at = 0.0
+        self.current: StepScope | None = None  # the attempt under way
         self.rerun = False
 
     def replay(self) -> bool:
@@ -162,7 +164,7 @@ class StepCall:
         found = self._verify()
         if found is None:
             return False
-        payload = self._validate_and_encode(found)
+        payload = _validate_and_encode(self.inv, self.step, found)
         value = self._restored(payload)  # an answer that does not fit is refused unrecorded
         now = self.inv.runtime.clock.time()
         settled = self._entry(EntryStatus.COMPLETED, now, output=payload, by="verify")
@@ -197,8 +199,11 @@ class StepCall:
         output: bytes | None = None,
         error: str | None = None,
         started: float | None = None,
+        usage: str | None = None,
     ) -> None:
-        self.inv.append(self._entry(status, now, output=output, error=error, started=started))
+        entry = self._entry(status, now, output=output, error=error, started=started)
+        entry.usage = usage
+        self.inv.append(entry)
 
     def _entry(
         self,
@@ -258,7 +263,8 @@ class StepCall:
     def scope(self) -> StepScope:
         """Begin an attempt."""
         self.started_at = self.inv.runtime.clock.time()
-        return StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
+        self.current = StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
+        return self.current
 
     def wait_before_attempt(self) -> float:
         """Seconds of backoff still owed before the next attempt."""
@@ -270,7 +276,7 @@ class StepCall:
         now = self.inv.runtime.clock.time()
         if error is None:
             try:
-                payload = self._validate_and_encode(outcome)
+                payload = _validate_and_encode(self.inv, self.step, outcome)
                 value = self._restored(payload)  # validated before it is recorded
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
@@ -284,7 +290,7 @@ class StepCall:
             decision = self.step.retry.decide(
                 error, self.attempt, now=now, rng=self.inv.runtime.rng
             )
-            self._record_failure(error, self.started_at, now, decision)
+            self._record_failure(error, self.started_at, now, decision, usage=self._usage(None))
             if decision.final:
                 message = str(error)
                 if decision.refused is not None:  # say why a throttled call was not retried
@@ -295,9 +301,14 @@ class StepCall:
             self.attempt += 1
             self.retry_at = now + decision.delay
             return decision.delay
-        self._record(EntryStatus.COMPLETED, now, output=payload)
+        self._record(EntryStatus.COMPLETED, now, output=payload, usage=self._usage(outcome))
         self.value = value
         return _DONE
+
+    def _usage(self, result: Any) -> str | None:
+        """What this attempt used, as journaled (``None``: nothing recorded)."""
+        recorded = self.current.usage if self.current is not None else {}
+        return attempt_usage(recorded, result, self.inv.runtime.prices)
 
     def _restored(self, payload: bytes) -> Any:
         """The value workflow code receives: ``payload`` decoded, and rebuilt as the classes
@@ -305,38 +316,46 @@ class StepCall:
         value = self.inv.runtime.codec.decode(payload)
         return self.step.restore(value) if self.step.restore else value
 
-    def _validate_and_encode(self, raw: Any) -> bytes:
-        check = self.step.output
-        if check is not None:
-            validate = getattr(check, "model_validate", None)
-            if callable(validate) and isinstance(raw, str | bytes | bytearray):
-                validate = getattr(check, "model_validate_json", validate)  # an LLM's JSON
-            try:
-                raw = validate(raw) if callable(validate) else check(raw)
-            except Exception as exc:
-                raise OutputInvalid(
-                    f"step {self.step.name!r} returned a value its output= check rejected: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-        try:
-            return self.inv.runtime.codec.encode(raw)
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
-                f"{self.step.name!r}: cannot serialize its result, a value of type "
-                f"{exc.type_name} at {exc.path.replace('value', 'result', 1)}; return "
-                "JSON-compatible values (or opt in with serializer='pickle')"
-            ) from None
-
     def _record_failure(
-        self, error: BaseException, started: float, now: float, decision: Decision
+        self,
+        error: BaseException,
+        started: float,
+        now: float,
+        decision: Decision,
+        *,
+        usage: str | None = None,
     ) -> None:
         directed = decision.directed
         if decision.refused is not None:
             directed = f"{directed}, {decision.refused}"
         retry_at = None if decision.final else now + decision.delay
         detail = ErrorRecord.of(error, final=decision.final, retry_at=retry_at, directed=directed)
-        self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started)
+        self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started, usage=usage)
+
+
+def _validate_and_encode(inv: Invocation, step: StepDef, raw: Any) -> bytes:
+    """A step's result, checked by its ``output=`` and encoded (the errors name the step)."""
+    check = step.output
+    if check is not None:
+        validate = getattr(check, "model_validate", None)
+        if callable(validate) and isinstance(raw, str | bytes | bytearray):
+            validate = getattr(check, "model_validate_json", validate)  # an LLM's JSON
+        try:
+            raw = validate(raw) if callable(validate) else check(raw)
+        except Exception as exc:
+            raise OutputInvalid(
+                f"step {step.name!r} returned a value its output= check rejected: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+    try:
+        return inv.runtime.codec.encode(raw)
+    except UnsupportedValue as exc:
+        raise SerializationError(
+            f"workflow {inv.wf.name!r} (run {inv.workflow_id!r}), step "
+            f"{step.name!r}: cannot serialize its result, a value of type "
+            f"{exc.type_name} at {exc.path.replace('value', 'result', 1)}; return "
+            "JSON-compatible values (or opt in with serializer='pickle')"
+        ) from None
 
 
 def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:

@@ -75,7 +75,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +158,7 @@ class JournalRow:
     error: str | None
     by: str | None
     position: str | None = None
+    usage: str | None = None  # JSON: what a step attempt used
 
 
 @dataclass(slots=True)
@@ -178,6 +179,7 @@ class Entry:
     by: str | None = None
     compensable: bool = False
     call_id: str | None = None  # set by the store: which call wrote it, for safe retries
+    usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
 
 
 @dataclass(frozen=True, slots=True)

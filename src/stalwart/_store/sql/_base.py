@@ -228,6 +228,7 @@ class SQLBase:
             "by": entry.by,
             "compensable": int(entry.compensable),
             "call_id": entry.call_id,
+            "usage": entry.usage,
         }
 
     def _journal_in(self, conn: Any, workflow_id: str, entry: Entry) -> None:

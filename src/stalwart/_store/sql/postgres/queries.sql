@@ -73,17 +73,17 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id)
+                     finished_at, input, output, error, by, compensable, call_id, usage)
 SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-       :finished_at, :input, :output, :error, :by, :compensable, :call_id
+       :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
               FOR SHARE);
 
 -- name: append_entry
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id)
+                     finished_at, input, output, error, by, compensable, call_id, usage)
 VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-        :finished_at, :input, :output, :error, :by, :compensable, :call_id);
+        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage);
 
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
@@ -100,7 +100,7 @@ ORDER BY id;
 
 -- name: journal
 SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
-       position
+       position, usage
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: list_runs
@@ -315,12 +315,12 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 -- name: append_step_prepared
 -- The hot path, prepared once per connection: typed parameters, so no literal is rendered.
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id)
+                     finished_at, input, output, error, by, compensable, call_id, usage)
 SELECT CAST(:workflow_id AS text), CAST(:seq AS integer), CAST(:position AS text),
        CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
        CAST(:attempt AS integer), CAST(:started_at AS double precision),
        CAST(:finished_at AS double precision), CAST(:input AS bytea), CAST(:output AS bytea),
        CAST(:error AS text), CAST(:by AS text), CAST(:compensable AS integer),
-       CAST(:call_id AS text)
+       CAST(:call_id AS text), CAST(:usage AS text)
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = CAST(:workflow_id AS text)
                 AND lease_owner = CAST(:owner AS text) FOR SHARE);

@@ -70,16 +70,16 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id)
+                     finished_at, input, output, error, by, compensable, call_id, usage)
 SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-       :finished_at, :input, :output, :error, :by, :compensable, :call_id
+       :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner);
 
 -- name: append_entry
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id)
+                     finished_at, input, output, error, by, compensable, call_id, usage)
 VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-        :finished_at, :input, :output, :error, :by, :compensable, :call_id);
+        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage);
 
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
@@ -96,7 +96,7 @@ ORDER BY id;
 
 -- name: journal
 SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
-       position
+       position, usage
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: list_runs

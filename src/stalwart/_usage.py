@@ -1,0 +1,66 @@
+"""What a step attempt used: what ``record_usage`` added, and the usage a model's response
+carries, read by duck typing (OpenAI chat and responses, Anthropic, pydantic-ai), priced with
+the app's price table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._model import Usage
+
+__all__ = ["attempt_usage", "usage_in"]
+
+_TOKEN_NAMES = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
+
+
+def _field(holder: Any, name: str) -> Any:
+    if isinstance(holder, Mapping):
+        return holder.get(name)
+    return getattr(holder, name, None)
+
+
+def usage_in(result: Any) -> dict[str, Any] | None:
+    """The token counts (and model) a response carries in its ``usage``, or ``None``."""
+    usage = _field(result, "usage")
+    if callable(usage) and not isinstance(usage, Mapping):
+        try:
+            usage = usage()  # pydantic-ai: result.usage()
+        except Exception:
+            return None
+    if usage is None:
+        return None
+    for name_in, name_out in _TOKEN_NAMES:
+        tokens_in, tokens_out = _field(usage, name_in), _field(usage, name_out)
+        if isinstance(tokens_in, int) or isinstance(tokens_out, int):
+            found: dict[str, Any] = {
+                "input_tokens": tokens_in if isinstance(tokens_in, int) else 0,
+                "output_tokens": tokens_out if isinstance(tokens_out, int) else 0,
+            }
+            model = _field(result, "model")
+            if isinstance(model, str) and model:
+                found["model"] = model
+            return found
+    return None
+
+
+def attempt_usage(
+    recorded: Mapping[str, Any], result: Any, prices: Mapping[str, tuple[float, float]]
+) -> str | None:
+    """One attempt's usage as the journal keeps it: ``recorded`` (what ``record_usage``
+    added) plus what ``result`` carries, with the cost from ``prices`` (per million tokens
+    in and out) when a model is known and no cost was given. ``None`` when nothing was used."""
+    spent = dict(recorded)
+    found = usage_in(result) if result is not None else None
+    if found is not None:
+        for key in ("input_tokens", "output_tokens"):
+            spent[key] = spent.get(key, 0) + found[key]
+        spent.setdefault("model", found.get("model"))
+    if not spent:
+        return None
+    tokens_in, tokens_out = spent.get("input_tokens", 0), spent.get("output_tokens", 0)
+    cost, model = spent.get("cost", 0.0), spent.get("model")
+    price = prices.get(model) if model else None
+    if not cost and price is not None:
+        cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
+    return Usage(tokens_in, tokens_out, cost).to_json(model)

@@ -1,0 +1,140 @@
+"""Usage: what a run's model calls used, attempt by attempt, failed attempts included, read
+from the responses themselves (the openai SDK against a local fake provider) or recorded by
+the step, and priced with the app's price table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+import stalwart
+import stalwart.testing
+from fake_provider import FakeProvider, Reply, completion, error, fake_provider
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    with fake_provider() as running:
+        yield running
+
+
+@pytest.fixture
+def priced_app(store_url: str) -> Iterator[stalwart.Stalwart]:
+    prices = {"fake-model": (2.0, 8.0)}  # per million tokens in, out
+    with stalwart.Stalwart(store_url, clock=stalwart.testing.FakeClock(), prices=prices) as app:
+        yield app
+
+
+def test_a_response_with_usage_is_recorded_and_priced(
+    priced_app: stalwart.Stalwart, provider: FakeProvider
+) -> None:
+    app = priced_app
+    answer = completion("ok") | {"usage": {"prompt_tokens": 1000, "completion_tokens": 250}}
+    provider.script = [Reply(503, {}, error(503, "overloaded")), Reply(body=answer)]
+    client = openai.OpenAI(base_url=provider.url, api_key="test-key", max_retries=0)
+
+    @app.step(retry=stalwart.Retry.llm())
+    def chat() -> Any:
+        return client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        ).model_dump()
+
+    @app.workflow
+    def agent() -> str:
+        return str(chat()["choices"][0]["message"]["content"])
+
+    assert app.run(agent, workflow_id="priced") == "ok"
+    steps = [e for e in app.journal("priced") if e.kind == "step"]
+    assert [e.usage for e in steps] == [
+        None,  # the 503 used nothing
+        stalwart.Usage(1000, 250, (1000 * 2.0 + 250 * 8.0) / 1e6, 1),
+    ]
+    assert app.usage("priced") == stalwart.Usage(1000, 250, 0.004, 2)
+
+
+def test_record_usage_counts_failed_attempts_too(app: stalwart.Stalwart) -> None:
+    @app.step(retry=stalwart.Retry(max_attempts=3))
+    def call_model() -> str:
+        stalwart.record_usage(input_tokens=100, output_tokens=10, cost=0.5, model="m")
+        if stalwart.attempt() < 3:
+            raise ConnectionError("reset")
+        return "done"
+
+    @app.workflow
+    def agent() -> str:
+        return call_model()
+
+    assert app.run(agent, workflow_id="spent") == "done"
+    assert [e.usage for e in app.journal("spent") if e.kind == "step"] == [
+        stalwart.Usage(100, 10, 0.5, 1)
+    ] * 3
+    assert app.usage("spent") == stalwart.Usage(300, 30, 1.5, 3)
+
+
+def test_anthropic_and_pydantic_ai_shapes_are_read_too(app: stalwart.Stalwart) -> None:
+    class RunUsage:
+        input_tokens = 7
+        output_tokens = 3
+
+    class AgentResult:  # pydantic-ai: result.usage() is a method
+        output = "hi"
+
+        def usage(self) -> RunUsage:
+            return RunUsage()
+
+    @app.step
+    def anthropic_style() -> dict[str, Any]:
+        return {"model": "claude", "usage": {"input_tokens": 5, "output_tokens": 2}}
+
+    @app.step
+    def pydantic_ai_style() -> str:
+        result = AgentResult()
+        stalwart.record_usage(
+            input_tokens=result.usage().input_tokens, output_tokens=result.usage().output_tokens
+        )
+        return result.output
+
+    @app.workflow
+    def agent() -> None:
+        anthropic_style()
+        pydantic_ai_style()
+
+    app.run(agent, workflow_id="shapes")
+    assert app.usage("shapes") == stalwart.Usage(12, 5, 0.0, 2)
+
+
+def test_a_step_that_used_nothing_has_no_usage(app: stalwart.Stalwart) -> None:
+    @app.step
+    def plain() -> int:
+        return 1
+
+    @app.workflow
+    def agent() -> int:
+        return plain()
+
+    app.run(agent, workflow_id="plain")
+    assert [e.usage for e in app.journal("plain")] == [None] * len(app.journal("plain"))
+    assert app.usage("plain") == stalwart.Usage(0, 0, 0.0, 1)
+
+
+def test_usage_mistakes_are_refused_clearly(app: stalwart.Stalwart) -> None:
+    with pytest.raises(RuntimeError, match="inside a step"):
+        stalwart.record_usage(input_tokens=1)
+    with pytest.raises(stalwart.UsageError, match="tuple"):
+        stalwart.Stalwart("memory://", prices={"m": 2.0})  # type: ignore[dict-item]
+    with pytest.raises(stalwart.WorkflowNotFound):
+        app.usage("nope")
+
+    @app.step(retry=stalwart.Retry.never())
+    def negative() -> None:
+        stalwart.record_usage(input_tokens=-1)
+
+    @app.workflow
+    def agent() -> None:
+        negative()
+
+    with pytest.raises(stalwart.WorkflowFailed, match="an int >= 0"):
+        app.run(agent, workflow_id="negative")
