@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import click
 
 from ._errors import StalwartError
-from ._format import format_time, format_timeline, short
+from ._format import format_time, format_timeline, format_usage, short
 from ._model import STATUSES
 
 __all__ = ["main"]
@@ -78,12 +79,14 @@ def show_command(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     with _app(ctx.obj["url"]) as app:
         status = app.handle(workflow_id).status()
         entries = app.journal(workflow_id)
+        spent = app.usage(workflow_id)
     if as_json:
         click.echo(
             json.dumps(
                 {
                     "workflow_id": workflow_id,
                     "status": status,
+                    "usage": dataclasses.asdict(spent),
                     "journal": [
                         {
                             "seq": e.seq,
@@ -97,6 +100,7 @@ def show_command(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
                             "output": e.output,
                             "error": e.error,
                             "by": e.by,
+                            "usage": e.usage and dataclasses.asdict(e.usage),
                             "idempotency_key": e.idempotency_key,
                         }
                         for e in entries
@@ -110,6 +114,8 @@ def show_command(ctx: click.Context, workflow_id: str, as_json: bool) -> None:
     click.echo(f"run {workflow_id}: {status}")
     for line in format_timeline(entries):
         click.echo(line)
+    if spent.input_tokens or spent.output_tokens or spent.cost:
+        click.echo(format_usage(spent))
 
 
 def _by_option(func: Any) -> Any:

@@ -4,7 +4,11 @@ the step, and priced with the app's price table."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import openai
@@ -138,3 +142,39 @@ def test_usage_mistakes_are_refused_clearly(app: stalwart.Stalwart) -> None:
 
     with pytest.raises(stalwart.WorkflowFailed, match="an int >= 0"):
         app.run(agent, workflow_id="negative")
+
+
+def test_stalwart_show_prints_the_runs_usage(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'usage.db'}"
+    with stalwart.Stalwart(url) as app:
+
+        @app.step
+        def call_model() -> str:
+            stalwart.record_usage(input_tokens=40, output_tokens=2, cost=0.25)
+            return "yes"
+
+        @app.workflow
+        def agent() -> str:
+            return call_model()
+
+        app.run(agent, workflow_id="shown")
+
+    def show(*extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "stalwart", "--url", url, "show", "shown", *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout
+
+    assert "usage: 40 tokens in, 2 out, cost 0.250000 over 1 step attempt(s)" in show()
+    detail = json.loads(show("--json"))
+    assert detail["usage"] == {
+        "input_tokens": 40,
+        "output_tokens": 2,
+        "cost": 0.25,
+        "attempts": 1,
+    }
+    step = next(e for e in detail["journal"] if e["kind"] == "step")
+    assert step["usage"] == {"input_tokens": 40, "output_tokens": 2, "cost": 0.25, "attempts": 1}
