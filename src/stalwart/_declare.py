@@ -372,6 +372,12 @@ def _unnamed_step(
     known = runtime.registry.unnamed.get(name)
     if known is not None and known[0] is fn and known[1] == options:
         return known[2]
+    if known is not None and known[1].compensate is not options.compensate:
+        # A compensation is found by the step's name: one name, one undo.
+        raise RegistrationError(
+            f"run_step({name!r}, ...) was given another compensate= than before under the "
+            "same name; give each undoable step a name of its own"
+        )
     options.check(fn)
     step = options.step(fn, name)
     runtime.registry.unnamed[name] = (fn, options, step)

@@ -225,6 +225,11 @@ class Usage:
     cost: float = 0.0
     attempts: int = 0
 
+    def __radd__(self, other: object) -> Usage:
+        if other == 0:  # sum() starts from 0
+            return self
+        return NotImplemented
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,

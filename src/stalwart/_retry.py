@@ -177,6 +177,8 @@ class Retry:
             return False
         if self.non_retryable and isinstance(exc, self.non_retryable):
             return False
+        if isinstance(exc, RetryAfter):  # the step said when, so it is to be retried
+            return True
         directed = _should_retry_header(exc)
         if directed is not None:
             return directed

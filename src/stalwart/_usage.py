@@ -1,6 +1,6 @@
 """What a step attempt used: what ``record_usage`` added, and the usage a model's response
-carries, read by duck typing (OpenAI chat and responses, Anthropic, pydantic-ai), priced with
-the app's price table."""
+carries, read by duck typing (OpenAI chat and responses, Anthropic, pydantic-ai's
+``ModelResponse``: a ``usage`` with both token counts), priced with the app's price table."""
 
 from __future__ import annotations
 
@@ -15,28 +15,27 @@ _TOKEN_NAMES = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output
 
 
 def _field(holder: Any, name: str) -> Any:
-    if isinstance(holder, Mapping):
-        return holder.get(name)
-    return getattr(holder, name, None)
+    try:
+        if isinstance(holder, Mapping):
+            return holder.get(name)
+        return getattr(holder, name, None)
+    except Exception:  # a property that raises: the result carries no usage we can read
+        return None
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def usage_in(result: Any) -> dict[str, Any] | None:
     """The token counts (and model) a response carries in its ``usage``, or ``None``."""
     usage = _field(result, "usage")
-    if callable(usage) and not isinstance(usage, Mapping):
-        try:
-            usage = usage()  # pydantic-ai: result.usage()
-        except Exception:
-            return None
-    if usage is None:
+    if usage is None or callable(usage):  # a method is never called on a step's result
         return None
     for name_in, name_out in _TOKEN_NAMES:
         tokens_in, tokens_out = _field(usage, name_in), _field(usage, name_out)
-        if isinstance(tokens_in, int) or isinstance(tokens_out, int):
-            found: dict[str, Any] = {
-                "input_tokens": tokens_in if isinstance(tokens_in, int) else 0,
-                "output_tokens": tokens_out if isinstance(tokens_out, int) else 0,
-            }
+        if _count(tokens_in) and _count(tokens_out):  # both, or it is not a usage record
+            found: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
             model = _field(result, "model")
             if isinstance(model, str) and model:
                 found["model"] = model

@@ -194,3 +194,28 @@ def test_a_sync_irreversible_step_cannot_have_a_timeout(app: stalwart.Stalwart) 
 
         @app.step(irreversible=True, timeout=1)
         def click() -> None: ...
+
+
+def test_a_compensation_waits_what_retry_after_asks(app: stalwart.Stalwart) -> None:
+    clock = stalwart.testing.runtime_of(app).clock
+    slept_before = len(getattr(clock, "slept", []))
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(1)
+        if len(tries) == 1:
+            raise stalwart.RetryAfter(3, "the refund API is busy")
+
+    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=0.01))
+    def charge() -> str:
+        return "ch-1"
+
+    @app.workflow
+    def order() -> None:
+        charge()
+        raise RuntimeError("out of stock")
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(order, workflow_id="refund-later")
+    assert len(tries) == 2
+    assert getattr(clock, "slept", [])[slept_before:] == [3.0]

@@ -142,3 +142,22 @@ def test_mistakes_are_refused_with_a_clear_error(app: stalwart.Stalwart) -> None
         stalwart.run_step("", lambda: None)
     with pytest.raises(TypeError, match="tuple of arguments"):
         stalwart.run_step("x", lambda a: a, args="abc")  # type: ignore[arg-type]
+
+
+def test_one_name_has_one_compensation(app: stalwart.Stalwart) -> None:
+    undone: list[str] = []
+
+    def undo_hotel(booking: str) -> None:
+        undone.append(booking)
+
+    def undo_flight(booking: str) -> None:
+        undone.append(f"flight undo of {booking}")
+
+    @app.workflow
+    def trip() -> None:
+        stalwart.run_step("book", lambda: "hotel", compensate=undo_hotel)
+        stalwart.run_step("book", lambda: "flight", compensate=undo_flight)
+
+    with pytest.raises(stalwart.WorkflowFailed, match="a name of its own"):
+        app.run(trip, workflow_id="trip-2")
+    assert undone == ["hotel"]  # the first booking was undone by its own compensation

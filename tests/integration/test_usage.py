@@ -178,3 +178,67 @@ def test_stalwart_show_prints_the_runs_usage(tmp_path: Path) -> None:
     }
     step = next(e for e in detail["journal"] if e["kind"] == "step")
     assert step["usage"] == {"input_tokens": 40, "output_tokens": 2, "cost": 0.25, "attempts": 1}
+
+
+def test_usage_of_a_result_the_output_check_refused_is_kept(app: stalwart.Stalwart) -> None:
+    def answer(text: str) -> dict[str, Any]:
+        return {"text": text, "usage": {"prompt_tokens": 1000, "completion_tokens": 100}}
+
+    replies = iter([answer("not json"), answer('{"ok": true}')])
+
+    def must_be_json(value: dict[str, Any]) -> dict[str, Any]:
+        json.loads(value["text"])
+        return value
+
+    @app.step(output=must_be_json, retry=stalwart.Retry(max_attempts=2, initial_delay=0))
+    def call_model() -> dict[str, Any]:
+        return next(replies)
+
+    @app.workflow
+    def agent() -> str:
+        return str(call_model()["text"])
+
+    assert app.run(agent, workflow_id="refused") == '{"ok": true}'
+    assert app.usage("refused") == stalwart.Usage(2000, 200, 0.0, 2)
+
+
+def test_ordinary_results_are_not_read_as_usage(app: stalwart.Stalwart) -> None:
+    class Lazy:
+        @property
+        def usage(self) -> Any:
+            raise RuntimeError("not loaded")
+
+    class WithMethod:
+        called = 0
+
+        def usage(self) -> dict[str, int]:
+            WithMethod.called += 1
+            return {"input_tokens": 1, "output_tokens": 1}
+
+    results: list[Any] = [
+        {"usage": {"input_tokens": 42, "note": "a field named usage"}},
+        {"usage": {"input_tokens": True, "output_tokens": False}},
+        Lazy(),
+        WithMethod(),
+    ]
+
+    @app.step
+    def produce(i: int) -> Any:
+        return repr(results[i]) if isinstance(results[i], Lazy | WithMethod) else results[i]
+
+    @app.step
+    def lazy() -> str:
+        value = Lazy()
+        stalwart.record_usage()  # nothing
+        return type(value).__name__
+
+    @app.workflow
+    def agent() -> None:
+        for i in range(2):
+            produce(i)
+        lazy()
+
+    app.run(agent, workflow_id="ordinary")
+    assert app.usage("ordinary") == stalwart.Usage(0, 0, 0.0, 3)
+    assert WithMethod.called == 0
+    assert sum([stalwart.Usage(1, 2), stalwart.Usage(3, 4)]) == stalwart.Usage(4, 6)

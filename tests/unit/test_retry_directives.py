@@ -135,3 +135,13 @@ def test_delays_read_as_a_person_would_write_them() -> None:
         28952900.5,
         "Retry-After: 28952900 s",
     )
+
+
+def test_retry_after_is_retried_whatever_retry_on_says() -> None:
+    decision = stalwart.Retry(retry_on=(TimeoutError,)).decide(stalwart.RetryAfter(3), 1, now=NOW)
+    assert (decision.final, decision.delay) == (False, 3.0)
+    assert (
+        stalwart.Retry(non_retryable=(stalwart.RetryAfter,))
+        .decide(stalwart.RetryAfter(3), 1, now=NOW)
+        .final
+    )

@@ -249,8 +249,9 @@ def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> Non
             inv.append_many(entries)
             log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
             return
-        final = not policy.should_retry(error, attempt)
-        detail = ErrorRecord.of(error, final=final)
+        decision = policy.decide(error, attempt, now=now, rng=runtime.rng)
+        final = decision.final
+        detail = ErrorRecord.of(error, final=final, directed=decision.directed)
         inv.append_many([Entry(status=EntryStatus.FAILED, error=detail.to_json(), **base)])
         if final:
             raise CompensationFailed(
@@ -259,7 +260,7 @@ def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> Non
                 "retry the run to continue the rollback",
                 seq=undo.seq,
             )
-        runtime.clock.sleep(policy.delay(attempt, runtime.rng))
+        runtime.clock.sleep(decision.delay)
 
 
 async def _await(outcome: Any) -> Any:

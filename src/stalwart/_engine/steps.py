@@ -274,6 +274,7 @@ class StepCall:
         """Record an attempt's outcome; ``_DONE`` (value in ``self.value``) or a retry delay."""
         self.inv.recovering = False
         now = self.inv.runtime.clock.time()
+        usage = self._usage(outcome if error is None else None)  # kept if the check refuses it
         if error is None:
             try:
                 payload = _validate_and_encode(self.inv, self.step, outcome)
@@ -290,7 +291,7 @@ class StepCall:
             decision = self.step.retry.decide(
                 error, self.attempt, now=now, rng=self.inv.runtime.rng
             )
-            self._record_failure(error, self.started_at, now, decision, usage=self._usage(None))
+            self._record_failure(error, self.started_at, now, decision, usage=usage)
             if decision.final:
                 message = str(error)
                 if decision.refused is not None:  # say why a throttled call was not retried
@@ -301,7 +302,7 @@ class StepCall:
             self.attempt += 1
             self.retry_at = now + decision.delay
             return decision.delay
-        self._record(EntryStatus.COMPLETED, now, output=payload, usage=self._usage(outcome))
+        self._record(EntryStatus.COMPLETED, now, output=payload, usage=usage)
         self.value = value
         return _DONE
 
