@@ -24,8 +24,10 @@ from ._context import (
 )
 from ._declare import run_step, run_step_async
 from ._errors import (
+    BudgetExceeded,
     CorruptRecord,
     InvalidOperation,
+    LoopDetected,
     NeedsAttention,
     NonDeterminismError,
     NonRetryableError,
@@ -47,7 +49,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
-from ._model import Approval, ApprovalRequest, JournalEntry, Usage, WorkflowInfo
+from ._model import Approval, ApprovalRequest, Budget, JournalEntry, Usage, WorkflowInfo
 from ._retry import Retry
 
 __version__ = "0.1.0"
@@ -55,10 +57,13 @@ __version__ = "0.1.0"
 __all__ = [
     "Approval",
     "ApprovalRequest",
+    "Budget",
+    "BudgetExceeded",
     "CorruptRecord",
     "Handle",
     "InvalidOperation",
     "JournalEntry",
+    "LoopDetected",
     "NeedsAttention",
     "NonDeterminismError",
     "NonRetryableError",

@@ -23,6 +23,7 @@ from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
     ApprovalRequest,
+    Budget,
     JournalEntry,
     Usage,
     WorkflowInfo,
@@ -154,6 +155,7 @@ class Stalwart:
         name: str | None = None,
         queue: str = "default",
         timeout: float | None = None,
+        budget: Budget | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -164,9 +166,13 @@ class Stalwart:
         name: str | None = None,
         queue: str = "default",
         timeout: float | None = None,
+        budget: Budget | None = None,
     ) -> Any:
-        """Declare a workflow: durable, replayed from its journal after any interruption."""
-        return declare_workflow(self._runtime, fn, name=name, queue=queue, timeout=timeout)
+        """Declare a workflow: durable, replayed from its journal after any interruption;
+        ``budget`` caps what each run may spend."""
+        return declare_workflow(
+            self._runtime, fn, name=name, queue=queue, timeout=timeout, budget=budget
+        )
 
     def queue(
         self,
@@ -304,12 +310,12 @@ class Stalwart:
         boundary. Its status becomes ``cancelled``."""
         return self._operator.cancel(workflow_id, by)
 
-    def retry(self, workflow_id: str, by: str | None = None) -> None:
+    def retry(self, workflow_id: str, by: str | None = None, budget: Budget | None = None) -> None:
         """Dead-letter redrive: a ``failed`` run resumes from its failed step with a fresh
         attempt budget; a ``needs_attention`` run (a divergence after a fix was deployed, an
-        exhausted compensation, a repaired record) replays again. An in-doubt irreversible
-        step is settled with :meth:`resolve` instead."""
-        return self._operator.retry(workflow_id, by)
+        exhausted compensation, a repaired record, a budget reached) replays again, under
+        ``budget`` when given. An in-doubt irreversible step is settled with :meth:`resolve`."""
+        return self._operator.retry(workflow_id, by, budget)
 
     def resolve(
         self,

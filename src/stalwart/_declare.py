@@ -14,6 +14,7 @@ from typing import Any
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
 from ._engine.steps import call_step, call_step_async
 from ._errors import RegistrationError, SerializationError, UsageError
+from ._model import Budget
 from ._registry import StepDef, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
@@ -210,9 +211,17 @@ class StepOptions:
 
 
 def declare_workflow(
-    runtime: Runtime, fn: Any, *, name: str | None, queue: str, timeout: float | None
+    runtime: Runtime,
+    fn: Any,
+    *,
+    name: str | None,
+    queue: str,
+    timeout: float | None,
+    budget: Budget | None = None,
 ) -> Any:
     """``@app.workflow``: check the options, register the workflow, return its proxy."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(f"budget={budget!r}: pass a stalwart.Budget(...)")
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
     ):
@@ -228,6 +237,7 @@ def declare_workflow(
             queue=queue,
             is_async=inspect.iscoroutinefunction(func),
             timeout=None if timeout is None else float(timeout),
+            budget=budget,
         )
         runtime.registry.add_workflow(wf)
         return WorkflowFunction(runtime, wf)

@@ -7,6 +7,8 @@
     │   ├── WorkflowFailed
     │   ├── WorkflowCancelled
     │   └── NeedsAttention
+    │       ├── BudgetExceeded
+    │       └── LoopDetected
     ├── UsageError                 (also a ValueError: the caller asked for something wrong)
     │   ├── RegistrationError
     │   ├── SerializationError
@@ -35,8 +37,10 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "BudgetExceeded",
     "CorruptRecord",
     "InvalidOperation",
+    "LoopDetected",
     "NeedsAttention",
     "NonDeterminismError",
     "NonRetryableError",
@@ -101,6 +105,16 @@ class NeedsAttention(RunEnded):
         super().__init__(message)
         self.workflow_id = workflow_id
         self.reason = reason
+
+
+class BudgetExceeded(NeedsAttention):
+    """The run reached a limit of its :class:`Budget` before a step attempt, which did not
+    start; ``app.retry(workflow_id, budget=...)`` with a larger budget continues it."""
+
+
+class LoopDetected(NeedsAttention):
+    """The run called one step with the same arguments more often than its budget's
+    ``max_repeats`` allows; the call did not happen."""
 
 
 class SerializationError(UsageError):

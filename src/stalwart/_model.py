@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import math
@@ -18,6 +19,7 @@ __all__ = [
     "TERMINAL",
     "Approval",
     "ApprovalRequest",
+    "Budget",
     "EntryKind",
     "EntryStatus",
     "ErrorRecord",
@@ -106,6 +108,8 @@ class ErrorType(StrEnum):
     REDRIVEN = "Redriven"
     RESOLVED_RERUN = "ResolvedRerun"
     WORKFLOW_CANCELLED = "WorkflowCancelled"
+    BUDGET_EXCEEDED = "BudgetExceeded"
+    LOOP_DETECTED = "LoopDetected"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +216,35 @@ class WorkflowInfo:
     created_at: _dt.datetime
     updated_at: _dt.datetime
     error: str | None
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run may spend: tokens (input plus output), cost, step attempts, and how often
+    one step may be called with the same arguments. Checked before each step attempt, so the
+    attempt that would go past a limit does not start."""
+
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    max_steps: int | None = None
+    max_repeats: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_tokens", "max_steps", "max_repeats"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise UsageError(f"Budget({name}={value!r}): pass an int >= 1, or None")
+        cost = self.max_cost
+        if cost is not None and (
+            isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0
+        ):
+            raise UsageError(f"Budget(max_cost={cost!r}): pass a number > 0, or None")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The limits that are set, as the journal records them."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import getpass
 import logging
 from typing import Any
 
+from ._engine.budget import Spend
 from ._engine.keeper import LeaseKeeper
 from ._engine.lifecycle import lifecycle
 from ._errors import (
@@ -25,7 +26,15 @@ from ._errors import (
     WorkflowAlreadyExists,
     WorkflowNotFound,
 )
-from ._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus, run_id
+from ._model import (
+    Budget,
+    EntryKind,
+    EntryStatus,
+    ErrorRecord,
+    ErrorType,
+    RunStatus,
+    run_id,
+)
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
@@ -134,6 +143,44 @@ def redrive_plan(
         for rec in failed
     ]
     return [*fresh, note]
+
+
+def larger_budget(
+    runtime: Runtime, workflow_id: str, name: str, error: ErrorRecord, budget: Budget | None
+) -> dict[str, Any]:
+    """The budget a retry gives the run, as journaled; refused when the workflow has
+    none, or when a run stopped by its budget would get no more than it had."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise TypeError(f"budget={budget!r}: pass a stalwart.Budget(...)")
+    wf = runtime.registry.workflows.get(name)
+    if wf is None or wf.budget is None:
+        raise InvalidOperation(
+            f"run {workflow_id!r}: its workflow {name!r} declares no budget here; "
+            "declare @app.workflow(budget=...) to give its runs one"
+        )
+    current = Spend.of_run(runtime, workflow_id, wf.budget).budget
+    stopped = error.type in (ErrorType.BUDGET_EXCEEDED, ErrorType.LOOP_DETECTED)
+    if stopped and (budget is None or not _raises(budget, current)):
+        raise InvalidOperation(
+            f"run {workflow_id!r} stopped at its budget ({error.reason}); retry it with "
+            "budget=stalwart.Budget(...) that raises a limit and lowers none"
+        )
+    assert budget is not None
+    return budget.to_dict()
+
+
+def _raises(new: Budget, old: Budget) -> bool:
+    """Whether ``new`` raises (or lifts) a limit of ``old`` and lowers none."""
+    higher = False
+    for field in ("max_tokens", "max_cost", "max_steps", "max_repeats"):
+        before, after = getattr(old, field), getattr(new, field)
+        if before is None and after is not None:
+            return False  # a limit the run did not have
+        if before is not None and (after is None or after > before):
+            higher = True
+        elif before is not None and after < before:
+            return False
+    return higher
 
 
 def _who(by: str | None) -> str:
@@ -281,7 +328,7 @@ class Operator:
         self.keeper.request_cancel(workflow_id)
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
 
-    def retry(self, workflow_id: str, by: str | None = None) -> None:
+    def retry(self, workflow_id: str, by: str | None = None, budget: Budget | None = None) -> None:
         row = self.views.row(workflow_id)
         if row.status not in (RunStatus.FAILED, RunStatus.NEEDS_ATTENTION):
             raise InvalidOperation(
@@ -294,12 +341,15 @@ class Operator:
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
                 f"{error.seq}); settle it with resolve(), not retry()"
             )
+        detail: dict[str, Any] = {"from_status": row.status}
+        if budget is not None or error.type in (ErrorType.BUDGET_EXCEEDED, ErrorType.LOOP_DETECTED):
+            detail["budget"] = larger_budget(self.runtime, row.workflow_id, row.name, error, budget)
         now = self.runtime.clock.time()
         who = _who(by)
         rollback = self.runtime.store.rollback_in_progress(workflow_id)
         continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
         index = [] if continues else self.runtime.store.replay_index(workflow_id)
-        note = self._entry("retry", now, who, {"from_status": row.status})
+        note = self._entry("retry", now, who, detail)
         entries = redrive_plan(error, index, rollback, note, now=now, who=who)
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(

@@ -82,6 +82,7 @@ class WorkflowDef:
     queue: str
     is_async: bool
     timeout: float | None = None
+    budget: Any = None  # a stalwart.Budget: what a run may spend
     signature: inspect.Signature = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
 

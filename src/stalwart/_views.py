@@ -7,7 +7,9 @@ from typing import Any
 
 from ._engine.invocation import step_key
 from ._errors import (
+    BudgetExceeded,
     CorruptRecord,
+    LoopDetected,
     NeedsAttention,
     UsageError,
     WorkflowCancelled,
@@ -72,6 +74,10 @@ def error_text(error: str | None) -> str | None:
         return error
 
 
+_ATTENTION: dict[str, type[NeedsAttention]] = {
+    ErrorType.BUDGET_EXCEEDED: BudgetExceeded,
+    ErrorType.LOOP_DETECTED: LoopDetected,
+}
 _ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})  # a reused row ran elsewhere
 
 
@@ -122,7 +128,8 @@ class Views:
             reason = error.reason or error.message
             if error.type == ErrorType.CORRUPT_RECORD:
                 raise CorruptRecord(reason, workflow_id=row.workflow_id, seq=error.seq)
-            raise NeedsAttention(
+            kind = _ATTENTION.get(error.type, NeedsAttention)
+            raise kind(
                 f"run {row.workflow_id!r} needs attention: {reason}",
                 workflow_id=row.workflow_id,
                 reason=reason,

@@ -23,6 +23,9 @@ CONTRACT = {
     "random",
     "record_usage",  # 0.2: usage
     "Usage",
+    "Budget",  # 0.2: budgets and loops
+    "BudgetExceeded",
+    "LoopDetected",
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",

@@ -179,6 +179,7 @@ class Invocation:
         self.is_async = wf.is_async
         self.recorded: dict[str, Recorded] = {}
         self.damaged: dict[str, str] = {}  # position -> why its latest row cannot be read
+        self.spend: Any = None  # what the run has used, read when its budget is first checked
         for row in index:
             problem = _damage(row)
             try:

@@ -16,6 +16,7 @@ from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
 from .._usage import attempt_usage
+from .budget import spend_of
 from .invocation import (
     CURRENT_STEP,
     Invocation,
@@ -204,6 +205,8 @@ class StepCall:
         entry = self._entry(status, now, output=output, error=error, started=started)
         entry.usage = usage
         self.inv.append(entry)
+        if self.inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
+            self.inv.spend.add(usage)
 
     def _entry(
         self,
@@ -262,6 +265,13 @@ class StepCall:
 
     def scope(self) -> StepScope:
         """Begin an attempt."""
+        spend = spend_of(self.inv)
+        if spend is not None:  # the attempt past a limit never starts
+            if self.rec is None and self.current is None:
+                spend.new_call(self.step.name, self.input)
+            refusal = spend.refusal(self.inv.workflow_id, self.step.name, self.input)
+            if refusal is not None:
+                raise self.inv.abort(refusal, attention=True)
         self.started_at = self.inv.runtime.clock.time()
         self.current = StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
         return self.current

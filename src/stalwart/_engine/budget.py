@@ -1,0 +1,95 @@
+"""Budgets and loop detection: before a step attempt starts, the run's spend so far is held
+against its :class:`~stalwart.Budget`, so the attempt that would go past a limit, or the call
+that repeats itself once too often, never happens. The spend is read from the journal once
+per invocation (only for a workflow that declares a budget) and kept up to date as attempts
+are recorded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .._errors import BudgetExceeded, LoopDetected, NeedsAttention
+from .._model import Budget, EntryKind, EntryStatus, Usage
+from .._runtime import Runtime
+from .invocation import Invocation
+
+__all__ = ["Spend", "spend_of"]
+
+_ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})
+
+
+class Spend:
+    """What one run has used, as its budget counts it."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.used = Usage()
+        self.calls: Counter[tuple[str, bytes | None]] = Counter()
+
+    @classmethod
+    def of_run(cls, runtime: Runtime, workflow_id: str, declared: Budget) -> Spend:
+        """The run's spend so far, under the budget an operator gave it last (else
+        ``declared``)."""
+        spend = cls(declared)
+        seen: set[str] = set()
+        for row in runtime.store.journal(workflow_id):
+            if row.kind == EntryKind.OPERATOR and row.name == "retry" and row.input:
+                detail = runtime.codec.decode(row.input)
+                if isinstance(detail, dict) and isinstance(detail.get("budget"), dict):
+                    spend.budget = Budget(**detail["budget"])
+            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
+                continue
+            spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
+            if row.position is not None and row.position not in seen:
+                seen.add(row.position)
+                spend.calls[(row.name, row.input)] += 1
+        return spend
+
+    def new_call(self, name: str, encoded_input: bytes | None) -> None:
+        """A step is called anew (not retried): count it."""
+        self.calls[(name, encoded_input)] += 1
+
+    def add(self, usage: str | None) -> None:
+        """An attempt was recorded, with what it used."""
+        self.used += Usage.from_json(usage) if usage else Usage(attempts=1)
+
+    def refusal(self, workflow_id: str, name: str, encoded_input: bytes | None) -> Any:
+        """Why the next attempt of step ``name`` may not start, as the error the run ends
+        with; ``None`` when it may."""
+        budget, used = self.budget, self.used
+        repeats = self.calls[(name, encoded_input)]
+        if budget.max_repeats is not None and repeats > budget.max_repeats:
+            reason = (
+                f"step {name!r} was called {repeats} times with the same arguments "
+                f"(max_repeats={budget.max_repeats}): the run looks stuck in a loop"
+            )
+            return _stopped(LoopDetected, workflow_id, reason)
+        tokens = used.input_tokens + used.output_tokens
+        for field, value, limit in (
+            ("max_tokens", tokens, budget.max_tokens),
+            ("max_cost", used.cost, budget.max_cost),
+            ("max_steps", used.attempts, budget.max_steps),
+        ):
+            if limit is not None and value >= limit:
+                reason = (
+                    f"the run reached {field}={limit:g} (used {value:g}) before an attempt of "
+                    f"step {name!r}; retry it with a larger budget to go on"
+                )
+                return _stopped(BudgetExceeded, workflow_id, reason)
+        return None
+
+
+def _stopped(kind: type[NeedsAttention], workflow_id: str, reason: str) -> NeedsAttention:
+    return kind(reason, workflow_id=workflow_id, reason=reason)
+
+
+def spend_of(inv: Invocation) -> Spend | None:
+    """The run's spend, read once per invocation; ``None`` for a workflow with no budget."""
+    budget = inv.wf.budget
+    if budget is None:
+        return None
+    if inv.spend is None:
+        inv.spend = Spend.of_run(inv.runtime, inv.workflow_id, budget)
+    spend: Spend = inv.spend
+    return spend
