@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
 from ._errors import RegistrationError, SerializationError, UsageError
 from ._model import Budget
@@ -309,11 +309,11 @@ def run_step(
 
     For an async ``fn``, ``await`` :func:`run_step_async` instead."""
     call_args, call_kwargs = _call_of(name, fn, args, kwargs)
-    inv = CURRENT_RUN.get()
-    if inv is None or CURRENT_STEP.get() is not None:
-        return fn(*call_args, **call_kwargs)
     options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
-    step = _unnamed_step(inv.runtime, name, fn, options)
+    journaled = _in_run(name, fn, options)
+    if journaled is None:
+        return fn(*call_args, **call_kwargs)
+    inv, step = journaled
     if step.is_async:
         raise TypeError(
             f"run_step({name!r}, ...) of an async function: use "
@@ -338,11 +338,11 @@ async def run_step_async(
 ) -> Any:
     """:func:`run_step` for an async ``fn``, awaited in an async workflow."""
     call_args, call_kwargs = _call_of(name, fn, args, kwargs)
-    inv = CURRENT_RUN.get()
-    if inv is None or CURRENT_STEP.get() is not None:
-        return await fn(*call_args, **call_kwargs)
     options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
-    step = _unnamed_step(inv.runtime, name, fn, options)
+    journaled = _in_run(name, fn, options)
+    if journaled is None:
+        return await fn(*call_args, **call_kwargs)
+    inv, step = journaled
     if not step.is_async:
         raise TypeError(
             f"run_step_async({name!r}, ...) of a plain function: call stalwart.run_step(...)"
@@ -366,6 +366,17 @@ def _call_of(name: Any, fn: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...
     if kwargs is not None and not isinstance(kwargs, dict):
         raise TypeError(f"run_step({name!r}, kwargs={kwargs!r}): pass a dict or None")
     return tuple(args), dict(kwargs or {})
+
+
+def _in_run(
+    name: str, fn: Callable[..., Any], options: StepOptions
+) -> tuple[Invocation, StepDef] | None:
+    """The run a ``run_step`` call journals into, and its step; ``None`` outside a workflow
+    (or inside a step), where the call is a plain call."""
+    inv = CURRENT_RUN.get()
+    if inv is None or CURRENT_STEP.get() is not None:
+        return None
+    return inv, _unnamed_step(inv.runtime, name, fn, options)
 
 
 def _unnamed_step(

@@ -22,21 +22,26 @@ def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'runs.db'}"
 
 
+def _fail_the_first_step_result(app: stalwart.Stalwart, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store fails once, when the first step result is journaled."""
+    store = store_of(app)
+    real_append = store.append
+    failures = [1]
+
+    def flaky_append(workflow_id: str, entry: Any, *, owner: str | None) -> bool:
+        if entry.kind == "step" and entry.status == "completed" and failures:
+            failures.pop()
+            raise stalwart.StoreError("sqlite:///runs.db: disk I/O error")
+        return real_append(workflow_id, entry, owner=owner)
+
+    monkeypatch.setattr(store, "append", flaky_append)
+
+
 def test_transient_store_error_does_not_dead_letter_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
-        store = store_of(app)
-        real_append = store.append
-        failures = [1]
-
-        def flaky_append(workflow_id: str, entry: Any, *, owner: str | None) -> bool:
-            if entry.kind == "step" and entry.status == "completed" and failures:
-                failures.pop()
-                raise stalwart.StoreError("sqlite:///runs.db: disk I/O error")
-            return real_append(workflow_id, entry, owner=owner)
-
-        monkeypatch.setattr(store, "append", flaky_append)
+        _fail_the_first_step_result(app, monkeypatch)
 
         @app.step
         def work() -> str:
@@ -56,17 +61,7 @@ def test_store_error_cannot_be_swallowed_by_workflow_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with stalwart.Stalwart(_url(tmp_path), clock=FakeClock()) as app:
-        store = store_of(app)
-        real_append = store.append
-        failures = [1]
-
-        def flaky_append(workflow_id: str, entry: Any, *, owner: str | None) -> bool:
-            if entry.kind == "step" and entry.status == "completed" and failures:
-                failures.pop()
-                raise stalwart.StoreError("sqlite:///runs.db: disk I/O error")
-            return real_append(workflow_id, entry, owner=owner)
-
-        monkeypatch.setattr(store, "append", flaky_append)
+        _fail_the_first_step_result(app, monkeypatch)
 
         @app.step
         def charge() -> str:

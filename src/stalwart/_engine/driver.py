@@ -60,20 +60,38 @@ class Driver:
     ) -> None:
         """Record a ``pending`` run for a worker (nothing, if the run already exists)."""
         now = self.runtime.clock.time()
-        self.runtime.store.create_run(
+        self._insert(
+            wf, wid, payload, now, queue=wf.queue if queue is None else queue, priority=priority
+        )
+        self.runtime.wakeup.set()
+
+    def _insert(
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        now: float,
+        *,
+        queue: str,
+        priority: int = 0,
+        owner: str | None = None,
+        until: float | None = None,
+    ) -> bool:
+        """Create the run, ``pending``, or ``running`` and held by ``owner``; ``False`` if
+        it exists already."""
+        return self.runtime.store.create_run(
             workflow_id=wid,
             name=wf.name,
-            status=RunStatus.PENDING,
-            queue=wf.queue if queue is None else queue,
+            status=RunStatus.PENDING if owner is None else RunStatus.RUNNING,
+            queue=queue,
             priority=priority,
             input=payload,
             now=now,
-            owner=None,
-            lease_until=None,
+            owner=owner,
+            lease_until=until,
             entry=lifecycle("started", now, input=payload),
             deadline=None if wf.timeout is None else now + wf.timeout,
         )
-        self.runtime.wakeup.set()
 
     def run(
         self,
@@ -240,21 +258,10 @@ class Driver:
         limited = wf.queue in runtime.queues
         owner = runtime.claim_owner()
         until = now + runtime.lease_seconds
-        deadline = None if wf.timeout is None else now + wf.timeout
-        created = runtime.store.create_run(
-            workflow_id=wid,
-            name=wf.name,
-            status=RunStatus.PENDING if limited else RunStatus.RUNNING,
-            queue=wf.queue,
-            priority=0,
-            input=payload,
-            now=now,
-            owner=None if limited else owner,
-            lease_until=None if limited else until,
-            entry=lifecycle("started", now, input=payload),
-            deadline=deadline,
-        )
-        if not created or limited:
+        if limited:
+            self._insert(wf, wid, payload, now, queue=wf.queue)
+            return None
+        if not self._insert(wf, wid, payload, now, queue=wf.queue, owner=owner, until=until):
             return None
         # What was just written, without reading it back; an encoded payload reads as its own
         # stored form (codec tags never look like payload references).
@@ -271,7 +278,7 @@ class Driver:
             updated_at=now,
             lease_owner=owner,
             lease_expires_at=until,
-            deadline=deadline,
+            deadline=None if wf.timeout is None else now + wf.timeout,
         )
         return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
 
