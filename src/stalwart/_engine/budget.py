@@ -61,7 +61,7 @@ class Spend:
         repeats = self.calls[(name, encoded_input)]
         if budget.max_repeats is not None and repeats > budget.max_repeats:
             reason = (
-                f"step {name!r} was called {repeats} times with the same arguments "
+                f"call {repeats} of step {name!r} with the same arguments was refused "
                 f"(max_repeats={budget.max_repeats}): the run looks stuck in a loop"
             )
             return _stopped(LoopDetected, workflow_id, reason)
