@@ -47,11 +47,36 @@ POISON_EXIT = 137  # how ``poison_pill`` ends its worker: os._exit(137), as an O
 WorkerRecorder = Recorder  # the worker scenarios log the same lines
 
 
+_ANCHORS: dict[Path, sqlite3.Connection] = {}
+
+
 def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, timeout=SIDE_DB_TIMEOUT, isolation_level=None)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=FULL")
-    return conn
+    """A connection to a side store shared by racing processes.
+
+    SQLite answers "database is locked" at once, whatever the busy timeout, in three moments:
+    while a fresh file switches to WAL, while the last connection to close cleans the WAL up,
+    and while the first to open after a crash recovers it. So WAL is switched once (it is kept
+    in the file), each process keeps one connection open for its lifetime (so closing never
+    cleans up under another process), and opening retries those moments.
+    """
+    deadline = time.monotonic() + SIDE_DB_TIMEOUT
+    while True:
+        conn = sqlite3.connect(path, timeout=SIDE_DB_TIMEOUT, isolation_level=None)
+        try:
+            if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.close()
+                continue
+            conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            conn.close()
+            time.sleep(0.01)
+            continue
+        if path not in _ANCHORS:
+            _ANCHORS[path] = sqlite3.connect(path, check_same_thread=False)
+        return conn
 
 
 class Downstream:
