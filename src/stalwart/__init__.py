@@ -49,7 +49,16 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
-from ._model import Approval, ApprovalRequest, Budget, JournalEntry, Usage, WorkflowInfo
+from ._model import (
+    Approval,
+    ApprovalRequest,
+    Breaker,
+    BreakerState,
+    Budget,
+    JournalEntry,
+    Usage,
+    WorkflowInfo,
+)
 from ._retry import Retry
 
 __version__ = "0.1.0"
@@ -57,6 +66,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Approval",
     "ApprovalRequest",
+    "Breaker",
+    "BreakerState",
     "Budget",
     "BudgetExceeded",
     "CorruptRecord",

@@ -23,6 +23,8 @@ from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
     ApprovalRequest,
+    Breaker,
+    BreakerState,
     Budget,
     JournalEntry,
     Usage,
@@ -116,6 +118,7 @@ class Stalwart:
         compensate: Callable[..., Any] | None = None,
         output: Callable[[Any], Any] | None = None,
         name: str | None = None,
+        breaker: Breaker | None = None,
     ) -> Callable[[F], F]: ...
 
     def step(
@@ -130,6 +133,7 @@ class Stalwart:
         compensate: Callable[..., Any] | None = None,
         output: Callable[[Any], Any] | None = None,
         name: str | None = None,
+        breaker: Breaker | None = None,
     ) -> Any:
         """Declare a step: journaled when called inside a workflow, retried by ``retry``."""
         return declare_step(
@@ -142,6 +146,7 @@ class Stalwart:
             compensate=compensate,
             output=output,
             name=name,
+            breaker=breaker,
         )
 
     @overload
@@ -209,11 +214,8 @@ class Stalwart:
         return self._handle(wid)
 
     def run(self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> Any:
-        """Start (or resume) a run and execute it in this process until it is terminal.
-
-        While the run waits on a timer, an event or an approval it holds no lease: this call
-        blocks until the wait is over, then continues the run itself.
-        """
+        """Start (or resume) a run and execute it in this process until it is terminal; while
+        it waits (a timer, an event, an approval) it holds no lease and this call blocks."""
         definition = definition_of(self._runtime, wf)
         check_sync_run(definition)
         payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
@@ -250,6 +252,10 @@ class Stalwart:
         """The run's usage: tokens, cost and step attempts, failed attempts included."""
         return self._views.usage(workflow_id)
 
+    def breakers(self) -> list[BreakerState]:
+        """The fleet's circuit breakers that have counted a failure, by name."""
+        return self._views.breakers()
+
     def journal(self, workflow_id: str) -> list[JournalEntry]:
         """The run's audit trail: every step, attempt and lifecycle event, in order."""
         return self._views.journal(workflow_id)
@@ -274,11 +280,8 @@ class Stalwart:
         dedup_key: str | None = None,
         by: str | None = None,
     ) -> None:
-        """Send event ``name`` to a run; it waits in the run's inbox until consumed.
-
-        A second event with the same ``dedup_key`` for the run is ignored (webhooks arrive at
-        least once). Raises :class:`WorkflowNotFound` for an unknown run.
-        """
+        """Send event ``name`` to a run's inbox; a second one with the same ``dedup_key`` is
+        ignored (webhooks arrive at least once). :class:`WorkflowNotFound` for an unknown run."""
         return self._operator.send_event(workflow_id, name, payload, dedup_key, by)
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:

@@ -46,27 +46,32 @@ def ls_command(ctx: click.Context, status: str | None, name: str | None, as_json
     """List runs, newest first."""
     with _app(ctx.obj["url"]) as app:
         runs = app.list_workflows(status=status, name=name)
-    if as_json:
-        for r in runs:
-            click.echo(
-                json.dumps(
-                    {
-                        "workflow_id": r.workflow_id,
-                        "name": r.name,
-                        "status": r.status,
-                        "queue": r.queue,
-                        "created_at": r.created_at.isoformat(),
-                        "updated_at": r.updated_at.isoformat(),
-                        "error": r.error,
-                    }
-                )
-            )
-        return
+        if as_json:
+            _print_runs_json(app, runs)
+            return
     click.echo(f"{'WORKFLOW ID':34} {'NAME':24} {'STATUS':16} {'CREATED':19}  ERROR")
     for r in runs:
         click.echo(
             f"{r.workflow_id:34} {r.name:24} {r.status:16} {format_time(r.created_at):19}  "
             f"{short(r.error, 60) if r.error else ''}"
+        )
+
+
+def _print_runs_json(app: Any, runs: list[Any]) -> None:
+    for r in runs:
+        click.echo(
+            json.dumps(
+                {
+                    "workflow_id": r.workflow_id,
+                    "name": r.name,
+                    "status": r.status,
+                    "queue": r.queue,
+                    "created_at": r.created_at.isoformat(),
+                    "updated_at": r.updated_at.isoformat(),
+                    "error": r.error,
+                    "usage": dataclasses.asdict(app.usage(r.workflow_id)),
+                }
+            )
         )
 
 
@@ -227,6 +232,30 @@ def approvals_command(ctx: click.Context, show_all: bool, as_json: bool) -> None
             f"{r.workflow_id:34} {r.approval_id:>4}  {r.subject:28} "
             f"{format_time(r.requested_at):19}  {short(r.details)}"
         )
+
+
+@cli.command("breakers")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.pass_context
+def breakers_command(ctx: click.Context, as_json: bool) -> None:
+    """List the fleet's circuit breakers: state, failures in the window, when a probe may go."""
+    with _app(ctx.obj["url"]) as app:
+        breakers = app.breakers()
+    if as_json:
+        for b in breakers:
+            fields = dataclasses.asdict(b)
+            fields["opened_at"] = b.opened_at and b.opened_at.isoformat()
+            fields["retry_at"] = b.retry_at and b.retry_at.isoformat()
+            click.echo(json.dumps(fields))
+        return
+    if not breakers:
+        click.echo("no breaker has counted a failure")
+        return
+    click.echo(f"{'BREAKER':24} {'STATE':10} {'FAILURES':>8}  {'OPENED':19}  RETRY AT")
+    for b in breakers:
+        opened = format_time(b.opened_at) if b.opened_at else "-"
+        retry = format_time(b.retry_at) if b.retry_at else "-"
+        click.echo(f"{b.name:24} {b.state:10} {b.failures:>8}  {opened:19}  {retry}")
 
 
 def _decision_command(verb: str) -> Any:

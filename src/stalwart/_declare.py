@@ -14,7 +14,7 @@ from typing import Any
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
 from ._errors import RegistrationError, SerializationError, UsageError
-from ._model import Budget
+from ._model import Breaker, Budget
 from ._registry import StepDef, WorkflowDef
 from ._retry import Retry
 from ._runtime import Runtime
@@ -142,9 +142,10 @@ def declare_step(
     compensate: Callable[..., Any] | None,
     output: Callable[[Any], Any] | None,
     name: str | None,
+    breaker: Breaker | None = None,
 ) -> Any:
     """``@app.step``: check the options, register the step, return its proxy (or a decorator)."""
-    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output, breaker)
     options.check(fn)
 
     def decorate(func: Any) -> Any:
@@ -168,6 +169,7 @@ class StepOptions:
     verify: Callable[..., Any] | None = None
     compensate: Callable[..., Any] | None = None
     output: Callable[[Any], Any] | None = None
+    breaker: Breaker | None = None
 
     def check(self, fn: Any = None) -> None:
         """Refuse options that cannot work together (``fn``: the step's function, if known)."""
@@ -186,6 +188,8 @@ class StepOptions:
             raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
         if self.output is not None and not callable(self.output):
             raise TypeError(f"output={self.output!r}: pass a pydantic model class or a callable")
+        if self.breaker is not None and not isinstance(self.breaker, Breaker):
+            raise TypeError(f"breaker={self.breaker!r}: pass a stalwart.Breaker(...)")
 
     def step(self, func: Callable[..., Any], name: str) -> StepDef:
         """The definition of step ``name`` running ``func`` with these options."""
@@ -204,6 +208,7 @@ class StepOptions:
             verify=self.verify,
             compensate=self.compensate,
             undo_retry=self.retry or Retry(),
+            breaker=self.breaker,
             timeout=None if self.timeout is None else float(self.timeout),
             output=self.output,
             is_async=is_async,
@@ -300,16 +305,18 @@ def run_step(
     verify: Callable[..., Any] | None = None,
     compensate: Callable[..., Any] | None = None,
     output: Callable[[Any], Any] | None = None,
+    breaker: Breaker | None = None,
 ) -> Any:
     """Journal one call ``fn(*args, **kwargs)`` as a step named ``name``, with exactly the
     semantics of a declared step: replay returns the recorded result (or raises the recorded
-    failure), and ``retry``, ``timeout``, ``irreversible``/``verify``, ``compensate`` and
-    ``output`` mean what they mean on ``@app.step``. ``name`` is what the journal records and
-    what replay compares. Outside a workflow (or inside a step) it just calls ``fn``.
+    failure), and ``retry``, ``timeout``, ``irreversible``/``verify``, ``compensate``,
+    ``output`` and ``breaker`` mean what they mean on ``@app.step``. ``name`` is what the
+    journal records and what replay compares. Outside a workflow (or inside a step) it just
+    calls ``fn``.
 
     For an async ``fn``, ``await`` :func:`run_step_async` instead."""
     call_args, call_kwargs = _call_of(name, fn, args, kwargs)
-    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output, breaker)
     journaled = _in_run(name, fn, options)
     if journaled is None:
         return fn(*call_args, **call_kwargs)
@@ -335,10 +342,11 @@ async def run_step_async(
     verify: Callable[..., Any] | None = None,
     compensate: Callable[..., Any] | None = None,
     output: Callable[[Any], Any] | None = None,
+    breaker: Breaker | None = None,
 ) -> Any:
     """:func:`run_step` for an async ``fn``, awaited in an async workflow."""
     call_args, call_kwargs = _call_of(name, fn, args, kwargs)
-    options = StepOptions(retry, timeout, irreversible, verify, compensate, output)
+    options = StepOptions(retry, timeout, irreversible, verify, compensate, output, breaker)
     journaled = _in_run(name, fn, options)
     if journaled is None:
         return await fn(*call_args, **call_kwargs)
@@ -401,5 +409,6 @@ def _unnamed_step(
         )
     options.check(fn)
     step = options.step(fn, name)
+    runtime.registry.add_breaker(options.breaker)
     runtime.registry.unnamed[name] = (fn, options, step)
     return step

@@ -19,6 +19,8 @@ __all__ = [
     "TERMINAL",
     "Approval",
     "ApprovalRequest",
+    "Breaker",
+    "BreakerState",
     "Budget",
     "EntryKind",
     "EntryStatus",
@@ -245,6 +247,52 @@ class Budget:
     def to_dict(self) -> dict[str, Any]:
         """The limits that are set, as the journal records them."""
         return {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class Breaker:
+    """A circuit breaker shared by every worker of the fleet (its state lives in the store).
+
+    After ``failures`` failed attempts within ``window`` seconds, across all runs, it opens:
+    attempts of its steps do not start, and their runs wait on a durable timer without
+    spending an attempt. After ``cooldown`` seconds one attempt fleet-wide probes
+    (half-open): its success closes the breaker, its failure opens it again."""
+
+    name: str
+    failures: int = 5
+    window: float = 60.0
+    cooldown: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip() or ":" in self.name:
+            raise UsageError(
+                f"Breaker(name={self.name!r}): pass a non-empty name without ':', such as 'openai'"
+            )
+        failures = self.failures
+        if isinstance(failures, bool) or not isinstance(failures, int) or failures < 1:
+            raise UsageError(f"Breaker(failures={failures!r}): pass an int >= 1")
+        for field in ("window", "cooldown"):
+            value = getattr(self, field)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not 0 < value < math.inf
+            ):
+                raise UsageError(f"Breaker({field}={value!r}): pass a number of seconds > 0")
+
+
+@dataclass(frozen=True)
+class BreakerState:
+    """A breaker as the fleet sees it: ``state`` is ``"closed"``, ``"open"`` or
+    ``"half_open"``; ``failures`` counts the failed attempts inside its window; ``retry_at``
+    is when an open breaker lets a probe start (half-open: when an unfinished probe counts as
+    failed)."""
+
+    name: str
+    state: str
+    failures: int
+    opened_at: _dt.datetime | None
+    retry_at: _dt.datetime | None
 
 
 @dataclass(frozen=True)

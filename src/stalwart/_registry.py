@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import RegistrationError
+from ._model import Breaker
 from ._retry import Retry
 from ._serde import restorer_for
 
@@ -62,6 +63,7 @@ class StepDef:
     verify: Callable[..., Any] | None = None
     compensate: Callable[..., Any] | None = None
     undo_retry: Retry | None = None  # the declared policy, for the compensation
+    breaker: Breaker | None = None
     signature: inspect.Signature = field(init=False)
     check_arguments: ArgumentCheck = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
@@ -99,6 +101,7 @@ class Registry:
         self.steps: dict[str, StepDef] = {}
         # Steps run with stalwart.run_step in this process: name -> (function, options, step).
         self.unnamed: dict[str, tuple[Any, Any, StepDef]] = {}
+        self.breakers: dict[str, Breaker] = {}
 
     def step(self, name: str) -> StepDef | None:
         """The step recorded as ``name``: declared, or run undecorated in this process."""
@@ -124,7 +127,20 @@ class Registry:
                 f"a step named {step.name!r} is already registered on this app; give one of "
                 "them another name with @app.step(name=...)"
             )
+        self.add_breaker(step.breaker)
         self.steps[step.name] = step
+
+    def add_breaker(self, breaker: Breaker | None) -> None:
+        """Know ``breaker``; another breaker under its name with other settings is an error
+        (the fleet keeps one state per name)."""
+        if breaker is None:
+            return
+        known = self.breakers.setdefault(breaker.name, breaker)
+        if known != breaker:
+            raise RegistrationError(
+                f"breaker {breaker.name!r} is given as {breaker!r} here and as {known!r} "
+                "elsewhere; share one stalwart.Breaker object, or give each its own name"
+            )
 
     def workflow(self, name: str) -> WorkflowDef:
         """The workflow registered as ``name``."""

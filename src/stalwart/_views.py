@@ -20,6 +20,7 @@ from ._model import (
     STATUSES,
     Approval,
     ApprovalRequest,
+    BreakerState,
     EntryKind,
     EntryStatus,
     ErrorRecord,
@@ -210,6 +211,20 @@ class Views:
             spent = _usage_of(workflow_id, row)
             total += spent if spent is not None else Usage(attempts=1)
         return total
+
+    def breakers(self) -> list[BreakerState]:
+        """Every breaker the fleet has counted a failure for, as it stands now."""
+        now = self.runtime.clock.time()
+        return [
+            BreakerState(
+                name=row.name,
+                state=row.state,
+                failures=row.failures,
+                opened_at=from_epoch(row.opened_at),
+                retry_at=from_epoch(row.probe_until if row.state == "half_open" else row.retry_at),
+            )
+            for row in self.runtime.store.list_breakers(now=now)
+        ]
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         return [self.approval(row) for row in self.runtime.store.list_approvals(pending=pending)]

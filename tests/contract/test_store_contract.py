@@ -705,6 +705,78 @@ def test_fork_run_reuses_the_chosen_rows_of_its_source(store: Store) -> None:
     assert not fork("r1")
 
 
+# -- circuit breakers ------------------------------------------------------------------------
+
+
+def test_a_breaker_opens_at_its_threshold_within_its_window(store: Store) -> None:
+    assert store.breaker("llm", now=100.0) is None and store.list_breakers(now=100.0) == []
+    args: dict[str, Any] = {"failures": 3, "window": 10.0, "cooldown": 30.0, "probe": None}
+    assert not store.breaker_failed("llm", now=100.0, **args)
+    assert not store.breaker_failed("llm", now=105.0, **args)
+    assert not store.breaker_failed("llm", now=111.0, **args)  # the first fell out of the window
+    row = store.breaker("llm", now=111.0)
+    assert row is not None and (row.state, row.failures) == ("closed", 2)
+    assert store.breaker_failed("llm", now=112.0, **args)
+    assert not store.breaker_failed("llm", now=113.0, **args)  # already open
+    (row,) = store.list_breakers(now=113.0)
+    assert (row.name, row.state, row.opened_at, row.retry_at) == ("llm", "open", 112.0, 142.0)
+    assert row.failures == 4
+
+
+def test_one_probe_closes_or_reopens_a_breaker(store: Store) -> None:
+    args: dict[str, Any] = {"failures": 1, "window": 60.0, "cooldown": 30.0}
+    assert store.breaker_failed("llm", now=100.0, probe=None, **args)
+    assert not store.take_probe("llm", probe="a/1/2", now=129.0, until=159.0)  # cooling down
+    assert store.take_probe("llm", probe="a/1/2", now=130.0, until=160.0)
+    assert not store.take_probe("llm", probe="b/1/1", now=131.0, until=161.0)  # one at a time
+    row = store.breaker("llm", now=131.0)
+    assert row is not None and (row.state, row.probe_owner, row.probe_until) == (
+        "half_open",
+        "a/1/2",
+        160.0,
+    )
+    assert not store.breaker_failed("llm", now=132.0, probe="b/1/1", **args)  # not the probe's
+    assert store.breaker("llm", now=132.0).state == "half_open"  # type: ignore[union-attr]
+    _create(store, "behind", owner="w1")
+    assert store.suspend_run(
+        "behind", owner="w1", wake_at=160.0, waiting_for="breaker:llm", now=132.0
+    )
+    _create(store, "long", owner="w1")
+    assert store.suspend_run("long", owner="w1", wake_at=900.0, waiting_for="breaker:llm", now=132)
+    assert store.breaker_failed("llm", now=133.0, probe="a/1/2", **args)  # the probe failed
+    row = store.breaker("llm", now=133.0)
+    assert row is not None and (row.state, row.retry_at) == ("open", 163.0)
+    behind = store.get_run("behind")  # it waited for the probe's deadline, 160
+    assert behind is not None and behind.wake_at == 160.0  # sooner than the next probe: kept
+    long = store.get_run("long")
+    assert long is not None and long.wake_at == 163.0  # woken for the next probe instead
+
+    assert store.take_probe("llm", probe="a/1/3", now=163.0, until=193.0)
+    assert not store.expire_probe("llm", now=192.0, cooldown=30.0)
+    assert store.expire_probe("llm", now=193.0, cooldown=30.0)  # unfinished in time: failed
+    assert not store.breaker_succeeded("llm", probe="a/1/3", now=194.0)  # too late to close
+    assert store.take_probe("llm", probe="c/1/1", now=223.0, until=253.0)
+    _create(store, "waiting", owner="w1")
+    assert store.suspend_run(
+        "waiting", owner="w1", wake_at=253.0, waiting_for="breaker:llm", now=224.0
+    )
+    assert store.breaker_succeeded("llm", probe="c/1/1", now=230.0)
+    row = store.breaker("llm", now=230.0)
+    assert row is not None and (row.state, row.failures, row.retry_at) == ("closed", 0, None)
+    woken = store.get_run("waiting")
+    assert woken is not None and woken.wake_at == 230.0  # due now, not at its timer
+
+
+def test_a_run_does_not_suspend_on_a_breaker_that_closed(store: Store) -> None:
+    assert store.breaker_failed("llm", now=100.0, failures=1, window=60, cooldown=1, probe=None)
+    assert store.take_probe("llm", probe="p/1/1", now=101.0, until=131.0)
+    assert store.breaker_succeeded("llm", probe="p/1/1", now=102.0)
+    _create(store, "late", owner="w1")
+    assert not store.suspend_run(
+        "late", owner="w1", wake_at=131.0, waiting_for="breaker:llm", now=103.0
+    )
+
+
 # -- lease fencing, verb by verb -------------------------------------------------------------
 
 # Every verb that takes the caller's lease ``owner``, called by a stale owner: what it returns.

@@ -144,7 +144,7 @@ def test_usage_mistakes_are_refused_clearly(app: stalwart.Stalwart) -> None:
         app.run(agent, workflow_id="negative")
 
 
-def test_stalwart_show_prints_the_runs_usage(tmp_path: Path) -> None:
+def test_stalwart_show_and_ls_print_the_runs_usage(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'usage.db'}"
     with stalwart.Stalwart(url) as app:
 
@@ -160,8 +160,11 @@ def test_stalwart_show_prints_the_runs_usage(tmp_path: Path) -> None:
         app.run(agent, workflow_id="shown")
 
     def show(*extra: str) -> str:
+        return cli("show", "shown", *extra)
+
+    def cli(*args: str) -> str:
         done = subprocess.run(
-            [sys.executable, "-m", "stalwart", "--url", url, "show", "shown", *extra],
+            [sys.executable, "-m", "stalwart", "--url", url, *args],
             capture_output=True,
             text=True,
             check=True,
@@ -178,6 +181,8 @@ def test_stalwart_show_prints_the_runs_usage(tmp_path: Path) -> None:
     }
     step = next(e for e in detail["journal"] if e["kind"] == "step")
     assert step["usage"] == {"input_tokens": 40, "output_tokens": 2, "cost": 0.25, "attempts": 1}
+    (listed,) = [json.loads(line) for line in cli("ls", "--json").splitlines()]
+    assert listed["usage"] == detail["usage"]
 
 
 def test_usage_of_a_result_the_output_check_refused_is_kept(app: stalwart.Stalwart) -> None:

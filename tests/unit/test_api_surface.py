@@ -26,6 +26,8 @@ CONTRACT = {
     "Budget",  # 0.2: budgets and loops
     "BudgetExceeded",
     "LoopDetected",
+    "Breaker",  # 0.2: circuit breakers shared by the fleet
+    "BreakerState",
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",

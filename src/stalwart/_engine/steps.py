@@ -16,6 +16,7 @@ from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
 from .._usage import attempt_usage
+from .breakers import admit, report
 from .budget import spend_of
 from .invocation import (
     CURRENT_STEP,
@@ -61,6 +62,7 @@ class StepCall:
         self.started_at = 0.0
         self.current: StepScope | None = None  # the attempt under way
         self.rerun = False
+        self.probe: str | None = None  # this attempt is its breaker's half-open probe
 
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""
@@ -205,8 +207,7 @@ class StepCall:
         entry = self._entry(status, now, output=output, error=error, started=started)
         entry.usage = usage
         self.inv.append(entry)
-        if self.inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
-            self.inv.spend.add(usage)
+        _count(self, status, usage)
 
     def _entry(
         self,
@@ -344,6 +345,15 @@ class StepCall:
         self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started, usage=usage)
 
 
+def _count(call: StepCall, status: str, usage: str | None) -> None:
+    """A recorded attempt counts in the run's spend and its breaker's window."""
+    inv, breaker = call.inv, call.step.breaker
+    if breaker is not None and status != EntryStatus.SCHEDULED:
+        report(inv, breaker, call.probe, ok=status == EntryStatus.COMPLETED)
+    if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
+        inv.spend.add(usage)
+
+
 def _validate_and_encode(inv: Invocation, step: StepDef, raw: Any) -> bytes:
     """A step's result, checked by its ``output=`` and encoded (the errors name the step)."""
     check = step.output
@@ -414,6 +424,8 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
         inv.check_alive()
         if call.pre_attempt():
             return call.value
+        if step.breaker is not None:
+            call.probe = admit(inv, step.breaker, f"{inv.workflow_id}/{call.seq}/{call.attempt}")
         scope = call.scope()
         call.begin_attempt()
         try:
@@ -494,6 +506,8 @@ async def _attempts_async(
         inv.check_alive()
         if call.pre_attempt():
             return call.value
+        if step.breaker is not None:
+            call.probe = admit(inv, step.breaker, f"{inv.workflow_id}/{call.seq}/{call.attempt}")
         scope = call.scope()
         call.begin_attempt()
         try:

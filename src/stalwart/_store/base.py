@@ -20,6 +20,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   things a wait waits for, events and approvals.
 - ``AdminStore``: operator actions on a run nobody executes: cancel, redrive (retry and
   resolve), fork. ``list_runs`` stays with runs: it is a read model, not an action.
+- ``BreakerStore``: circuit breakers shared by the fleet: their failures in a sliding window,
+  opening, the one half-open probe, closing (which wakes the runs waiting on the breaker).
 
 Run status transitions, each done by one verb whose ``WHERE`` clause holds the precondition
 (``held``: ``lease_owner = owner``):
@@ -56,6 +58,8 @@ from typing import Any, Protocol
 __all__ = [
     "AdminStore",
     "ApprovalRow",
+    "BreakerRow",
+    "BreakerStore",
     "ClaimCandidate",
     "CompensationRow",
     "Entry",
@@ -75,7 +79,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +240,20 @@ class ForkCandidate:
     name: str
     status: str
     compensable: int
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRow:
+    """A circuit breaker as stored, with its failed attempts inside the window."""
+
+    name: str
+    state: str  # "closed", "open" or "half_open"
+    window_seconds: float
+    opened_at: float | None
+    retry_at: float | None  # open: when a probe may start
+    probe_owner: str | None  # half_open: the attempt probing
+    probe_until: float | None  # half_open: when an unfinished probe counts as failed
+    failures: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,5 +517,36 @@ class AdminStore(Protocol):
         """Create a run whose journal reuses rows of ``source``."""
 
 
-class Store(RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, Protocol):
+class BreakerStore(Protocol):
+    """Circuit breakers shared by every worker of the fleet."""
+
+    def breaker(self, name: str, *, now: float) -> BreakerRow | None:
+        """Breaker ``name``; ``None`` when it never counted a failure (closed)."""
+
+    def list_breakers(self, *, now: float) -> list[BreakerRow]:
+        """Every breaker that has counted a failure, by name."""
+
+    def breaker_failed(
+        self,
+        name: str,
+        *,
+        now: float,
+        failures: int,
+        window: float,
+        cooldown: float,
+        probe: str | None,
+    ) -> bool:
+        """Count a failed attempt and open the breaker if it should; True if it opened."""
+
+    def expire_probe(self, name: str, *, now: float, cooldown: float) -> bool:
+        """Open the breaker again if its probe is past its deadline."""
+
+    def take_probe(self, name: str, *, probe: str, now: float, until: float) -> bool:
+        """Grant the half-open probe to attempt ``probe``, if nobody holds it."""
+
+    def breaker_succeeded(self, name: str, *, probe: str, now: float) -> bool:
+        """Close the breaker after its probe succeeded, waking the runs waiting on it."""
+
+
+class Store(RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, BreakerStore, Protocol):
     """What the engine needs from a backend: every role."""

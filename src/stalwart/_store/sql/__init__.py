@@ -2,7 +2,7 @@
 their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``) over the plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -12,6 +12,7 @@ reads what the previous one committed and decides on it alone.
 from __future__ import annotations
 
 from .admin import AdminVerbs
+from .breakers import BreakerVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .runs import RunVerbs
@@ -20,5 +21,5 @@ from .waits import WaitVerbs
 __all__ = ["SQLStore"]
 
 
-class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs):
+class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

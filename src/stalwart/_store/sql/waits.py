@@ -34,6 +34,7 @@ class WaitVerbs(SQLBase):
             "now": now,
             "event_name": key if kind == "event" else None,
             "approval_id": key if kind == "approval" else None,
+            "breaker_name": key if kind == "breaker" else None,
         }
 
         def work(conn: Any) -> bool:

@@ -141,7 +141,9 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
   AND NOT EXISTS (SELECT 1 FROM approvals
                   WHERE approvals.workflow_id = :workflow_id
                     AND approvals.approval_id = :approval_id
-                    AND approvals.decided_at IS NOT NULL);
+                    AND approvals.decided_at IS NOT NULL)
+  AND NOT EXISTS (SELECT 1 FROM breakers
+                  WHERE breakers.name = :breaker_name AND breakers.state = 'closed');
 
 -- name: insert_event
 INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
@@ -292,3 +294,66 @@ SELECT 1 FROM journal WHERE workflow_id = :workflow_id AND call_id = :call_id LI
 -- name: mark_retry
 UPDATE runs SET retrying = :marker
 WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- fragment: breaker_row
+-- A breaker as read: its row and the failed attempts inside its sliding window.
+SELECT name, state, window_seconds, opened_at, retry_at, probe_owner, probe_until,
+       (SELECT count(*) FROM breaker_failures
+        WHERE breaker_failures.name = breakers.name
+          AND breaker_failures.at > :now - breakers.window_seconds) AS failures
+FROM breakers
+
+-- name: get_breaker
+{{breaker_row}} WHERE name = :name;
+
+-- name: list_breakers
+{{breaker_row}} ORDER BY name;
+
+-- name: lock_breaker
+SELECT 1;  -- writers are serial (BEGIN IMMEDIATE)
+
+-- name: ensure_breaker
+INSERT INTO breakers (name, state, window_seconds, updated_at)
+VALUES (:name, 'closed', :window, :now)
+ON CONFLICT (name) DO UPDATE SET window_seconds = excluded.window_seconds;
+
+-- name: record_breaker_failure
+INSERT INTO breaker_failures (name, at) VALUES (:name, :now);
+
+-- name: prune_breaker_failures
+DELETE FROM breaker_failures WHERE name = :name AND at <= :now - :window;
+
+-- name: count_breaker_failures
+SELECT count(*) FROM breaker_failures WHERE name = :name AND at > :now - :window;
+
+-- name: open_breaker
+-- Closed and tripped (:trip), or half-open with this probe failing or a probe past its time.
+UPDATE breakers
+SET state = 'open', opened_at = :now, retry_at = :retry_at, probe_owner = NULL,
+    probe_until = NULL, updated_at = :now
+WHERE name = :name
+  AND ((state = 'closed' AND :trip = 1)
+       OR (state = 'half_open' AND (probe_owner = :probe OR probe_until <= :now)));
+
+-- name: take_probe
+UPDATE breakers SET state = 'half_open', probe_owner = :probe, probe_until = :until,
+                    updated_at = :now
+WHERE name = :name AND state = 'open' AND retry_at <= :now;
+
+-- name: close_breaker
+UPDATE breakers
+SET state = 'closed', opened_at = NULL, retry_at = NULL, probe_owner = NULL,
+    probe_until = NULL, updated_at = :now
+WHERE name = :name AND state = 'half_open' AND probe_owner = :probe;
+
+-- name: clear_breaker_failures
+DELETE FROM breaker_failures WHERE name = :name;
+
+-- name: wake_breaker_waiters
+UPDATE runs SET wake_at = :now, updated_at = :now
+WHERE status = 'suspended' AND waiting_for = :waiting_for;
+
+-- name: retime_breaker_waiters
+-- The breaker opened again: runs waiting for its probe wait for the next cooldown instead.
+UPDATE runs SET wake_at = :retry_at, updated_at = :now
+WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;

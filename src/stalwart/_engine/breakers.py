@@ -1,0 +1,70 @@
+"""Circuit breakers shared by the fleet. Before an attempt of a step with a breaker starts,
+the breaker's state is read from the store: closed, the attempt runs; open, the run suspends
+on a durable timer until the cooldown ends (no attempt is spent, no worker held); after the
+cooldown, one attempt fleet-wide takes the probe (half-open) and the others wait for it.
+Every recorded failure counts in the store's sliding window; the probe's outcome closes or
+reopens the breaker, and closing wakes the runs waiting on it."""
+
+from __future__ import annotations
+
+import logging
+
+from .._model import Breaker
+from .invocation import Invocation
+
+__all__ = ["admit", "report"]
+
+log = logging.getLogger("stalwart")
+
+# A run woken early (the breaker is still open) waits at least this long before it looks again.
+_MIN_WAIT = 0.1
+
+
+def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
+    """Let ``attempt`` start, or suspend the run until the breaker may let it; returns
+    ``attempt`` when it is the half-open probe."""
+    store, name = inv.runtime.store, breaker.name
+    now = inv.runtime.clock.time()
+    row = store.breaker(name, now=now)
+    if row is None or row.state == "closed":
+        return None
+    if row.state == "half_open" and (row.probe_until or 0.0) <= now:
+        if store.expire_probe(name, now=now, cooldown=breaker.cooldown):
+            log.warning("breaker %s: its probe did not finish in time; open again", name)
+        row = store.breaker(name, now=now)
+    elif row.state == "open" and (row.retry_at or 0.0) <= now:
+        until = now + inv.runtime.lease_seconds
+        if store.take_probe(name, probe=attempt, now=now, until=until):
+            log.info("breaker %s: half-open, run %s probes", name, inv.workflow_id)
+            return attempt
+        row = store.breaker(name, now=now)
+    if row is None or row.state == "closed":
+        return None
+    wake = row.retry_at if row.state == "open" else row.probe_until
+    raise inv.suspend(wake_at=max(wake or 0.0, now + _MIN_WAIT), waiting_for=f"breaker:{name}")
+
+
+def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) -> None:
+    """An attempt's recorded outcome: a failure counts in the window (and may open the
+    breaker); the probe's success closes it."""
+    store, name = inv.runtime.store, breaker.name
+    now = inv.runtime.clock.time()
+    if ok:
+        if probe is not None and store.breaker_succeeded(name, probe=probe, now=now):
+            log.info("breaker %s: closed, its probe succeeded", name)
+        return
+    opened = store.breaker_failed(
+        name,
+        now=now,
+        failures=breaker.failures,
+        window=breaker.window,
+        cooldown=breaker.cooldown,
+        probe=probe,
+    )
+    if opened:
+        log.warning(
+            "breaker %s: open (%s); its steps wait %gs before one probe",
+            name,
+            "the probe failed" if probe else f"{breaker.failures} failures in {breaker.window:g}s",
+            breaker.cooldown,
+        )
