@@ -3,9 +3,13 @@ spend more, so the money is not spent; an operator continues it with a larger bu
 
 from __future__ import annotations
 
+from typing import Any
+
+import openai
 import pytest
 
 import stalwart
+from fake_provider import fake_provider
 
 
 def test_a_run_stops_before_the_attempt_past_max_tokens(app: stalwart.Stalwart) -> None:
@@ -114,3 +118,37 @@ def test_bad_budgets_are_refused(app: stalwart.Stalwart) -> None:
         app.run(unbudgeted, workflow_id="unbudgeted")
     with pytest.raises(stalwart.InvalidOperation, match="declares no budget"):
         app.retry("unbudgeted", budget=stalwart.Budget(max_tokens=5))
+
+
+def test_budgets_and_loops_stop_before_the_call_reaches_the_provider(
+    app: stalwart.Stalwart,
+) -> None:
+    """With the openai SDK against a local provider: the calls a budget or a loop refuses
+    never reach the server (each completion uses 3 + 2 tokens)."""
+    with fake_provider() as provider:
+        client = openai.OpenAI(base_url=provider.url, api_key="test-key", max_retries=0)
+
+        @app.step(retry=stalwart.Retry.llm())
+        def chat(question: str) -> Any:
+            return client.chat.completions.create(
+                model="fake-model", messages=[{"role": "user", "content": question}]
+            )
+
+        @app.workflow(budget=stalwart.Budget(max_tokens=12))
+        def spender() -> None:
+            for turn in range(10):
+                chat(f"question {turn}")
+
+        @app.workflow(budget=stalwart.Budget(max_repeats=2))
+        def looper() -> None:
+            while True:
+                chat("the same question")
+
+        with pytest.raises(stalwart.BudgetExceeded, match="max_tokens=12"):
+            app.run(spender, workflow_id="spender")
+        assert len(provider.calls) == 3  # 5, 10, 15 tokens: the fourth call never left
+        assert app.usage("spender") == stalwart.Usage(9, 6, 0.0, 3)
+
+        with pytest.raises(stalwart.LoopDetected, match="max_repeats=2"):
+            app.run(looper, workflow_id="looper")
+        assert len(provider.calls) == 3 + 2  # the third identical call never left
