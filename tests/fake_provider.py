@@ -137,6 +137,7 @@ class FakeProvider:
     inside a :meth:`throttle` window every request gets 429 instead."""
 
     def __init__(self) -> None:
+        self.latency = 0.0  # seconds before every ordinary answer (not the script's, nor a 429)
         self.script: list[Reply] = []
         self.calls: list[Call] = []
         self.windows: list[Window] = []
@@ -162,7 +163,7 @@ class FakeProvider:
             elif self.script:
                 reply = self.script.pop(0)
             else:
-                reply = Reply(body=completion("ok"))
+                reply = Reply(body=completion("ok"), delay=self.latency)
             status = None if reply.reset else reply.status
             self.calls.append(Call(path, run, now, status, window is not None))
             return reply
