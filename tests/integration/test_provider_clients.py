@@ -4,6 +4,7 @@ local OpenAI-compatible server that throttles, fails and answers on demand."""
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -364,3 +365,56 @@ def test_a_malformed_200_body_is_retried_under_retry_llm(
     failed, done = _step_entries(app, "malformed")
     assert failed.error is not None and failed.error.startswith("JSONDecodeError: ")
     assert (done.attempt, done.status) == (2, "completed")
+
+
+# asyncio's default executor: min(32, CPUs + 4) threads (6 on a 2-core machine).
+DEFAULT_EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="an async step's in-place backoff (<= 5 s) sleeps in asyncio.to_thread, so each "
+    "waiting run holds a thread of the app loop's default executor (min(32, CPUs + 4)); more "
+    "throttled async runs than that wait in turn, and everything else on the loop that needs "
+    "the executor (getaddrinfo for every new connection, to_thread) waits behind the sleeps",
+)
+def test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends(
+    tmp_path: Path, provider: FakeProvider
+) -> None:
+    """More async runs than the default executor has threads, in one worker, all told to
+    come back in under 3 s (retry-after-ms, exact): each should call again right at the
+    window's end, as the sync runs of the 7 s test do."""
+    runs = DEFAULT_EXECUTOR_THREADS + 2
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'async-throttle.db'}") as app:
+
+        @app.step(retry=stalwart.Retry.llm(), timeout=10.0)
+        async def chat() -> str:
+            async with openai.AsyncOpenAI(
+                base_url=provider.url, api_key="test-key", max_retries=0
+            ) as client:
+                completion = await client.chat.completions.create(
+                    model="fake-model",
+                    messages=[{"role": "user", "content": "hi"}],
+                    extra_headers={"x-run-id": stalwart.workflow_id()},
+                )
+            return completion.choices[0].message.content or ""
+
+        @app.workflow
+        async def agent() -> str:
+            return await chat()
+
+        worker = testing.worker(app, concurrency=runs + 2)
+        serving = threading.Thread(target=worker.serve, daemon=True)
+        serving.start()
+        try:
+            window = provider.throttle(3.0, millis=True)
+            handles = [app.start(agent, workflow_id=f"async-{i}") for i in range(runs)]
+            assert [h.result(timeout=60) for h in handles] == ["ok"] * runs
+        finally:
+            worker.stop()
+            serving.join(timeout=30)
+
+    assert provider.per_run() == {f"async-{i}": 2 for i in range(runs)}  # none wasted
+    late = [provider.calls_of(f"async-{i}")[1].at - window.end for i in range(runs)]
+    assert min(late) >= 0
+    assert max(late) < 1.0, f"seconds after the window's end: {sorted(late)}"
