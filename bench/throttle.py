@@ -29,8 +29,14 @@ over 5 s; a window of 5 s or less is waited out in the worker's threads). Dead l
 that did not complete (``failed``, the dead-letter queue, or ``needs_attention``): the bench
 exits 1 if there is any.
 
+``--async`` makes the agents async (``openai.AsyncOpenAI`` in async steps): their waits of 5 s
+or less sleep in a thread of asyncio's default executor, min(32, CPUs + 4) threads, so on a
+small machine they come back in turn, long after the window (the strict xfail
+``test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends``).
+
     python bench/throttle.py [--agents 50] [--calls 4] [--workers 2] [--window 5]
-                             [--latency 0.2] [--stores sqlite,postgres] [--postgres-url URL]
+                             [--latency 0.2] [--async] [--millis]
+                             [--stores sqlite,postgres] [--postgres-url URL]
 """
 
 from __future__ import annotations
@@ -72,14 +78,40 @@ TERMINAL = frozenset({"completed", "failed", "cancelled", "needs_attention"})
 # -- the agent (the bench and every worker process build it) ---------------------------------
 
 
-def build(url: str, provider_url: str) -> tuple[stalwart.Stalwart, Any]:
-    """The app on ``url`` and its agent workflow, named explicitly so all processes agree."""
+def build(url: str, provider_url: str, use_async: bool = False) -> tuple[stalwart.Stalwart, Any]:
+    """The app on ``url`` and its agent workflow, named explicitly so all processes agree;
+    with ``use_async``, an async workflow whose steps use ``openai.AsyncOpenAI``."""
     import openai
 
     app = stalwart.Stalwart(url)
-    client = openai.OpenAI(base_url=provider_url, api_key="bench-key", max_retries=0)
+    retry = stalwart.Retry.llm()
+    if use_async:
+        clients: list[openai.AsyncOpenAI] = []  # made on the app's loop, which it is bound to
 
-    @app.step(name="throttle_chat", retry=stalwart.Retry.llm(), timeout=STEP_TIMEOUT_S)
+        @app.step(name="throttle_chat", retry=retry, timeout=STEP_TIMEOUT_S)
+        async def chat_async(turn: int) -> str:
+            if not clients:
+                clients.append(
+                    openai.AsyncOpenAI(base_url=provider_url, api_key="bench", max_retries=0)
+                )
+            completion = await clients[0].chat.completions.create(
+                model="fake-model",
+                messages=[{"role": "user", "content": f"turn {turn}"}],
+                extra_headers={"x-run-id": stalwart.workflow_id()},
+            )
+            return completion.choices[0].message.content or ""
+
+        @app.workflow(name="throttle_agent")
+        async def agent_async(calls: int) -> int:
+            for turn in range(calls):
+                await chat_async(turn)
+            return calls
+
+        return app, agent_async
+
+    client = openai.OpenAI(base_url=provider_url, api_key="bench", max_retries=0)
+
+    @app.step(name="throttle_chat", retry=retry, timeout=STEP_TIMEOUT_S)
     def chat(turn: int) -> str:
         completion = client.chat.completions.create(
             model="fake-model",
@@ -97,9 +129,9 @@ def build(url: str, provider_url: str) -> tuple[stalwart.Stalwart, Any]:
     return app, agent
 
 
-def serve(url: str, provider_url: str, concurrency: int, ready: str) -> int:
+def serve(url: str, provider_url: str, concurrency: int, ready: str, use_async: bool) -> int:
     """The worker process: serve the agent until SIGTERM."""
-    app, _ = build(url, provider_url)
+    app, _ = build(url, provider_url, use_async)
     try:
         partial = Path(f"{ready}.partial")
         partial.write_text(str(os.getpid()), "ascii")
@@ -116,17 +148,18 @@ def serve(url: str, provider_url: str, concurrency: int, ready: str) -> int:
 class Fleet:
     """``size`` worker processes serving one store."""
 
-    def __init__(self, url: str, provider_url: str, size: int, concurrency: int, folder: Path):
+    def __init__(self, url: str, provider_url: str, args: argparse.Namespace, folder: Path):
         self.folder = folder
         self.procs: list[subprocess.Popen[bytes]] = []
         self.logs: list[IO[bytes]] = []
         try:
             ready = []
-            for i in range(size):
+            for i in range(args.workers):
                 self.logs.append((folder / f"worker-{i}.log").open("wb"))
                 ready.append(folder / f"worker-{i}.ready")
                 command = [sys.executable, __file__, "--worker", url, "--provider", provider_url]
-                command += ["--concurrency", str(concurrency), "--ready", str(ready[-1])]
+                command += ["--concurrency", str(args.concurrency), "--ready", str(ready[-1])]
+                command += ["--async"] if args.use_async else []
                 self.procs.append(
                     subprocess.Popen(
                         command, stdout=subprocess.DEVNULL, stderr=self.logs[-1], cwd=folder
@@ -255,10 +288,10 @@ def measure(
 ) -> tuple[Pass, Pass]:
     """The baseline and the throttled pass on one fresh store and fleet."""
     url = stores.fresh()
-    app, agent = build(url, provider.url)
+    app, agent = build(url, provider.url, args.use_async)
     fleet: Fleet | None = None
     try:
-        fleet = Fleet(url, provider.url, args.workers, args.concurrency, Path(stores.folder))
+        fleet = Fleet(url, provider.url, args, Path(stores.folder))
         # Warm up: the workers' first claims, their HTTP clients and the page cache.
         passes = {"app": app, "agent": agent, "provider": provider, "fleet": fleet, "store": kind}
         run_pass(**passes, label="warm-up", args=_warm(args))
@@ -348,6 +381,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--window", type=float, default=5.0, help="throttle window, s (5)")
     parser.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="async agents (openai.AsyncOpenAI in async steps) instead of sync ones",
+    )
+    parser.add_argument(
         "--millis",
         action="store_true",
         help="the 429s also carry retry-after-ms (exact), not only Retry-After (whole seconds)",
@@ -374,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         if not (args.ready and args.provider):
             parser.error("--worker needs --provider URL and --ready PATH")
-        return serve(args.worker, args.provider, args.concurrency, args.ready)
+        return serve(args.worker, args.provider, args.concurrency, args.ready, args.use_async)
     if min(args.agents, args.calls, args.workers, args.concurrency) < 1:
         parser.error("--agents, --calls, --workers and --concurrency must be >= 1")
     if args.window <= 0 or args.latency < 0:
@@ -394,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         f"load average {load} at start"
     )
     print(
-        f"parameters: {args.agents} agents x {args.calls} model calls, {args.workers} worker "
+        f"parameters: {args.agents} {'async' if args.use_async else 'sync'} agents x "
+        f"{args.calls} model calls, {args.workers} worker "
         f"processes x concurrency {args.concurrency}, answers take {args.latency:g} s, a "
         f"{args.window:g} s throttle window in the middle of the throttled pass"
         + (" (Retry-After and retry-after-ms)" if args.millis else " (Retry-After)"),
