@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ bench: $(STAMP)
 # its rows are skipped when none answers). Takes a few minutes.
 bench-fleet: $(STAMP)
 	$(BIN)/python bench/fleet.py
+
+# 50 agents on 2 worker processes wait out a provider's 5 s throttle window (a fake
+# OpenAI-compatible server, the openai SDK, Retry.llm()), on SQLite and on PostgreSQL as
+# bench-fleet finds it. Exits 1 if a run does not complete. Takes about half a minute.
+bench-throttle: $(STAMP)
+	$(BIN)/python bench/throttle.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)
