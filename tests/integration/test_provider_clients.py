@@ -371,13 +371,6 @@ def test_a_malformed_200_body_is_retried_under_retry_llm(
 DEFAULT_EXECUTOR_THREADS = min(32, (os.cpu_count() or 1) + 4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="an async step's in-place backoff (<= 5 s) sleeps in asyncio.to_thread, so each "
-    "waiting run holds a thread of the app loop's default executor (min(32, CPUs + 4)); more "
-    "throttled async runs than that wait in turn, and everything else on the loop that needs "
-    "the executor (getaddrinfo for every new connection, to_thread) waits behind the sleeps",
-)
 def test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends(
     tmp_path: Path, provider: FakeProvider
 ) -> None:

@@ -8,6 +8,7 @@ import threading
 from collections.abc import Awaitable
 from typing import Any
 
+from .._clock import SystemClock
 from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._registry import StepDef
@@ -478,8 +479,13 @@ def _back_off(inv: Invocation, call: StepCall, seconds: float) -> None:
 
 async def _back_off_async(inv: Invocation, call: StepCall, seconds: float) -> None:
     pause = _pause_before_retry(inv, call, seconds)
-    if pause > 0:
-        await asyncio.to_thread(inv.runtime.clock.sleep, pause)
+    if pause <= 0:
+        return
+    clock = inv.runtime.clock
+    if isinstance(clock, SystemClock):  # on the loop: a waiting run holds no thread
+        await asyncio.sleep(pause)
+    else:  # a test's clock sleeps its own way
+        await asyncio.to_thread(clock.sleep, pause)
 
 
 @guarded_async
