@@ -22,16 +22,12 @@ from ._engine.loop import install_task_factory
 from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
-    ApprovalRequest,
     Breaker,
-    BreakerState,
     Budget,
-    JournalEntry,
-    Usage,
-    WorkflowInfo,
     run_id,
 )
 from ._operator import MISSING, Operator
+from ._reads import Reads
 from ._registry import Registry
 from ._retry import Retry
 from ._runtime import Runtime
@@ -51,7 +47,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset)
 
 
-class Stalwart:
+class Stalwart(Reads):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(
@@ -238,28 +234,6 @@ class Stalwart:
         self._views.row(workflow_id)
         return self._handle(workflow_id)
 
-    def list_workflows(
-        self,
-        status: str | None = None,
-        name: str | None = None,
-        limit: int = 100,
-        before: Any = None,
-    ) -> list[WorkflowInfo]:
-        """Runs, newest first; pass the last one's ``created_at`` as ``before`` to page back."""
-        return self._views.list_workflows(status, name, limit, before)
-
-    def usage(self, workflow_id: str) -> Usage:
-        """The run's usage: tokens, cost and step attempts, failed attempts included."""
-        return self._views.usage(workflow_id)
-
-    def breakers(self) -> list[BreakerState]:
-        """The fleet's circuit breakers that have counted a failure, by name."""
-        return self._views.breakers()
-
-    def journal(self, workflow_id: str) -> list[JournalEntry]:
-        """The run's audit trail: every step, attempt and lifecycle event, in order."""
-        return self._views.journal(workflow_id)
-
     # -- serving and operator calls -------------------------------------------------------
 
     def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
@@ -283,10 +257,6 @@ class Stalwart:
         """Send event ``name`` to a run's inbox; a second one with the same ``dedup_key`` is
         ignored (webhooks arrive at least once). :class:`WorkflowNotFound` for an unknown run."""
         return self._operator.send_event(workflow_id, name, payload, dedup_key, by)
-
-    def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
-        """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
-        return self._views.approvals(pending)
 
     def approve(
         self,

@@ -263,6 +263,9 @@ def declare_queue(
     if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
         raise UsageError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
     runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
+    runtime.store.declare_queue(  # for operators: what every worker of the app applies
+        name, concurrency=concurrency, rate=rate, period=float(period), now=runtime.clock.time()
+    )
 
 
 def definition_of(runtime: Runtime, wf: Any) -> WorkflowDef:

@@ -22,14 +22,18 @@ __all__ = [
     "Breaker",
     "BreakerState",
     "Budget",
+    "CurrentStep",
     "EntryKind",
     "EntryStatus",
     "ErrorRecord",
     "ErrorType",
     "JournalEntry",
     "OutcomeKind",
+    "QueueInfo",
+    "RunDetail",
     "RunStatus",
     "Usage",
+    "WorkerInfo",
     "WorkflowInfo",
     "from_epoch",
     "run_id",
@@ -218,6 +222,60 @@ class WorkflowInfo:
     created_at: _dt.datetime
     updated_at: _dt.datetime
     error: str | None
+
+
+@dataclass(frozen=True)
+class CurrentStep:
+    """The step a running run executes now, as its holder last published it: the step's
+    name, seq and attempt, when the attempt started, the details of its last
+    ``stalwart.heartbeat`` (``None`` if none) and the worker holding the run."""
+
+    name: str
+    seq: int
+    attempt: int
+    started_at: _dt.datetime
+    heartbeat: Any
+    holder: str | None
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """One run as an operator sees it (``app.describe``): its :class:`WorkflowInfo`, what it
+    waits on (``"timer until T"``, ``"event NAME"``, ``"approval SUBJECT"``, ``"breaker
+    NAME"``, ``"queue Q"``, else ``None``), the step it executes now, and its usage."""
+
+    info: WorkflowInfo
+    waiting_for: str | None
+    current: CurrentStep | None
+    usage: Usage
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """A queue: its declared limits (``None``: unlimited) and how many of its runs are
+    ``pending`` and ``running`` now, fleet-wide."""
+
+    name: str
+    concurrency: int | None
+    rate: int | None
+    period: float
+    pending: int
+    running: int
+
+
+@dataclass(frozen=True)
+class WorkerInfo:
+    """A worker process serving the store: its id (the lease owner prefix), host and pid,
+    the queues it serves, when it started, when it was last seen, and how many runs it
+    executes."""
+
+    id: str
+    host: str
+    pid: int
+    queues: list[str]
+    started_at: _dt.datetime
+    seen_at: _dt.datetime
+    running: int
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ its error. Everything here reads; nothing writes."""
 
 from __future__ import annotations
 
+import datetime as _dt
+import json
 from typing import Any
 
 from ._engine.invocation import step_key
@@ -21,13 +23,17 @@ from ._model import (
     Approval,
     ApprovalRequest,
     BreakerState,
+    CurrentStep,
     EntryKind,
     EntryStatus,
     ErrorRecord,
     ErrorType,
     JournalEntry,
+    QueueInfo,
+    RunDetail,
     RunStatus,
     Usage,
+    WorkerInfo,
     WorkflowInfo,
     from_epoch,
     to_epoch,
@@ -80,6 +86,46 @@ _ATTENTION: dict[str, type[NeedsAttention]] = {
     ErrorType.LOOP_DETECTED: LoopDetected,
 }
 _ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})  # a reused row ran elsewhere
+
+
+def info_of(row: RunRow) -> WorkflowInfo:
+    """A run's row as :class:`WorkflowInfo`."""
+    return WorkflowInfo(
+        workflow_id=row.workflow_id,
+        name=row.name,
+        status=row.status,
+        queue=row.queue,
+        created_at=from_epoch(row.created_at),  # type: ignore[arg-type]
+        updated_at=from_epoch(row.updated_at),  # type: ignore[arg-type]
+        error=error_text(row.error),
+    )
+
+
+def _check_filters(status: str | None, queue: str | None) -> None:
+    if status is not None and status not in STATUSES:
+        raise UsageError(f"status={status!r}: use one of {', '.join(STATUSES)}")
+    if queue is not None and (not isinstance(queue, str) or not queue):
+        raise UsageError(f"queue={queue!r}: pass a queue name")
+
+
+def _cursor(before: Any) -> tuple[float | None, str | None]:
+    """Where a page ends: a :class:`WorkflowInfo` (the last run of the previous page, exact
+    even when runs share a creation time) or a time (a datetime or epoch seconds)."""
+    if before is None:
+        return None, None
+    if isinstance(before, WorkflowInfo):
+        return to_epoch(before.created_at), before.workflow_id
+    return _when(before, "before"), None
+
+
+def _when(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, _dt.datetime) or (
+        isinstance(value, int | float) and not isinstance(value, bool)
+    ):
+        return to_epoch(value)
+    raise UsageError(f"{what}={value!r}: pass a datetime or epoch seconds")
 
 
 def _usage_of(workflow_id: str, row: JournalRow) -> Usage | None:
@@ -143,28 +189,114 @@ class Views:
         name: str | None = None,
         limit: int = 100,
         before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
     ) -> list[WorkflowInfo]:
-        if status is not None and status not in STATUSES:
-            raise UsageError(f"status={status!r}: use one of {', '.join(STATUSES)}")
-        if not isinstance(limit, int) or limit < 1:
+        _check_filters(status, queue)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
+        before_at, before_id = _cursor(before)
         rows = self.runtime.store.list_runs(
             status=status,
             name=name,
             limit=limit,
-            before=None if before is None else to_epoch(before),
+            before=before_at,
+            before_id=before_id,
+            queue=queue,
+            since=_when(since, "since"),
         )
-        return [
-            WorkflowInfo(
-                workflow_id=r.workflow_id,
-                name=r.name,
-                status=r.status,
-                queue=r.queue,
-                created_at=from_epoch(r.created_at),  # type: ignore[arg-type]
-                updated_at=from_epoch(r.updated_at),  # type: ignore[arg-type]
-                error=error_text(r.error),
+        return [info_of(r) for r in rows]
+
+    def count_workflows(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        queue: str | None = None,
+        since: Any = None,
+    ) -> int:
+        _check_filters(status, queue)
+        return self.runtime.store.count_runs(
+            status=status, name=name, queue=queue, since=_when(since, "since")
+        )
+
+    def describe(self, workflow_id: str) -> RunDetail:
+        row = self.row(workflow_id)
+        return RunDetail(
+            info=info_of(row),
+            waiting_for=self._waiting_for(row),
+            current=self._current(row),
+            usage=self.usage(workflow_id),
+        )
+
+    def _waiting_for(self, row: RunRow) -> str | None:
+        if row.status == RunStatus.PENDING:
+            declared = {q.name for q in self.runtime.store.list_queues()}
+            return f"queue {row.queue}" if row.queue in declared else None
+        if row.status != RunStatus.SUSPENDED:
+            return None
+        kind, _, key = (row.waiting_for or "").partition(":")
+        if kind == "approval":
+            request = self.runtime.store.get_approval(row.workflow_id, key)
+            return f"approval {request.subject if request is not None else key}"
+        if kind in ("event", "breaker", "child"):
+            return f"{kind} {key}"
+        until = from_epoch(row.wake_at)
+        return "timer" if until is None else f"timer until {until.isoformat()}"
+
+    def _current(self, row: RunRow) -> CurrentStep | None:
+        if row.status != RunStatus.RUNNING or not row.current_step:
+            return None
+        try:
+            step = json.loads(row.current_step)
+            heartbeat = (
+                None
+                if row.progress is None
+                else self.runtime.codec.decode(self.runtime.store.load_payload(row.progress))
             )
-            for r in rows
+        except (ValueError, CorruptRecord):
+            return None  # what operators read only: a damaged note is not worth an error
+        return CurrentStep(
+            name=step["name"],
+            seq=step["seq"],
+            attempt=step["attempt"],
+            started_at=from_epoch(step["started_at"]),  # type: ignore[arg-type]
+            heartbeat=heartbeat,
+            holder=row.lease_owner,
+        )
+
+    def queues(self) -> list[QueueInfo]:
+        store = self.runtime.store
+        counts: dict[str, dict[str, int]] = {}
+        for count in store.run_counts():
+            counts.setdefault(count.queue, {})[count.status] = count.runs
+        declared = {q.name: q for q in store.list_queues()}
+        return [
+            QueueInfo(
+                name=name,
+                concurrency=declared[name].concurrency if name in declared else None,
+                rate=declared[name].rate if name in declared else None,
+                period=declared[name].period if name in declared else 1.0,
+                pending=counts.get(name, {}).get(RunStatus.PENDING, 0),
+                running=counts.get(name, {}).get(RunStatus.RUNNING, 0),
+            )
+            for name in sorted({*declared, *counts})
+        ]
+
+    def workers(self) -> list[WorkerInfo]:
+        runtime = self.runtime
+        stale = runtime.clock.time() - 3 * runtime.lease_seconds
+        return [
+            WorkerInfo(
+                id=w.id,
+                host=w.host,
+                pid=w.pid,
+                queues=list(json.loads(w.queues)),
+                started_at=from_epoch(w.started_at),  # type: ignore[arg-type]
+                seen_at=from_epoch(w.seen_at),  # type: ignore[arg-type]
+                running=w.running,
+            )
+            for w in runtime.store.list_workers(stale_before=stale)
         ]
 
     def journal(self, workflow_id: str) -> list[JournalEntry]:

@@ -9,7 +9,9 @@ Suspended runs hold nothing here.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
 import signal
 import threading
 import time
@@ -22,6 +24,7 @@ from ._engine.driver import Driver
 from ._engine.invocation import Invocation
 from ._errors import UsageError
 from ._leases import HOST, holder_is_gone
+from ._store.base import WorkerRow
 
 if TYPE_CHECKING:
     from ._store import RunRow
@@ -57,6 +60,8 @@ class Worker:
         self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
         self._lock = threading.Lock()
+        self._started_at = 0.0
+        self._next_beat = 0.0
 
     def _all_queues(self) -> list[str]:
         """``default``, every declared queue and every queue a workflow names."""
@@ -81,11 +86,15 @@ class Worker:
         self.runtime.store.reserve_connections(self.concurrency + 4)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
         self._start_threads(pool)
+        self._started_at = self.runtime.clock.time()
+        self._beat()
         try:
             self._loop(names, pool)
         finally:
             self._shut_down(pool)
             restore()
+            with contextlib.suppress(Exception):  # a worker row left behind ages out
+                self.runtime.store.drop_worker(self.runtime.owner)
         log.info("worker %s: stopped", self.runtime.owner)
 
     def _start_threads(self, pool: ThreadPoolExecutor) -> None:
@@ -128,7 +137,28 @@ class Worker:
             if now >= next_scan:
                 next_scan = now + HOST_SCAN_SECONDS
                 self._take_over_dead_holders(names, pool)
+            if now >= self._next_beat:
+                self._beat()
             self.runtime.wakeup.wait(IDLE_POLL_SECONDS)
+
+    def _beat(self) -> None:
+        """Refresh this worker's row, which operators read (``app.workers()``), as often as
+        leases are renewed."""
+        runtime = self.runtime
+        self._next_beat = time.monotonic() + max(0.05, runtime.lease_seconds / 3)
+        row = WorkerRow(
+            id=runtime.owner,
+            host=HOST,
+            pid=os.getpid(),
+            queues=json.dumps(self.queues),
+            started_at=self._started_at,
+            seen_at=runtime.clock.time(),
+            running=len(self.active),
+        )
+        try:
+            runtime.store.beat_worker(row)
+        except Exception:  # what operators read only: the next beat tries again
+            log.warning("worker %s: refreshing its row failed", runtime.owner, exc_info=True)
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.

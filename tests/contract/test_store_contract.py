@@ -28,6 +28,7 @@ from stalwart._store.base import (
     HeldRun,
     QueueLimits,
     WaitDecision,
+    WorkerRow,
 )
 
 
@@ -705,6 +706,52 @@ def test_fork_run_reuses_the_chosen_rows_of_its_source(store: Store) -> None:
     assert not fork("r1")
 
 
+# -- what operators read ----------------------------------------------------------------------
+
+
+def test_runs_are_counted_and_paged_on_creation_time_and_id(store: Store) -> None:
+    for wid in ("a", "b", "c"):
+        _create(store, wid, owner=None, now=100.0, queue="q" if wid != "c" else "default")
+    _create(store, "d", owner="w1", now=200.0)
+    first = store.list_runs(status=None, name=None, limit=2, before=None)
+    assert [r.workflow_id for r in first] == ["d", "c"]
+    after = store.list_runs(status=None, name=None, limit=5, before=100.0, before_id="c")
+    assert [r.workflow_id for r in after] == ["b", "a"]
+    assert store.count_runs(status=None, name=None, queue=None, since=None) == 4
+    assert store.count_runs(status="pending", name="agent", queue="q", since=None) == 2
+    assert store.count_runs(status=None, name=None, queue=None, since=150.0) == 1
+    since = store.list_runs(status=None, name=None, limit=9, before=None, queue="q", since=100.0)
+    assert [r.workflow_id for r in since] == ["b", "a"]
+    counts = sorted((c.queue, c.status, c.runs) for c in store.run_counts())
+    assert counts == [("default", "pending", 1), ("default", "running", 1), ("q", "pending", 2)]
+
+
+def test_a_holder_publishes_its_current_step(store: Store) -> None:
+    _create(store, "r1", owner="w1")
+    assert store.publish_step("r1", owner="w1", current='{"name": "llm", "seq": 1}')
+    row = store.get_run("r1")
+    assert row is not None and row.current_step == '{"name": "llm", "seq": 1}'
+    assert store.record_progress("r1", owner="w1", progress=b"J1", now=101.0, lease_until=500)
+    row = store.get_run("r1")
+    assert row is not None and row.progress == b"J1"
+
+
+def test_queues_and_workers_are_kept_for_operators(store: Store) -> None:
+    store.declare_queue("mail", concurrency=2, rate=None, period=1.0, now=100.0)
+    store.declare_queue("mail", concurrency=3, rate=10, period=60.0, now=101.0)
+    assert [(q.name, q.concurrency, q.rate, q.period) for q in store.list_queues()] == [
+        ("mail", 3, 10, 60.0)
+    ]
+    store.beat_worker(WorkerRow("w1", "h", 10, '["default"]', 100.0, 100.0, 0))
+    store.beat_worker(WorkerRow("w2", "h", 11, '["mail"]', 100.0, 100.0, 0))
+    store.beat_worker(WorkerRow("w1", "h", 10, '["default"]', 100.0, 150.0, 2))
+    assert [(w.id, w.seen_at, w.running) for w in store.list_workers(stale_before=120.0)] == [
+        ("w1", 150.0, 2)
+    ]
+    store.drop_worker("w1")
+    assert store.list_workers(stale_before=0.0) == []
+
+
 # -- circuit breakers ------------------------------------------------------------------------
 
 
@@ -804,6 +851,7 @@ STALE: dict[str, Callable[[Store], object]] = {
         "r1", owner="w0", progress=b"J1", now=110, lease_until=500
     ),
     "renew_lease": lambda s: s.renew_lease("r1", owner="w0", lease_until=500),
+    "publish_step": lambda s: s.publish_step("r1", owner="w0", current='{"name": "x"}'),
     "open_wait": lambda s: s.open_wait("r1", _wait(), owner="w0", approval=_ask()),
     "resolve_wait": lambda s: (
         s.resolve_wait("r1", _resolved(), owner="w0", time_out=True, now=110).winner

@@ -28,6 +28,10 @@ CONTRACT = {
     "LoopDetected",
     "Breaker",  # 0.2: circuit breakers shared by the fleet
     "BreakerState",
+    "RunDetail",  # 0.2: read models
+    "CurrentStep",
+    "QueueInfo",
+    "WorkerInfo",
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",

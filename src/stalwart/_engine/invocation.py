@@ -81,6 +81,11 @@ class StepScope:
     last_beat: float = 0.0
     suffix: str = ""
     usage: dict[str, Any] = field(default_factory=dict)  # what record_usage() added
+    started_at: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.started_at = self.invocation.runtime.clock.time()
+        self.invocation.current_step = self  # the lease keeper publishes it for operators
 
     @property
     def idempotency_key(self) -> str:
@@ -180,6 +185,7 @@ class Invocation:
         self.recorded: dict[str, Recorded] = {}
         self.damaged: dict[str, str] = {}  # position -> why its latest row cannot be read
         self.spend: Any = None  # what the run has used, read when its budget is first checked
+        self.current_step: StepScope | None = None  # the attempt that started last, until settled
         for row in index:
             problem = _damage(row)
             try:

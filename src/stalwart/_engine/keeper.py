@@ -3,12 +3,13 @@ when an operator asked to cancel them."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 
 from .._runtime import Runtime
-from .invocation import Invocation
+from .invocation import Invocation, StepScope
 
 __all__ = ["LeaseKeeper"]
 
@@ -26,6 +27,7 @@ class LeaseKeeper:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._published: dict[str, StepScope | None] = {}
 
     def hold(self, inv: Invocation) -> None:
         with self._lock:
@@ -51,6 +53,30 @@ class LeaseKeeper:
     def drop(self, workflow_id: str) -> None:
         with self._lock:
             self.held.pop(workflow_id, None)
+            self._published.pop(workflow_id, None)
+
+    def _publish(self, inv: Invocation) -> None:
+        """Tell operators which step the run executes now, when that changed (a step shorter
+        than one poll is never published: it costs nothing)."""
+        scope = inv.current_step
+        if self._published.get(inv.workflow_id) is scope:
+            return
+        current = None
+        if scope is not None:
+            current = json.dumps(
+                {
+                    "name": scope.name,
+                    "seq": scope.seq,
+                    "attempt": scope.attempt,
+                    "started_at": scope.started_at,
+                }
+            )
+        try:
+            self.runtime.store.publish_step(inv.workflow_id, owner=inv.owner, current=current)
+        except Exception:  # what operators read only: the next poll tries again
+            log.debug("run %s: publishing its current step failed", inv.workflow_id, exc_info=True)
+            return
+        self._published[inv.workflow_id] = scope
 
     def close(self) -> None:
         self._closed = True
@@ -74,6 +100,7 @@ class LeaseKeeper:
             for inv in held:
                 if inv.workflow_id in cancelled:
                     inv.cancel_requested.set()
+                self._publish(inv)
             if time.monotonic() < next_renewal:
                 continue
             next_renewal = time.monotonic() + renew_every

@@ -349,6 +349,8 @@ class StepCall:
 def _count(call: StepCall, status: str, usage: str | None) -> None:
     """A recorded attempt counts in the run's spend and its breaker's window."""
     inv, breaker = call.inv, call.step.breaker
+    if status != EntryStatus.SCHEDULED:
+        inv.current_step = None
     if breaker is not None and status != EntryStatus.SCHEDULED:
         report(inv, breaker, call.probe, ok=status == EntryStatus.COMPLETED)
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):

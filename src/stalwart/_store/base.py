@@ -3,7 +3,8 @@
 Every verb is one transaction. Verbs that change a run the caller executes carry the caller's
 lease ``owner`` and do nothing (returning ``False``) when the caller no longer holds the lease,
 so a worker that lost its lease can never overwrite the new holder's records. Every verb
-returns a typed row (a frozen dataclass below), a scalar or a list of them, never a tuple.
+returns a typed row (a frozen dataclass of ``rows.py``), a scalar or a list of them, never a
+tuple.
 
 The verbs are split by what they concern, so that a layer can ask for the narrowest role:
 
@@ -20,6 +21,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   things a wait waits for, events and approvals.
 - ``AdminStore``: operator actions on a run nobody executes: cancel, redrive (retry and
   resolve), fork. ``list_runs`` stays with runs: it is a read model, not an action.
+- ``ReadStore``: what operators read about the fleet: run counts, the queues apps declared,
+  the workers serving the store (each refreshes its row as it renews leases).
 - ``BreakerStore``: circuit breakers shared by the fleet: their failures in a sliding window,
   opening, the one half-open probe, closing (which wakes the runs waiting on the breaker).
 
@@ -52,8 +55,26 @@ wake-ups inside ``deliver_event`` / ``decide_approval`` (a waiting run becomes d
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Protocol
+
+from .rows import (
+    ApprovalRow,
+    BreakerRow,
+    ClaimCandidate,
+    CompensationRow,
+    CountRow,
+    Entry,
+    ForkCandidate,
+    HeldRun,
+    IndexRow,
+    JournalRow,
+    LeaseClaim,
+    QueueLimits,
+    QueueRow,
+    RunRow,
+    WaitDecision,
+    WorkerRow,
+)
 
 __all__ = [
     "AdminStore",
@@ -62,6 +83,7 @@ __all__ = [
     "BreakerStore",
     "ClaimCandidate",
     "CompensationRow",
+    "CountRow",
     "Entry",
     "ForkCandidate",
     "HeldRun",
@@ -71,198 +93,18 @@ __all__ = [
     "LeaseClaim",
     "LeaseStore",
     "QueueLimits",
+    "QueueRow",
+    "ReadStore",
     "RunRow",
     "RunStore",
     "Store",
     "WaitDecision",
     "WaitStore",
+    "WorkerRow",
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 9
-
-
-@dataclass(frozen=True, slots=True)
-class QueueLimits:
-    """A queue's declared limits, applied by every worker of the app."""
-
-    concurrency: int | None = None
-    rate: int | None = None
-    period: float = 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """A run as stored."""
-
-    workflow_id: str
-    name: str
-    status: str
-    queue: str
-    priority: int
-    input: bytes | None
-    output: bytes | None
-    error: str | None
-    created_at: float
-    updated_at: float
-    lease_owner: str | None
-    lease_expires_at: float | None
-    wake_at: float | None = None
-    waiting_for: str | None = None
-    deadline: float | None = None
-    cancel_requested: int = 0
-    retrying: str | None = None  # "seq:attempt" of the last retry that began
-
-
-@dataclass(frozen=True, slots=True)
-class ApprovalRow:
-    """An approval request as stored."""
-
-    workflow_id: str
-    approval_id: str
-    subject: str
-    details: bytes | None
-    requested_at: float
-    expires_at: float | None
-    decided_at: float | None
-    approved: int | None
-    by: str | None
-    reason: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRow:
-    """One journal row as replay needs it: no inputs, outputs still as stored references."""
-
-    seq: int
-    position: str
-    kind: str
-    name: str
-    status: str
-    attempt: int | None
-    output: bytes | None
-    error: str | None
-    input: bytes | None = None  # only for scheduled waits: what they wait for
-
-
-@dataclass(frozen=True, slots=True)
-class JournalRow:
-    """One journal row for the audit trail, payloads resolved to their encoded bytes."""
-
-    id: int
-    seq: int | None
-    kind: str
-    name: str
-    status: str
-    attempt: int | None
-    started_at: float | None
-    finished_at: float | None
-    input: bytes | None
-    output: bytes | None
-    error: str | None
-    by: str | None
-    position: str | None = None
-    usage: str | None = None  # JSON: what a step attempt used
-
-
-@dataclass(slots=True)
-class Entry:
-    """A journal entry to append. ``input``/``output`` are encoded payloads."""
-
-    kind: str
-    name: str
-    status: str
-    seq: int | None = None
-    position: str | None = None
-    attempt: int | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    input: bytes | None = None
-    output: bytes | None = None
-    error: str | None = None
-    by: str | None = None
-    compensable: bool = False
-    call_id: str | None = None  # set by the store: which call wrote it, for safe retries
-    usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
-
-
-@dataclass(frozen=True, slots=True)
-class LeaseClaim:
-    """What ``take_lease`` decided."""
-
-    taken: bool
-    # For a recovery, how many recoveries in a row found the run with no more completed
-    # journal entries than the previous one (1 when it made progress since); 0 otherwise.
-    recoveries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimCandidate:
-    """A run a worker may claim now."""
-
-    workflow_id: str
-    status: str
-    lease_owner: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class HeldRun:
-    """A running run and the process holding its lease."""
-
-    workflow_id: str
-    lease_owner: str
-
-
-@dataclass(frozen=True, slots=True)
-class CompensationRow:
-    """A journal row of a compensable step or of a compensation, payloads resolved."""
-
-    id: int
-    seq: int
-    position: str
-    name: str
-    status: str
-    attempt: int | None
-    input: bytes | None
-    output: bytes | None
-    kind: str
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class ForkCandidate:
-    """A positioned journal row a fork may reuse."""
-
-    id: int
-    seq: int
-    position: str
-    kind: str
-    name: str
-    status: str
-    compensable: int
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerRow:
-    """A circuit breaker as stored, with its failed attempts inside the window."""
-
-    name: str
-    state: str  # "closed", "open" or "half_open"
-    window_seconds: float
-    opened_at: float | None
-    retry_at: float | None  # open: when a probe may start
-    probe_owner: str | None  # half_open: the attempt probing
-    probe_until: float | None  # half_open: when an unfinished probe counts as failed
-    failures: int
-
-
-@dataclass(frozen=True, slots=True)
-class WaitDecision:
-    """What decided a wait: ``winner`` is ``"event"``, ``"approval"`` or ``"timer"``, or
-    ``"none"`` (nothing yet) or ``"lost"`` (the lease is gone or the wait was decided)."""
-
-    winner: str
-    data: bytes | None = None
+SCHEMA_VERSION = 10
 
 
 class RunStore(Protocol):
@@ -305,9 +147,17 @@ class RunStore(Protocol):
         """The run, or ``None``."""
 
     def list_runs(
-        self, *, status: str | None, name: str | None, limit: int, before: float | None
+        self,
+        *,
+        status: str | None,
+        name: str | None,
+        limit: int,
+        before: float | None,
+        before_id: str | None = None,
+        queue: str | None = None,
+        since: float | None = None,
     ) -> list[RunRow]:
-        """Runs, newest first."""
+        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``."""
 
     def finish_run(
         self,
@@ -377,6 +227,9 @@ class LeaseStore(Protocol):
         lease_until: float,
     ) -> bool:
         """Store a step's heartbeat details and extend the lease."""
+
+    def publish_step(self, workflow_id: str, *, owner: str, current: str | None) -> bool:
+        """Say which step the holder executes now (JSON), for operators; ``None``: none."""
 
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease, leaving the run's status as it is."""
@@ -548,5 +401,36 @@ class BreakerStore(Protocol):
         """Close the breaker after its probe succeeded, waking the runs waiting on it."""
 
 
-class Store(RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, BreakerStore, Protocol):
+class ReadStore(Protocol):
+    """What operators read about the fleet: counts, declared queues, live workers."""
+
+    def count_runs(
+        self, *, status: str | None, name: str | None, queue: str | None, since: float | None
+    ) -> int:
+        """How many runs match."""
+
+    def run_counts(self) -> list[CountRow]:
+        """How many runs each queue has in each status."""
+
+    def declare_queue(
+        self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float
+    ) -> None:
+        """Record a queue's limits as an app declared them."""
+
+    def list_queues(self) -> list[QueueRow]:
+        """Every declared queue, by name."""
+
+    def beat_worker(self, worker: WorkerRow) -> None:
+        """Insert or refresh a worker's row."""
+
+    def drop_worker(self, worker_id: str) -> None:
+        """A worker stopped: remove its row."""
+
+    def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
+        """The workers seen since ``stale_before`` (older rows are dropped)."""
+
+
+class Store(
+    RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, BreakerStore, ReadStore, Protocol
+):
     """What the engine needs from a backend: every role."""

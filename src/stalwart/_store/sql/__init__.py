@@ -2,7 +2,7 @@
 their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``, ``breakers``) over the plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``, ``reads``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -15,11 +15,12 @@ from .admin import AdminVerbs
 from .breakers import BreakerVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
+from .reads import ReadVerbs
 from .runs import RunVerbs
 from .waits import WaitVerbs
 
 __all__ = ["SQLStore"]
 
 
-class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs):
+class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs, ReadVerbs):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -204,6 +204,11 @@ class LeaseVerbs(SQLBase):
         }
         return self._changes("record_progress", params) == 1
 
+    def publish_step(self, workflow_id: str, *, owner: str, current: str | None) -> bool:
+        """Say which step the holder executes now (JSON), for operators; ``None``: none."""
+        params = {"workflow_id": workflow_id, "owner": owner, "current": current}
+        return self._changes("publish_step", params) == 1
+
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease."""
         params = {"workflow_id": workflow_id, "owner": owner, "now": now}

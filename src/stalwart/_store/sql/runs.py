@@ -59,10 +59,26 @@ class RunVerbs(SQLBase):
         return rows[0] if rows else None
 
     def list_runs(
-        self, *, status: str | None, name: str | None, limit: int, before: float | None
+        self,
+        *,
+        status: str | None,
+        name: str | None,
+        limit: int,
+        before: float | None,
+        before_id: str | None = None,
+        queue: str | None = None,
+        since: float | None = None,
     ) -> list[RunRow]:
-        """Runs, newest first."""
-        params = {"status": status, "name": name, "limit": limit, "before": before}
+        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``."""
+        params = {
+            "status": status,
+            "name": name,
+            "limit": limit,
+            "before": before,
+            "before_id": before_id,
+            "queue": queue,
+            "since": since,
+        }
         return self._records("list_runs", params, RunRow)
 
     def finish_run(

@@ -32,7 +32,7 @@ SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND {{claimable}};
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying
+       cancel_requested, retrying, progress, current_step
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
@@ -99,16 +99,60 @@ SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, out
        position, usage
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
+-- fragment: run_filter
+-- What list_runs and count_runs filter on (each filter NULL: not applied).
+(:status IS NULL OR status = :status)
+  AND (:name IS NULL OR name = :name)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:since IS NULL OR created_at >= :since - 0.0000005)
+
 -- name: list_runs
+-- Newest first on (created_at, workflow_id): a page ends at (:before, :before_id), so runs
+-- created in the same microsecond page correctly.
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying
+       cancel_requested, retrying, progress, current_step
 FROM runs
-WHERE (:status IS NULL OR status = :status)
-  AND (:name IS NULL OR name = :name)
-  AND (:before IS NULL OR created_at < :before - 0.0000005)
+WHERE {{run_filter}}
+  AND (:before IS NULL OR created_at < :before - 0.0000005
+       OR (:before_id IS NOT NULL AND created_at <= :before + 0.0000005
+           AND workflow_id < :before_id))
 ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
+
+-- name: count_runs
+SELECT count(*) FROM runs WHERE {{run_filter}};
+
+-- name: run_counts
+SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
+
+-- name: publish_step
+UPDATE runs SET current_step = :current
+WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: declare_queue
+INSERT INTO queues (name, concurrency, rate, period, declared_at)
+VALUES (:name, :concurrency, :rate, :period, :now)
+ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
+                                 period = excluded.period, declared_at = excluded.declared_at;
+
+-- name: list_queues
+SELECT name, concurrency, rate, period FROM queues ORDER BY name;
+
+-- name: beat_worker
+INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running)
+VALUES (:id, :host, :pid, :queues, :started_at, :now, :running)
+ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, running = excluded.running,
+                               queues = excluded.queues;
+
+-- name: drop_stale_workers
+DELETE FROM workers WHERE seen_at < :before;
+
+-- name: drop_worker
+DELETE FROM workers WHERE id = :id;
+
+-- name: list_workers
+SELECT id, host, pid, queues, started_at, seen_at, running FROM workers ORDER BY started_at, id;
 
 -- name: claim_candidates
 SELECT workflow_id, status, lease_owner

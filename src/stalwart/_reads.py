@@ -1,0 +1,82 @@
+"""The read side of the public API: what an app, the CLI, the console and the metrics read
+about runs and the fleet. Each method checks its arguments and asks ``_views``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._model import (
+    ApprovalRequest,
+    BreakerState,
+    JournalEntry,
+    QueueInfo,
+    RunDetail,
+    Usage,
+    WorkerInfo,
+    WorkflowInfo,
+)
+from ._views import Views
+
+__all__ = ["Reads"]
+
+
+class Reads:
+    """The read methods of :class:`~stalwart.Stalwart`."""
+
+    _views: Views
+
+    def list_workflows(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
+    ) -> list[WorkflowInfo]:
+        """Runs, newest first. To page back, pass the last run of a page (its
+        :class:`WorkflowInfo`) as ``before``, exact even when runs share a creation time, or a
+        time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time."""
+        return self._views.list_workflows(status, name, limit, before, queue=queue, since=since)
+
+    def count_workflows(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        queue: str | None = None,
+        since: Any = None,
+    ) -> int:
+        """How many runs match, with the filters of :meth:`list_workflows`."""
+        return self._views.count_workflows(status, name, queue, since)
+
+    def describe(self, workflow_id: str) -> RunDetail:
+        """The run as an operator sees it: what it waits on, the step it executes now (name,
+        attempt, start, last heartbeat, holder) and its usage."""
+        return self._views.describe(workflow_id)
+
+    def usage(self, workflow_id: str) -> Usage:
+        """The run's usage: tokens, cost and step attempts, failed attempts included."""
+        return self._views.usage(workflow_id)
+
+    def journal(self, workflow_id: str) -> list[JournalEntry]:
+        """The run's audit trail: every step, attempt and lifecycle event, in order."""
+        return self._views.journal(workflow_id)
+
+    def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
+        """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
+        return self._views.approvals(pending)
+
+    def breakers(self) -> list[BreakerState]:
+        """The fleet's circuit breakers that have counted a failure, by name."""
+        return self._views.breakers()
+
+    def queues(self) -> list[QueueInfo]:
+        """Every queue apps declared or runs use, with its limits and its pending and running
+        runs, fleet-wide."""
+        return self._views.queues()
+
+    def workers(self) -> list[WorkerInfo]:
+        """The worker processes serving this store, as their renewals last left them (a
+        worker not seen for three lease periods is dropped)."""
+        return self._views.workers()

@@ -1,0 +1,242 @@
+"""The typed rows the store verbs return (frozen dataclasses, never tuples), and ``Entry``,
+the journal entry the engine hands them to write."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "ApprovalRow",
+    "BreakerRow",
+    "ClaimCandidate",
+    "CompensationRow",
+    "CountRow",
+    "Entry",
+    "ForkCandidate",
+    "HeldRun",
+    "IndexRow",
+    "JournalRow",
+    "LeaseClaim",
+    "QueueLimits",
+    "QueueRow",
+    "RunRow",
+    "WaitDecision",
+    "WorkerRow",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueLimits:
+    """A queue's declared limits, applied by every worker of the app."""
+
+    concurrency: int | None = None
+    rate: int | None = None
+    period: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A run as stored."""
+
+    workflow_id: str
+    name: str
+    status: str
+    queue: str
+    priority: int
+    input: bytes | None
+    output: bytes | None
+    error: str | None
+    created_at: float
+    updated_at: float
+    lease_owner: str | None
+    lease_expires_at: float | None
+    wake_at: float | None = None
+    waiting_for: str | None = None
+    deadline: float | None = None
+    cancel_requested: int = 0
+    retrying: str | None = None  # "seq:attempt" of the last retry that began
+    progress: bytes | None = None  # the last heartbeat's details, encoded
+    current_step: str | None = None  # JSON: the step its holder executes now
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRow:
+    """An approval request as stored."""
+
+    workflow_id: str
+    approval_id: str
+    subject: str
+    details: bytes | None
+    requested_at: float
+    expires_at: float | None
+    decided_at: float | None
+    approved: int | None
+    by: str | None
+    reason: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One journal row as replay needs it: no inputs, outputs still as stored references."""
+
+    seq: int
+    position: str
+    kind: str
+    name: str
+    status: str
+    attempt: int | None
+    output: bytes | None
+    error: str | None
+    input: bytes | None = None  # only for scheduled waits: what they wait for
+
+
+@dataclass(frozen=True, slots=True)
+class JournalRow:
+    """One journal row for the audit trail, payloads resolved to their encoded bytes."""
+
+    id: int
+    seq: int | None
+    kind: str
+    name: str
+    status: str
+    attempt: int | None
+    started_at: float | None
+    finished_at: float | None
+    input: bytes | None
+    output: bytes | None
+    error: str | None
+    by: str | None
+    position: str | None = None
+    usage: str | None = None  # JSON: what a step attempt used
+
+
+@dataclass(slots=True)
+class Entry:
+    """A journal entry to append. ``input``/``output`` are encoded payloads."""
+
+    kind: str
+    name: str
+    status: str
+    seq: int | None = None
+    position: str | None = None
+    attempt: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    input: bytes | None = None
+    output: bytes | None = None
+    error: str | None = None
+    by: str | None = None
+    compensable: bool = False
+    call_id: str | None = None  # set by the store: which call wrote it, for safe retries
+    usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseClaim:
+    """What ``take_lease`` decided."""
+
+    taken: bool
+    # For a recovery, how many recoveries in a row found the run with no more completed
+    # journal entries than the previous one (1 when it made progress since); 0 otherwise.
+    recoveries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimCandidate:
+    """A run a worker may claim now."""
+
+    workflow_id: str
+    status: str
+    lease_owner: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldRun:
+    """A running run and the process holding its lease."""
+
+    workflow_id: str
+    lease_owner: str
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationRow:
+    """A journal row of a compensable step or of a compensation, payloads resolved."""
+
+    id: int
+    seq: int
+    position: str
+    name: str
+    status: str
+    attempt: int | None
+    input: bytes | None
+    output: bytes | None
+    kind: str
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ForkCandidate:
+    """A positioned journal row a fork may reuse."""
+
+    id: int
+    seq: int
+    position: str
+    kind: str
+    name: str
+    status: str
+    compensable: int
+
+
+@dataclass(frozen=True, slots=True)
+class CountRow:
+    """How many runs of one queue are in one status."""
+
+    queue: str
+    status: str
+    runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    """A queue's limits as an app declared them."""
+
+    name: str
+    concurrency: int | None
+    rate: int | None
+    period: float
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRow:
+    """A worker process serving the store, as its last renewal left it."""
+
+    id: str
+    host: str
+    pid: int
+    queues: str  # JSON list
+    started_at: float
+    seen_at: float
+    running: int
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerRow:
+    """A circuit breaker as stored, with its failed attempts inside the window."""
+
+    name: str
+    state: str  # "closed", "open" or "half_open"
+    window_seconds: float
+    opened_at: float | None
+    retry_at: float | None  # open: when a probe may start
+    probe_owner: str | None  # half_open: the attempt probing
+    probe_until: float | None  # half_open: when an unfinished probe counts as failed
+    failures: int
+
+
+@dataclass(frozen=True, slots=True)
+class WaitDecision:
+    """What decided a wait: ``winner`` is ``"event"``, ``"approval"`` or ``"timer"``, or
+    ``"none"`` (nothing yet) or ``"lost"`` (the lease is gone or the wait was decided)."""
+
+    winner: str
+    data: bytes | None = None

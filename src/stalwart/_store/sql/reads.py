@@ -1,0 +1,57 @@
+"""What operators read about the fleet: run counts, declared queues, live workers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..base import CountRow, QueueRow, WorkerRow
+from ._base import SQLBase
+
+__all__ = ["ReadVerbs"]
+
+
+class ReadVerbs(SQLBase):
+    """The ``ReadStore`` verbs over SQL."""
+
+    def count_runs(
+        self, *, status: str | None, name: str | None, queue: str | None, since: float | None
+    ) -> int:
+        """How many runs match."""
+        params = {"status": status, "name": name, "queue": queue, "since": since}
+        return int(self._rows("count_runs", params)[0][0])
+
+    def run_counts(self) -> list[CountRow]:
+        """How many runs each queue has in each status."""
+        return self._records("run_counts", {}, CountRow)
+
+    def declare_queue(
+        self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float
+    ) -> None:
+        """Record a queue's limits as an app declared them."""
+        params = {
+            "name": name,
+            "concurrency": concurrency,
+            "rate": rate,
+            "period": period,
+            "now": now,
+        }
+        self._write(lambda conn: conn.execute(self._q["declare_queue"], params))
+
+    def list_queues(self) -> list[QueueRow]:
+        """Every declared queue, by name."""
+        return self._records("list_queues", {}, QueueRow)
+
+    def beat_worker(self, worker: WorkerRow) -> None:
+        """Insert or refresh a worker's row."""
+        params = dataclasses.asdict(worker)
+        params["now"] = params.pop("seen_at")
+        self._write(lambda conn: conn.execute(self._q["beat_worker"], params))
+
+    def drop_worker(self, worker_id: str) -> None:
+        """A worker stopped: remove its row."""
+        self._changes("drop_worker", {"id": worker_id})
+
+    def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
+        """The workers seen since ``stale_before`` (older rows are dropped)."""
+        self._changes("drop_stale_workers", {"before": stale_before})
+        return self._records("list_workers", {}, WorkerRow)
