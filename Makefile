@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet soak clean
+.PHONY: demo test lint bench bench-fleet bench-journal soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ bench: $(STAMP)
 # its rows are skipped when none answers). Takes a few minutes.
 bench-fleet: $(STAMP)
 	$(BIN)/python bench/fleet.py
+
+# What a conversation agent's journal stores against its conversation, at 50 to 400 turns.
+bench-journal: $(STAMP)
+	$(BIN)/python bench/journal_growth.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)
