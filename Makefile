@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ bench-fleet: $(STAMP)
 # bench-fleet finds it. Exits 1 if a run does not complete. Takes about half a minute.
 bench-throttle: $(STAMP)
 	$(BIN)/python bench/throttle.py
+
+# What a conversation agent's journal stores against its conversation, at 50 to 400 turns.
+bench-journal: $(STAMP)
+	$(BIN)/python bench/journal_growth.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)

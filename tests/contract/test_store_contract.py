@@ -155,7 +155,9 @@ def test_payloads_inline_or_by_digest(store: Store) -> None:
     store.append("r1", _step(2, big), owner="w1")
     store.append("r1", _step(3, b"J2"), owner="w1")
     index = store.replay_index("r1")
-    assert [len(r.output or b"") for r in index] == [33, 33, 2]
+    # A reference (or a payload's small tree root), the same for the same payload.
+    assert index[0].output == index[1].output and index[2].output == b"J2"
+    assert len(index[0].output or b"") <= 100
     assert store.load_payload(index[0].output or b"") == big
     assert store.load_payload(b"J2") == b"J2"
     assert [r.output for r in store.journal("r1")][1:] == [big, big, b"J2"]

@@ -1,51 +1,183 @@
-"""Payload packing: inline, by digest, or as content-defined chunks shared across payloads."""
+"""Payload packing: inline, by digest, or as a tree of content-defined pieces shared across
+payloads; rows of older stores (flat manifests) still read back."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
+from collections.abc import Callable
+from typing import Any
 
-from stalwart._store.payloads import INLINE_LIMIT, chunk, pack, unpack
+import pytest
+
+from stalwart import CorruptRecord
+from stalwart._store.payloads import CHUNK_LIMIT, INLINE_LIMIT, REF_TAG, chunk, pack, unpack
 
 
-def _store() -> tuple[dict[bytes, bytes], object, object]:
-    kept: dict[bytes, bytes] = {}
+class Kept(dict[bytes, bytes]):
+    """A payloads table: ``put`` says whether a row was new, ``get`` fetches rows."""
 
-    def put(digest: bytes, data: bytes) -> None:
-        kept[digest] = data
+    def put(self, digest: bytes, data: bytes) -> bool:
+        if digest in self:
+            return False
+        self[digest] = data
+        return True
 
-    def get(digests: list[bytes]) -> dict[bytes, bytes]:
-        return {d: kept[d] for d in digests}
+    def get(self, digests: list[bytes]) -> dict[bytes, bytes]:
+        return {d: self[d] for d in digests}
 
-    return kept, put, get
+
+def _conversation_payload(turns: int) -> bytes:
+    messages: list[dict[str, str]] = []
+    for i in range(turns):
+        messages.append({"role": "user", "content": f"question {i}: " + "why? " * 60})
+        messages.append({"role": "assistant", "content": f"answer {i}: " + "because. " * 40})
+    return b"J" + json.dumps({"args": [messages], "kwargs": {}}).encode()
+
+
+def _random_json(rnd: random.Random, depth: int = 0) -> Any:
+    roll = rnd.random()
+    if depth > 4 or roll < 0.3:
+        return rnd.choice(
+            [rnd.randint(-(10**9), 10**9), "x" * rnd.randint(0, 700), None, True, 2.5, 'é"\\}],']
+        )
+    if roll < 0.65:
+        return [_random_json(rnd, depth + 1) for _ in range(rnd.randint(0, 12))]
+    return {f"k{i}": _random_json(rnd, depth + 1) for i in range(rnd.randint(0, 10))}
 
 
 def test_small_payloads_stay_inline() -> None:
-    kept, put, _get = _store()
+    kept = Kept()
     small = b"J" + b"x" * (INLINE_LIMIT - 1)
-    assert pack(small, put) == small and kept == {}  # type: ignore[arg-type]
-    assert pack(None, put) is None  # type: ignore[arg-type]
+    assert pack(small, kept.put) == small and kept == {}
+    assert pack(None, kept.put) is None
 
 
-def test_large_payloads_round_trip_and_share_their_prefix_chunks() -> None:
-    kept, put, get = _store()
-    messages = [
-        {"role": "user", "content": f"message {i} " + "lorem ipsum " * 40} for i in range(60)
-    ]
-    stored = []
-    for turn in range(1, 61):
-        payload = b"J" + json.dumps({"args": [messages[:turn]], "kwargs": {}}).encode()
-        column = pack(payload, put)  # type: ignore[arg-type]
-        assert (column is not None and len(column) <= INLINE_LIMIT) or column[:1] == b"H"
-        assert unpack(column, get) == payload  # type: ignore[arg-type]
-        stored.append(len(payload))
+def test_payloads_up_to_the_chunk_limit_are_stored_whole_under_their_digest() -> None:
+    kept = Kept()
+    payload = b"J" + json.dumps(["y" * (CHUNK_LIMIT - 10)]).encode()[: CHUNK_LIMIT - 1]
+    column = pack(payload, kept.put)
+    digest = hashlib.sha256(payload).digest()
+    assert column == REF_TAG + digest and kept == {digest: payload}
+    assert unpack(column, kept.get) == payload
+
+
+def test_random_json_round_trips() -> None:
+    rnd = random.Random(7)
+    kept = Kept()
+    large = 0
+    for _ in range(300):
+        payload = b"J" + json.dumps(_random_json(rnd), ensure_ascii=False).encode()
+        column = pack(payload, kept.put)
+        assert column is not None and unpack(column, kept.get) == payload
+        large += len(payload) > CHUNK_LIMIT
+    assert large > 50
+    huge = b"J" + json.dumps(["a" * 100_000, list(range(20_000))]).encode()
+    column = pack(huge, kept.put)
+    assert column is not None and unpack(column, kept.get) == huge
+
+
+def test_a_growing_conversation_shares_its_prefix_and_stores_a_few_rows_per_turn() -> None:
+    kept = Kept()
+    new_rows = []
+    for turn in range(20, 81):
+        payload = _conversation_payload(turn)
+        before = set(kept)
+        column = pack(payload, kept.put)
+        assert column is not None and len(column) <= INLINE_LIMIT  # the root stays in the row
+        assert unpack(column, kept.get) == payload
+        new_rows.append(len(set(kept) - before))
+    # Two new messages, and the nodes a closed group brings; never the whole list again.
+    assert max(new_rows[1:]) <= 8, new_rows
     kept_bytes = sum(len(v) for v in kept.values())
-    assert kept_bytes < 0.2 * sum(stored)  # far below storing every payload whole
-    assert kept_bytes < 6 * stored[-1]
+    assert kept_bytes < len(_conversation_payload(80))
 
 
-def test_chunks_cover_the_payload_exactly() -> None:
+def test_payloads_with_a_shared_prefix_share_their_nodes() -> None:
+    first, second = Kept(), Kept()
+    pack(_conversation_payload(60), first.put)
+    pack(_conversation_payload(61), second.put)
+    shared = set(first) & set(second)
+    nodes = {d for d in shared if first[d][:1] in (b"T", b"Q")}
+    assert len(shared) >= 0.9 * len(first) and nodes
+
+
+def test_pieces_cover_the_payload_exactly_and_a_message_stays_whole() -> None:
     data = json.dumps([{"k": i, "v": "x" * (i % 300)} for i in range(500)]).encode()
     pieces = chunk(data)
     assert b"".join(pieces) == data
-    assert len(pieces) > 5
-    assert max(len(p) for p in pieces) <= 4096 + 400
+    assert max(len(p) for p in pieces) <= 4096
+    messages = [
+        {"role": "user", "content": f"message {i} " + "lorem ipsum " * 30} for i in range(40)
+    ]
+    pieces = chunk(json.dumps(messages).encode())
+    assert b"".join(pieces) == json.dumps(messages).encode()
+    assert all(p.count(b'"role"') == 1 for p in pieces[:-1])
+    assert all(len(p) <= 4096 for p in chunk(b'J["' + b"z" * 20_000 + b'"]'))
+
+
+@pytest.mark.parametrize("inline", [True, False])
+def test_flat_manifests_of_older_stores_still_unpack(inline: bool) -> None:
+    kept = Kept()
+    payload = _conversation_payload(10)
+    pieces = [payload[i : i + 1500] for i in range(0, len(payload), 1500)]
+    digests = [hashlib.sha256(p).digest() for p in pieces]
+    kept.update(zip(digests, pieces, strict=True))
+    manifest = b"M" + b"".join(digests[:7] if inline else digests)
+    if inline:
+        assert unpack(manifest, kept.get) == b"".join(pieces[:7])
+    else:
+        digest = hashlib.sha256(manifest).digest()
+        kept[digest] = manifest
+        assert unpack(REF_TAG + digest, kept.get) == payload
+
+
+def _stored(turns: int) -> tuple[Kept, bytes]:
+    kept = Kept()
+    column = pack(_conversation_payload(turns), kept.put)
+    assert column is not None
+    return kept, column
+
+
+def _damage(kept: Kept, tag: bytes, harm: Callable[[bytes], bytes | None]) -> None:
+    digest = next(d for d, v in kept.items() if v[:1] == tag)
+    damaged = harm(kept[digest])
+    if damaged is None:
+        del kept[digest]
+    else:
+        kept[digest] = damaged
+
+
+@pytest.mark.parametrize(
+    ("tag", "harm", "says"),
+    [
+        (b"Z", lambda v: None, "is missing"),
+        (b"Q", lambda v: None, "is missing"),
+        (b"T", lambda v: None, "is missing"),
+        (b"Z", lambda v: v[:-3] + b"abc", "is corrupt"),
+        (b"Z", lambda v: b"X" + v[1:], "is corrupt"),
+        (b"T", lambda v: v[:-5], "is corrupt"),
+        (b"T", lambda v: v[:-32] + bytes(32), "is corrupt"),
+        (b"Q", lambda v: v[:2] + b"\x09" + v[3:], "is corrupt"),
+    ],
+)
+def test_a_missing_or_corrupt_piece_raises_corrupt_record(
+    tag: bytes, harm: Callable[[bytes], bytes | None], says: str
+) -> None:
+    kept, column = _stored(120)
+    _damage(kept, tag, harm)
+    with pytest.raises(CorruptRecord, match=says):
+        unpack(column, kept.get)
+
+
+def test_a_store_that_has_a_node_is_not_asked_for_what_is_below_it() -> None:
+    kept, _column = _stored(60)
+    asked: list[bytes] = []
+
+    def put(digest: bytes, data: bytes) -> bool:
+        asked.append(digest)
+        return kept.put(digest, data)
+
+    pack(_conversation_payload(60), put)
+    assert len(asked) <= 8

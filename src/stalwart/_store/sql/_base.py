@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..._errors import CorruptRecord, StoreError, mask_url
+from ..._errors import StoreError, mask_url
 from ..base import SCHEMA_VERSION, Entry
 from ..payloads import INLINE_LIMIT, pack, unpack
 from ..queries import load_migrations
@@ -176,8 +176,9 @@ class SQLBase:
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
-        def put(digest: bytes, data: bytes) -> None:
-            conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
+        def put(digest: bytes, data: bytes) -> bool:
+            cur = conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
+            return bool(cur.rowcount == 1)
 
         return pack(payload, put)
 
@@ -199,10 +200,7 @@ class SQLBase:
                 return self._fetch_on(conn, digests)
             return self._run(lambda c: self._fetch_on(c, digests))
 
-        try:
-            return unpack(bytes(stored), fetch)
-        except KeyError as exc:
-            raise CorruptRecord(f"payload piece {exc.args[0]} is missing from the store") from None
+        return unpack(bytes(stored), fetch)
 
     def _loaded(self, stored: bytes | None) -> bytes | None:
         """``load_payload`` for a column that may be empty."""

@@ -91,6 +91,9 @@ INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest)
 -- name: get_payload
 SELECT data FROM payloads WHERE digest = :digest;
 
+-- name: get_payloads
+SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
+
 -- name: replay_index
 SELECT seq, position, kind, name, status, attempt, output, error,
        CASE WHEN status = 'scheduled' THEN input END AS input
