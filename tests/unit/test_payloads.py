@@ -181,3 +181,32 @@ def test_a_store_that_has_a_node_is_not_asked_for_what_is_below_it() -> None:
 
     pack(_conversation_payload(60), put)
     assert len(asked) <= 8
+
+
+def _unpack_as_release_0_1(
+    stored: bytes, get: Callable[[list[bytes]], dict[bytes, bytes]]
+) -> bytes:
+    """The 0.1 release's reader, verbatim: a reference, then a flat manifest of raw chunks;
+    anything else is the payload itself (a tree node would come back as garbage)."""
+    if stored[:1] == REF_TAG and len(stored) == 33:
+        stored = get([stored[1:]])[stored[1:]]
+    if stored[:1] != b"M":
+        return stored
+    digests = [stored[i : i + 32] for i in range(1, len(stored), 32)]
+    found = get(digests)
+    return b"".join(found[d] for d in digests)
+
+
+def test_what_an_older_worker_may_read_is_written_in_the_format_it_reads() -> None:
+    """During a rolling deploy a 0.1 worker can continue a run a new worker started: results,
+    a run's input and event payloads (``tree=False``) stay flat manifests it reads; only step
+    inputs, which no older release decodes while executing, become trees."""
+    kept = Kept()
+    payload = _conversation_payload(30)
+    flat = pack(payload, kept.put, tree=False)
+    assert flat is not None
+    assert _unpack_as_release_0_1(flat, kept.get) == payload
+    assert unpack(flat, kept.get) == payload
+    tree = pack(payload, kept.put)
+    assert tree is not None and unpack(tree, kept.get) == payload
+    assert _unpack_as_release_0_1(tree, kept.get) != payload  # why trees stay off that path

@@ -38,7 +38,7 @@ __all__ = [
 INLINE_LIMIT = 256
 CHUNK_LIMIT = 4096
 REF_TAG = b"H"
-MANIFEST_TAG = b"M"  # the flat manifest of 0.1 and 0.2 stores: read, never written
+MANIFEST_TAG = b"M"  # the flat manifest every release reads (written with tree=False)
 NODE_TAG = b"T"
 REST_TAG = b"Q"
 _DEFLATED = b"Z"
@@ -163,22 +163,35 @@ class _Tree:
                 self.store_below(self.nodes[key], put)
 
 
-def pack(payload: bytes | None, put: Put) -> bytes | None:
+def pack(payload: bytes | None, put: Put, *, tree: bool = True) -> bytes | None:
     """The column value for ``payload``; ``put(digest, data)`` stores what lives apart and says
-    whether it was new (``False``: the store already had it)."""
+    whether it was new (``False``: the store already had it).
+
+    With ``tree=False`` a payload over ``CHUNK_LIMIT`` is kept as the flat manifest of earlier
+    releases, which they can still read: for the values an older worker may decode while it
+    executes a run (results, a run's input, event payloads) during a rolling deploy."""
     if payload is None or len(payload) <= INLINE_LIMIT:
         return payload
-    if len(payload) <= CHUNK_LIMIT:
+    if len(payload) > CHUNK_LIMIT and not tree:
+        digests = []
+        for piece in chunk(payload):
+            digest = hashlib.sha256(piece).digest()
+            put(digest, piece)
+            digests.append(digest)
+        payload = MANIFEST_TAG + b"".join(digests)
+        if len(payload) <= INLINE_LIMIT:
+            return payload
+    if len(payload) <= CHUNK_LIMIT or not tree:
         digest = hashlib.sha256(payload).digest()
         put(digest, payload)
         return REF_TAG + digest
-    tree = _Tree(payload)
-    if len(tree.root) <= INLINE_LIMIT:
-        tree.store_below(tree.root, put)
-        return tree.root
-    digest = hashlib.sha256(tree.root).digest()
-    if put(digest, tree.root):
-        tree.store_below(tree.root, put)
+    built = _Tree(payload)
+    if len(built.root) <= INLINE_LIMIT:
+        built.store_below(built.root, put)
+        return built.root
+    digest = hashlib.sha256(built.root).digest()
+    if put(digest, built.root):
+        built.store_below(built.root, put)
     return REF_TAG + digest
 
 

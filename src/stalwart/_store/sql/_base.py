@@ -171,8 +171,11 @@ class SQLBase:
 
     # -- payloads and journal entries -----------------------------------------------------
 
-    def _stash(self, conn: Any, payload: bytes | None) -> bytes | None:
-        """The column value for ``payload``, storing what lives apart on ``conn``."""
+    def _stash(self, conn: Any, payload: bytes | None, *, tree: bool = False) -> bytes | None:
+        """The column value for ``payload``, storing what lives apart on ``conn``. Only step
+        inputs and a run's result (in its row and its lifecycle entry) are stored as trees
+        (``tree``): no worker of an earlier release decodes them while it executes a run, so
+        old and new workers can serve one store side by side."""
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
@@ -180,7 +183,7 @@ class SQLBase:
             cur = conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
             return bool(cur.rowcount == 1)
 
-        return pack(payload, put)
+        return pack(payload, put, tree=tree)
 
     def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
         found = {}
@@ -220,8 +223,8 @@ class SQLBase:
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,
-            "input": self._stash(conn, entry.input),
-            "output": self._stash(conn, entry.output),
+            "input": self._stash(conn, entry.input, tree=entry.kind == "step"),
+            "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
             "error": entry.error,
             "by": entry.by,
             "compensable": int(entry.compensable),

@@ -103,7 +103,7 @@ class RunVerbs(SQLBase):
                     "workflow_id": workflow_id,
                     "owner": owner,
                     "status": str(status),
-                    "output": self._stash(conn, output),
+                    "output": self._stash(conn, output, tree=True),  # no worker reads it back
                     "error": error,
                     "now": now,
                 },
