@@ -253,9 +253,10 @@ class Stalwart(Reads):
         payload: Any = None,
         dedup_key: str | None = None,
         by: str | None = None,
-    ) -> None:
-        """Send event ``name`` to a run's inbox; a second one with the same ``dedup_key`` is
-        ignored (webhooks arrive at least once). :class:`WorkflowNotFound` for an unknown run."""
+    ) -> bool:
+        """Send event ``name`` to a run's inbox: ``True`` when delivered, ``False`` for a
+        repeat of a ``dedup_key`` the run already got (webhooks arrive at least once, and the
+        repeat is ignored). :class:`WorkflowNotFound` for an unknown run."""
         return self._operator.send_event(workflow_id, name, payload, dedup_key, by)
 
     def approve(

@@ -6,9 +6,9 @@ import datetime as _dt
 import json
 from typing import Any
 
-from ._model import EntryKind, Usage
+from ._model import EntryKind
 
-__all__ = ["format_time", "format_timeline", "format_usage", "short"]
+__all__ = ["format_time", "format_timeline", "short"]
 
 
 def format_time(value: _dt.datetime | None) -> str:
@@ -41,11 +41,3 @@ def format_timeline(entries: list[Any]) -> list[str]:
             f"{e.idempotency_key or '':{width}}  {detail}"
         )
     return lines
-
-
-def format_usage(spent: Usage) -> str:
-    """A run's usage in one line."""
-    return (
-        f"usage: {spent.input_tokens} tokens in, {spent.output_tokens} out, cost "
-        f"{spent.cost:.6f} over {spent.attempts} step attempt(s)"
-    )

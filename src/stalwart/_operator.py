@@ -207,7 +207,7 @@ class Operator:
         payload: Any = None,
         dedup_key: str | None = None,
         by: str | None = None,
-    ) -> None:
+    ) -> bool:
         if not isinstance(name, str) or not name:
             raise UsageError(f"event name {name!r}: pass a non-empty str")
         try:
@@ -236,6 +236,7 @@ class Operator:
             "delivered" if delivered else "ignored (repeated dedup_key)",
             who,
         )
+        return bool(delivered)
 
     def _entry(self, action: str, now: float, by: str, detail: Any) -> Entry:
         """The journal entry of an operator action: what, by whom, when."""

@@ -74,7 +74,10 @@ class Worker:
         """Claim and execute runs until SIGINT/SIGTERM (or :meth:`stop`), then stop gracefully."""
         names = sorted(self.runtime.registry.workflows)
         if not names:
-            raise RuntimeError("this app declares no workflows: there is nothing to serve")
+            raise UsageError(
+                "this app declares no workflows: there is nothing to serve (declare them with "
+                "@app.workflow in the module the worker imports)"
+            )
         restore = self._install_signal_handlers()
         log.info(
             "worker %s: serving %s on queues %s (concurrency %d)",

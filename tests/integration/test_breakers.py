@@ -2,7 +2,7 @@
 hold the attempts of their steps (the run waits on a durable timer, spending no attempt), let
 one probe through after the cooldown, and close on its success or open again on its failure.
 The store verbs are in tests/contract; the fleet, with real worker processes, is in
-tests/faults/test_breakers.py."""
+tests/faults/test_fleet_breakers.py."""
 
 from __future__ import annotations
 
@@ -238,6 +238,7 @@ def test_a_name_has_one_breaker_and_bad_settings_are_refused(app: stalwart.Stalw
 
 def test_the_cli_lists_breakers(shared_url: str) -> None:
     runner = CliRunner()
+    stalwart.Stalwart(shared_url).close()  # a read command never creates a store
     empty = runner.invoke(cli, ["--url", shared_url, "breakers"])
     assert empty.exit_code == 0 and "no breaker" in empty.output
     with stalwart.Stalwart(shared_url) as app:

@@ -84,7 +84,7 @@ def test_show_prints_each_steps_idempotency_key(tmp_path: Path) -> None:
     shown = _cli("--url", url, "show", "run-7", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
-    assert "KEY" in lines[1].split()
+    assert any("KEY" in line.split() and "DURATION" in line.split() for line in lines)
     for name, key in (("reserve", "run-7/0"), ("pay", "run-7/1")):
         rows = [line for line in lines if f" {name} " in line and " step " in line]
         assert rows and all(key in row.split() for row in rows), (name, lines)
@@ -108,6 +108,10 @@ def test_show_prints_each_steps_idempotency_key(tmp_path: Path) -> None:
 
 def test_exit_codes(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
+    absent = _cli("--url", url, "ls", cwd=tmp_path)
+    assert absent.returncode == 1 and absent.stderr.startswith("error: no store at ")
+    assert str(tmp_path / "cli.db") in absent.stderr and not (tmp_path / "cli.db").exists()
+    stalwart.Stalwart(url).close()
     missing = _cli("--url", url, "show", "nope", cwd=tmp_path)
     assert missing.returncode == 1 and "nope" in missing.stderr
     assert _cli("no-such-command", cwd=tmp_path).returncode == 2

@@ -171,7 +171,7 @@ def test_stalwart_show_and_ls_print_the_runs_usage(tmp_path: Path) -> None:
         )
         return done.stdout
 
-    assert "usage: 40 tokens in, 2 out, cost 0.250000 over 1 step attempt(s)" in show()
+    assert "usage      40 tokens in, 2 out, cost 0.250000, 1 step attempt(s)" in show()
     detail = json.loads(show("--json"))
     assert detail["usage"] == {
         "input_tokens": 40,

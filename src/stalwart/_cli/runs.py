@@ -1,0 +1,301 @@
+"""``stalwart ls`` and ``stalwart show``: runs, and one run's header and timeline."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import time
+from typing import Any
+
+import click
+
+from .._format import short
+from .._model import STATUSES
+from . import cli, echo_store, open_app, url_option
+from ._output import Table, duration, local_time, parse_when
+
+__all__: list[str] = []
+
+_ENDED = ("completed", "failed", "cancelled", "needs_attention")
+
+
+def run_json(app: Any, r: Any) -> dict[str, Any]:
+    """A run as ``ls --json`` prints it (one object per line; the keys are stable)."""
+    detail = app.describe(r.workflow_id)
+    return {
+        "workflow_id": r.workflow_id,
+        "name": r.name,
+        "status": r.status,
+        "queue": r.queue,
+        "created_at": r.created_at.isoformat(),
+        "updated_at": r.updated_at.isoformat(),
+        "waiting_for": detail.waiting_for,
+        "error": r.error,
+        "usage": dataclasses.asdict(detail.usage),
+    }
+
+
+@cli.command("ls")
+@click.option("--status", default=None, type=click.Choice(STATUSES), help="Only this status.")
+@click.option("--name", default=None, help="Only runs of this workflow.")
+@click.option("--queue", default=None, help="Only runs of this queue.")
+@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--before", default=None, help="Created before T: ISO 8601 or 15m, 2h, 7d ago.")
+@click.option("--since", default=None, help="Created at or after T (same forms).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
+@url_option
+@click.pass_context
+def ls_command(
+    ctx: click.Context,
+    status: str | None,
+    name: str | None,
+    queue: str | None,
+    limit: int,
+    before: str | None,
+    since: str | None,
+    as_json: bool,
+) -> None:
+    """List runs, newest first, and say how many more match."""
+    until = None if before is None else parse_when(before, "--before")
+    after = None if since is None else parse_when(since, "--since")
+    with open_app(ctx) as app:
+        runs = app.list_workflows(status, name, limit, until, queue=queue, since=after)
+        more = 0
+        if runs:
+            matching = app.count_workflows(status, name, queue, after)
+            newer = app.count_workflows(status, name, queue, runs[-1].created_at)
+            more = max(0, matching - newer)
+        if as_json:
+            for r in runs:
+                click.echo(json.dumps(run_json(app, r)))
+        else:
+            echo_store(app)
+            table = Table(
+                "WORKFLOW ID", "NAME", "STATUS", "QUEUE", "WAITING FOR", "CREATED", "ERROR"
+            )
+            for r in runs:
+                waiting = (
+                    app.describe(r.workflow_id).waiting_for
+                    if r.status
+                    in (
+                        "pending",
+                        "suspended",
+                    )
+                    else None
+                )
+                table.add(
+                    r.workflow_id,
+                    r.name,
+                    r.status,
+                    r.queue,
+                    waiting or "",
+                    local_time(r.created_at),
+                    short_error(r.error),
+                )
+            if runs:
+                table.echo()
+            else:
+                click.echo("no runs match")
+    if more:
+        last = runs[-1].created_at.astimezone().isoformat(timespec="microseconds")
+        click.echo(f"{more} more: add --before {last} to see the next page", err=True)
+
+
+def short_error(error: str | None, width: int = 70) -> str:
+    """An error as one line of plain text, cut to ``width``."""
+    if not error:
+        return ""
+    text = " ".join(error.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+@cli.command("show")
+@click.argument("workflow_id")
+@click.option("--full", is_flag=True, help="Truncate nothing.")
+@click.option("--seq", type=int, default=None, help="Print the entries of this seq whole.")
+@click.option("--follow", is_flag=True, help="Print entries as they land, until the run ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@url_option
+@click.pass_context
+def show_command(
+    ctx: click.Context,
+    workflow_id: str,
+    full: bool,
+    seq: int | None,
+    follow: bool,
+    as_json: bool,
+) -> None:
+    """Show a run: its header (status, queue, times, usage, the step it executes now) and its
+    timeline."""
+    with open_app(ctx) as app:
+        detail = app.describe(workflow_id)
+        entries = app.journal(workflow_id)
+        if as_json:
+            click.echo(json.dumps(_run_detail_json(detail, entries), default=str, indent=2))
+            return
+        if seq is not None:
+            chosen = [e for e in entries if e.seq == seq]
+            if not chosen:
+                raise click.BadParameter(
+                    f"run {workflow_id!r} has no entry {seq}", param_hint="--seq"
+                )
+            for e in chosen:
+                click.echo(json.dumps(entry_json(e), default=str, indent=2))
+            return
+        echo_store(app)
+        for line in header(detail):
+            click.echo(line)
+        click.echo("")
+        timeline(entries, full=full).echo()
+        if not follow:
+            return
+        seen = len(entries)
+        while detail.info.status not in _ENDED:
+            time.sleep(0.5)
+            detail = app.describe(workflow_id)
+            entries = app.journal(workflow_id)
+            if len(entries) > seen:
+                for row in timeline(entries[seen:], full=full).rows:
+                    click.echo("  ".join(cell for cell in row if cell))
+                seen = len(entries)
+        click.echo(f"run {workflow_id}: {detail.info.status}")
+
+
+def header(detail: Any) -> list[str]:
+    """The lines above a run's timeline."""
+    info, usage = detail.info, detail.usage
+    ended = info.status in _ENDED
+    span = (info.updated_at if ended else _dt.datetime.now(_dt.UTC)) - info.created_at
+    lines = [
+        f"run {info.workflow_id}",
+        f"  workflow   {info.name}",
+        f"  status     {info.status}"
+        + (f" (waiting for {detail.waiting_for})" if detail.waiting_for else ""),
+        f"  queue      {info.queue}",
+        f"  created    {local_time(info.created_at)}",
+        f"  updated    {local_time(info.updated_at)}",
+        f"  duration   {duration(span.total_seconds())}" + ("" if ended else " so far"),
+        f"  usage      {usage.input_tokens} tokens in, {usage.output_tokens} out, cost "
+        f"{usage.cost:.6f}, {usage.attempts} step attempt(s)",
+    ]
+    if info.error:
+        lines.append(f"  error      {short_error(info.error, 200)}")
+    current = detail.current
+    if current is not None:
+        elapsed = (_dt.datetime.now(_dt.UTC) - current.started_at).total_seconds()
+        lines.append(
+            f"  now        step {current.name} (seq {current.seq}), attempt {current.attempt}, "
+            f"running for {duration(elapsed)}"
+        )
+        if current.heartbeat is not None:
+            lines.append(f"  heartbeat  {short(current.heartbeat, 200)}")
+        lines.append(f"  held by    {current.holder}")
+    return lines
+
+
+def _words(e: Any, previous: Any) -> tuple[str, str]:
+    """What a journal entry says happened: a status word and a detail in words."""
+    if e.kind == "run":
+        out = e.output if isinstance(e.output, dict) else {}
+        if e.name == "started":
+            return "started", f"with {short(e.input, 200)}" if e.input else ""
+        if e.name == "resumed":
+            holder = out.get("recovered_from")
+            if holder:
+                return "recovered", f"its holder {holder} stopped or its lease lapsed"
+            after = previous is not None and previous.kind == "run" and previous.name == "started"
+            return "executing", "a worker took it" if after else "a worker took it up again"
+        if e.name == "suspended":
+            what = str(out.get("waiting_for") or "timer").replace(":", " ", 1)
+            until = out.get("until")
+            return "waiting", f"for {what}" + (f" until {until}" if until else "")
+        return e.name, short(e.output, 200) if e.output is not None else ""
+    if e.kind == "operator":
+        return e.name, f"by {e.by}" + (f": {short(e.input, 200)}" if e.input is not None else "")
+    if e.attempt == 0 and e.status == "failed":
+        return "reset", f"{e.error}: the next attempt starts afresh" if e.error else "reset"
+    return e.status, e.error if e.error else short(e.output, 200)
+
+
+def timeline(entries: list[Any], *, full: bool = False) -> Table:
+    """A run's journal as a table: seq, what happened in words, when, for how long, the
+    idempotency key of each step."""
+    table = Table(
+        "SEQ",
+        "KIND",
+        "NAME",
+        "STATUS",
+        "TRY",
+        "FINISHED",
+        "DURATION",
+        "KEY",
+        "DETAIL",
+        right=("SEQ", "TRY"),
+    )
+    previous = None
+    for e in entries:
+        status, detail = _words(e, previous)
+        took = None
+        if e.started_at is not None and e.finished_at is not None and e.kind == "step":
+            took = (e.finished_at - e.started_at).total_seconds()
+        if not full:
+            detail = detail if len(detail) <= 90 else detail[:89] + "…"
+        table.add(
+            "" if e.seq is None else e.seq,
+            e.kind,
+            e.name,
+            status,
+            "" if not e.attempt else e.attempt,
+            local_time(e.finished_at) if e.finished_at else "-",
+            duration(took) if took is not None else "",
+            e.idempotency_key or "",
+            detail,
+        )
+        previous = e
+    return table
+
+
+def entry_json(e: Any) -> dict[str, Any]:
+    """A journal entry as ``show --json`` prints it."""
+    return {
+        "seq": e.seq,
+        "kind": e.kind,
+        "name": e.name,
+        "status": e.status,
+        "attempt": e.attempt,
+        "started_at": e.started_at and e.started_at.isoformat(),
+        "finished_at": e.finished_at and e.finished_at.isoformat(),
+        "input": e.input,
+        "output": e.output,
+        "error": e.error,
+        "by": e.by,
+        "usage": e.usage and dataclasses.asdict(e.usage),
+        "idempotency_key": e.idempotency_key,
+    }
+
+
+def _run_detail_json(detail: Any, entries: list[Any]) -> dict[str, Any]:
+    info, current = detail.info, detail.current
+    return {
+        "workflow_id": info.workflow_id,
+        "name": info.name,
+        "status": info.status,
+        "queue": info.queue,
+        "created_at": info.created_at.isoformat(),
+        "updated_at": info.updated_at.isoformat(),
+        "error": info.error,
+        "waiting_for": detail.waiting_for,
+        "current": None
+        if current is None
+        else {
+            "name": current.name,
+            "seq": current.seq,
+            "attempt": current.attempt,
+            "started_at": current.started_at.isoformat(),
+            "heartbeat": current.heartbeat,
+            "holder": current.holder,
+        },
+        "usage": dataclasses.asdict(detail.usage),
+        "journal": [entry_json(e) for e in entries],
+    }

@@ -1,0 +1,92 @@
+"""``stalwart worker`` and ``stalwart demo``."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import click
+
+from .._errors import mask_url
+from . import CliError, cli, explicit_url, url_option
+
+__all__ = ["same_store"]
+
+
+def _normalised(url: str) -> tuple[Any, ...]:
+    """What names a store: scheme, host, port, database or resolved file (never a password)."""
+    if url.startswith("sqlite:///"):
+        return ("sqlite", str(Path(url[len("sqlite:///") :]).resolve()))
+    parts = urlsplit(url)
+    scheme = "postgresql" if parts.scheme in ("postgres", "postgresql") else parts.scheme
+    return (scheme, parts.hostname or "localhost", parts.port or 5432, parts.path.lstrip("/"))
+
+
+def same_store(a: str, b: str) -> bool:
+    """Whether two store URLs name the same store (normalised; passwords ignored)."""
+    return _normalised(a) == _normalised(b)
+
+
+@cli.command("worker")
+@click.argument("target", metavar="MODULE:APP")
+@click.option(
+    "--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once (default 8)."
+)
+@click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
+@url_option
+@click.pass_context
+def worker_command(
+    ctx: click.Context, target: str, concurrency: int | None, queues: tuple[str, ...]
+) -> None:
+    """Run a worker for the app MODULE:APP until SIGINT or SIGTERM, on the app's own store
+    (a --url that names another store is refused)."""
+    app = _load_app(target)
+    url = explicit_url(ctx)
+    if url is not None and not same_store(url, app.url):
+        raise CliError(
+            f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
+            "the app that URL (stalwart.Stalwart(url)) or drop --url"
+        )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    logging.getLogger("stalwart").info("worker: serving the store %s", mask_url(app.url))
+    app.serve(concurrency=concurrency, queues=list(queues) or None)
+    # A step that outlived the shutdown grace had its run released: it must not go on running
+    # in this process while another worker executes the run. The worker is one OS process.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _load_app(target: str) -> Any:
+    from .._app import Stalwart
+
+    module_name, _, attr = target.partition(":")
+    if module_name.endswith(".py"):
+        hint = module_name[: -len(".py")].replace("/", ".")
+        raise CliError(f"{target!r}: name the module, not the file: {hint}:{attr or 'app'}")
+    if not module_name or not attr:
+        raise CliError(f"{target!r}: write MODULE:APP, for example agents.refunds:app")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    app = getattr(module, attr, None)
+    if not isinstance(app, Stalwart):
+        raise CliError(f"{target!r} is not a stalwart.Stalwart app")
+    return app
+
+
+@cli.command("demo")
+def demo_command() -> None:
+    """Crash a multi-step agent with SIGKILL mid-run, resume it, and print its journal."""
+    from .._demo import run_demo
+
+    run_demo()
