@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from ._engine.driver import Driver
 from ._engine.invocation import Invocation
-from ._errors import UsageError
+from ._errors import UsageError, mask_url
 from ._leases import HOST, holder_is_gone
 from ._store.base import WorkerRow
 
@@ -80,11 +80,12 @@ class Worker:
             )
         restore = self._install_signal_handlers()
         log.info(
-            "worker %s: serving %s on queues %s (concurrency %d)",
+            "worker %s: serving %s on queues %s (concurrency %d) from the store %s",
             self.runtime.owner,
             ", ".join(names),
             ", ".join(self.queues),
             self.concurrency,
+            mask_url(self.runtime.url),
         )
         self.runtime.store.reserve_connections(self.concurrency + 4)
         pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")

@@ -102,7 +102,7 @@ def ls_command(
         click.echo(f"{more} more: add --before {last} to see the next page", err=True)
 
 
-def short_error(error: str | None, width: int = 70) -> str:
+def short_error(error: str | None, width: int = 100) -> str:
     """An error as one line of plain text, cut to ``width``."""
     if not error:
         return ""

@@ -53,7 +53,6 @@ def worker_command(
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
         )
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    logging.getLogger("stalwart").info("worker: serving the store %s", mask_url(app.url))
     app.serve(concurrency=concurrency, queues=list(queues) or None)
     # A step that outlived the shutdown grace had its run released: it must not go on running
     # in this process while another worker executes the run. The worker is one OS process.
