@@ -153,17 +153,24 @@ def larger_budget(
     if budget is not None and not isinstance(budget, Budget):
         raise TypeError(f"budget={budget!r}: pass a stalwart.Budget(...)")
     wf = runtime.registry.workflows.get(name)
-    if wf is None or wf.budget is None:
+    stopped = error.type in (ErrorType.BUDGET_EXCEEDED, ErrorType.LOOP_DETECTED)
+    why = f"stopped at its budget ({error.reason}), and " if stopped else ""
+    if wf is None:
         raise InvalidOperation(
-            f"run {workflow_id!r}: its workflow {name!r} declares no budget here; "
+            f"run {workflow_id!r} {why}a budget is given by the app that declares its "
+            f"workflow {name!r}, which this process (such as the stalwart command) does not: "
+            f"call app.retry({workflow_id!r}, budget=stalwart.Budget(...)) there"
+        )
+    if wf.budget is None:
+        raise InvalidOperation(
+            f"run {workflow_id!r}: its workflow {name!r} declares no budget; "
             "declare @app.workflow(budget=...) to give its runs one"
         )
     current = Spend.of_run(runtime, workflow_id, wf.budget).budget
-    stopped = error.type in (ErrorType.BUDGET_EXCEEDED, ErrorType.LOOP_DETECTED)
     if stopped and (budget is None or not _raises(budget, current)):
         raise InvalidOperation(
-            f"run {workflow_id!r} stopped at its budget ({error.reason}); retry it with "
-            "budget=stalwart.Budget(...) that raises a limit and lowers none"
+            f"run {workflow_id!r} {why}continues only with budget=stalwart.Budget(...) that "
+            "raises a limit and lowers none"
         )
     assert budget is not None
     return budget.to_dict()

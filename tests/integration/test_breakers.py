@@ -108,9 +108,7 @@ def test_an_open_breaker_holds_every_run_whose_step_uses_it(
     provider = Downstream(clock, failing=3)
     breaker = stalwart.Breaker("provider", failures=3, window=60, cooldown=30)
 
-    @app.step(
-        retry=stalwart.Retry(max_attempts=3, initial_delay=1.0, jitter=False), breaker=breaker
-    )
+    @app.step(retry=stalwart.Retry.never(), breaker=breaker)
     def call(item: str) -> str:
         return provider(item)
 
@@ -118,8 +116,9 @@ def test_an_open_breaker_holds_every_run_whose_step_uses_it(
     def agent(item: str) -> str:
         return call(item)
 
-    with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
-        app.run(agent, "a", workflow_id="a")
+    for i in range(3):  # three runs fail once each: the breaker counts them all
+        with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
+            app.run(agent, "a", workflow_id=f"a{i}")
     (state,) = app.breakers()
     assert (state.state, state.failures) == ("open", 3)
     assert state.opened_at is not None and state.retry_at is not None
@@ -160,9 +159,7 @@ def test_the_probe_closing_wakes_the_runs_waiting_on_it(
     provider = Downstream(clock, failing=3)
     breaker = stalwart.Breaker("provider", failures=3, window=60, cooldown=30)
 
-    @app.step(
-        retry=stalwart.Retry(max_attempts=3, initial_delay=1.0, jitter=False), breaker=breaker
-    )
+    @app.step(retry=stalwart.Retry.never(), breaker=breaker)
     def call(item: str) -> str:
         return provider(item)
 
@@ -170,8 +167,9 @@ def test_the_probe_closing_wakes_the_runs_waiting_on_it(
     def agent(item: str) -> str:
         return call(item)
 
-    with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
-        app.run(agent, "a", workflow_id="a")
+    for i in range(3):  # three runs fail once each: the breaker counts them all
+        with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
+            app.run(agent, "a", workflow_id=f"a{i}")
     store = testing.store_of(app)
     now = clock.time()
     assert store.take_probe("provider", probe="elsewhere/1/1", now=now + 30, until=now + 90)
@@ -194,6 +192,31 @@ def test_the_probe_closing_wakes_the_runs_waiting_on_it(
     finally:
         worker.stop()
         thread.join(10)
+
+
+def test_a_long_outage_does_not_dead_letter_the_probing_run(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    provider = Downstream(clock, failing=6)
+    breaker = stalwart.Breaker("provider", failures=2, window=60, cooldown=30)
+
+    @app.step(
+        retry=stalwart.Retry(max_attempts=2, initial_delay=1.0, jitter=False), breaker=breaker
+    )
+    def call(item: str) -> str:
+        return provider(item)
+
+    @app.workflow
+    def agent(item: str) -> str:
+        return call(item)
+
+    with timers_fire(app, clock):
+        assert app.run(agent, "a", workflow_id="a") == "done a"
+    # Two attempts (its Retry's all) open the breaker; each failed probe after that opens it
+    # again without ending the run, which goes on when the provider is back.
+    assert [e.attempt for e in _attempts(app, "a")] == [1, 2, 3, 4, 5, 6, 7]
+    start = provider.calls[0]
+    assert [round(t - start) for t in provider.calls] == [0, 1, 31, 61, 91, 121, 151]
 
 
 def test_a_run_step_takes_a_breaker_too(app: stalwart.Stalwart, clock: FakeClock) -> None:

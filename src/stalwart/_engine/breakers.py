@@ -44,15 +44,16 @@ def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
     raise inv.suspend(wake_at=max(wake or 0.0, now + _MIN_WAIT), waiting_for=f"breaker:{name}")
 
 
-def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) -> None:
-    """An attempt's recorded outcome: a failure counts in the window (and may open the
-    breaker); the probe's success closes it."""
+def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) -> bool:
+    """An attempt's outcome: a failure counts in the window (and may open the breaker); the
+    probe's success closes it. True when the breaker is open after a failure (its runs wait
+    for it, so the failure is not the run's last attempt)."""
     store, name = inv.runtime.store, breaker.name
     now = inv.runtime.clock.time()
     if ok:
         if probe is not None and store.breaker_succeeded(name, probe=probe, now=now):
             log.info("breaker %s: closed, its probe succeeded", name)
-        return
+        return False
     opened = store.breaker_failed(
         name,
         now=now,
@@ -68,3 +69,6 @@ def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) ->
             "the probe failed" if probe else f"{breaker.failures} failures in {breaker.window:g}s",
             breaker.cooldown,
         )
+        return True
+    row = store.breaker(name, now=now)
+    return row is not None and row.state != "closed"

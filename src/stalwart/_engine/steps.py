@@ -64,6 +64,7 @@ class StepCall:
         self.current: StepScope | None = None  # the attempt under way
         self.rerun = False
         self.probe: str | None = None  # this attempt is its breaker's half-open probe
+        self.reported = False  # this attempt's failure is already counted by its breaker
 
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""
@@ -300,9 +301,7 @@ class StepCall:
                 return _DONE
             return 0.0
         if error is not None:
-            decision = self.step.retry.decide(
-                error, self.attempt, now=now, rng=self.inv.runtime.rng
-            )
+            decision = _decide(self, error, now)
             self._record_failure(error, self.started_at, now, decision, usage=usage)
             if decision.final:
                 message = str(error)
@@ -346,13 +345,30 @@ class StepCall:
         self._record(EntryStatus.FAILED, now, error=detail.to_json(), started=started, usage=usage)
 
 
+def _decide(call: StepCall, error: BaseException, now: float) -> Decision:
+    """What the step's ``Retry`` says about a failed attempt. With a breaker, the failure is
+    counted first, and a retryable one after which the breaker is open is never the run's
+    last attempt for want of attempts: the run waits for the breaker, so a long outage costs
+    one attempt per cooldown fleet-wide, not the runs themselves."""
+    rng, breaker = call.inv.runtime.rng, call.step.breaker
+    decision = call.step.retry.decide(error, call.attempt, now=now, rng=rng)
+    if breaker is None:
+        return decision
+    call.reported = True
+    held = report(call.inv, breaker, call.probe, ok=False)
+    if decision.final and held and not call.step.retry.decide(error, 1, now=now, rng=rng).final:
+        return Decision(final=False, delay=0.0)
+    return decision
+
+
 def _count(call: StepCall, status: str, usage: str | None) -> None:
     """A recorded attempt counts in the run's spend and its breaker's window."""
     inv, breaker = call.inv, call.step.breaker
     if status != EntryStatus.SCHEDULED:
         inv.current_step = None
-    if breaker is not None and status != EntryStatus.SCHEDULED:
+    if breaker is not None and status != EntryStatus.SCHEDULED and not call.reported:
         report(inv, breaker, call.probe, ok=status == EntryStatus.COMPLETED)
+    call.reported = False
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
         inv.spend.add(usage)
 

@@ -38,6 +38,8 @@ class WaitVerbs(SQLBase):
         }
 
         def work(conn: Any) -> bool:
+            if kind == "breaker":  # serialized with the breaker closing, which wakes waiters
+                conn.execute(self._q["lock_breaker"], {"name": key})
             self._lock_run(conn, workflow_id)
             if conn.execute(self._q["suspend_run"], params).rowcount != 1:
                 return False
