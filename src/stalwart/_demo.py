@@ -22,7 +22,7 @@ from typing import Any
 
 import stalwart
 
-from ._format import format_timeline
+from ._format import timeline
 
 WORKFLOW_ID = "refund-T-1042"
 TICKET = {"id": "T-1042", "customer": "ada@example.com", "order": "O-77", "amount": 129}
@@ -198,7 +198,7 @@ def run_demo() -> None:
             "the retry reused the idempotency key)",
         )
         _say("8.", f"the run's timeline ({app.handle(WORKFLOW_ID).status()}):")
-        for line in format_timeline(app.journal(WORKFLOW_ID)):
+        for line in timeline(app.journal(WORKFLOW_ID)).lines():
             print(f"     {line}")
         app.close()
         print(f"\ndemo finished in {time.monotonic() - started:.1f} s", flush=True)

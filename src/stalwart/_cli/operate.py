@@ -10,10 +10,9 @@ from typing import Any
 import click
 
 from .._errors import StalwartError
-from .._format import short
+from .._format import Table, local_time, short
 from .._model import STATUSES
 from . import cli, echo_store, open_app, url_option
-from ._output import Table, local_time
 
 __all__: list[str] = []
 

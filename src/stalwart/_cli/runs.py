@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from .._format import short
+from .._format import Table, duration, local_time, short, timeline
 from .._model import STATUSES
 from . import cli, echo_store, open_app, url_option
-from ._output import Table, duration, local_time, parse_when
+from ._output import parse_when
 
 __all__: list[str] = []
 
@@ -192,68 +192,6 @@ def header(detail: Any) -> list[str]:
             lines.append(f"  heartbeat  {short(current.heartbeat, 200)}")
         lines.append(f"  held by    {current.holder}")
     return lines
-
-
-def _words(e: Any, previous: Any) -> tuple[str, str]:
-    """What a journal entry says happened: a status word and a detail in words."""
-    if e.kind == "run":
-        out = e.output if isinstance(e.output, dict) else {}
-        if e.name == "started":
-            return "started", f"with {short(e.input, 200)}" if e.input else ""
-        if e.name == "resumed":
-            holder = out.get("recovered_from")
-            if holder:
-                return "recovered", f"its holder {holder} stopped or its lease lapsed"
-            after = previous is not None and previous.kind == "run" and previous.name == "started"
-            return "executing", "a worker took it" if after else "a worker took it up again"
-        if e.name == "suspended":
-            what = str(out.get("waiting_for") or "timer").replace(":", " ", 1)
-            until = out.get("until")
-            return "waiting", f"for {what}" + (f" until {until}" if until else "")
-        return e.name, short(e.output, 200) if e.output is not None else ""
-    if e.kind == "operator":
-        return e.name, f"by {e.by}" + (f": {short(e.input, 200)}" if e.input is not None else "")
-    if e.attempt == 0 and e.status == "failed":
-        return "reset", f"{e.error}: the next attempt starts afresh" if e.error else "reset"
-    return e.status, e.error if e.error else short(e.output, 200)
-
-
-def timeline(entries: list[Any], *, full: bool = False) -> Table:
-    """A run's journal as a table: seq, what happened in words, when, for how long, the
-    idempotency key of each step."""
-    table = Table(
-        "SEQ",
-        "KIND",
-        "NAME",
-        "STATUS",
-        "TRY",
-        "FINISHED",
-        "DURATION",
-        "KEY",
-        "DETAIL",
-        right=("SEQ", "TRY"),
-    )
-    previous = None
-    for e in entries:
-        status, detail = _words(e, previous)
-        took = None
-        if e.started_at is not None and e.finished_at is not None and e.kind == "step":
-            took = (e.finished_at - e.started_at).total_seconds()
-        if not full:
-            detail = detail if len(detail) <= 90 else detail[:89] + "…"
-        table.add(
-            "" if e.seq is None else e.seq,
-            e.kind,
-            e.name,
-            status,
-            "" if not e.attempt else e.attempt,
-            local_time(e.finished_at) if e.finished_at else "-",
-            duration(took) if took is not None else "",
-            e.idempotency_key or "",
-            detail,
-        )
-        previous = e
-    return table
 
 
 def entry_json(e: Any) -> dict[str, Any]:
