@@ -79,7 +79,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 11
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +112,7 @@ class RunRow:
     deadline: float | None = None
     cancel_requested: int = 0
     retrying: str | None = None  # "seq:attempt" of the last retry that began
+    trace_context: str | None = None  # the caller's W3C trace context at start, as JSON
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +299,7 @@ class RunStore(Protocol):
         lease_until: float | None,
         entry: Entry,
         deadline: float | None = None,
+        trace_context: str | None = None,
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists."""
 
@@ -308,6 +310,9 @@ class RunStore(Protocol):
         self, *, status: str | None, name: str | None, limit: int, before: float | None
     ) -> list[RunRow]:
         """Runs, newest first."""
+
+    def count_runs(self) -> list[tuple[str, str, int]]:
+        """``(status, queue, how many)`` for every status and queue that holds runs."""
 
     def finish_run(
         self,

@@ -27,6 +27,7 @@ class RunVerbs(SQLBase):
         lease_until: float | None,
         entry: Entry,
         deadline: float | None = None,
+        trace_context: str | None = None,
     ) -> bool:
         """Insert a run and its first journal entry; ``False`` if the id exists."""
 
@@ -44,6 +45,7 @@ class RunVerbs(SQLBase):
                     "owner": owner,
                     "lease_until": lease_until,
                     "deadline": deadline,
+                    "trace_context": trace_context,
                 },
             )
             if cur.rowcount != 1:
@@ -64,6 +66,10 @@ class RunVerbs(SQLBase):
         """Runs, newest first."""
         params = {"status": status, "name": name, "limit": limit, "before": before}
         return self._records("list_runs", params, RunRow)
+
+    def count_runs(self) -> list[tuple[str, str, int]]:
+        """``(status, queue, how many)`` for every status and queue that holds runs."""
+        return [(str(s), str(q), int(n)) for s, q, n in self._rows("count_runs", {})]
 
     def finish_run(
         self,
