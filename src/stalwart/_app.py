@@ -37,8 +37,9 @@ from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import make_codec
 from ._store import Store, open_store, resolve_url
+from ._tracing import Tracing
 from ._views import Views
-from ._worker import Worker
+from ._worker import serve
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -79,6 +80,7 @@ class Stalwart:
             registry=Registry(),
             loop=AppLoop(install_task_factory),
             prices=dict(prices or {}),
+            observers=[Tracing()],
         )
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
@@ -262,15 +264,17 @@ class Stalwart:
 
     # -- serving and operator calls -------------------------------------------------------
 
-    def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
-        """Run a worker in this process until SIGINT/SIGTERM: it claims runs of this app's
-        workflows from ``queues`` (default: ``default``, every queue declared with
-        :meth:`queue` and every queue a workflow names), at most ``concurrency`` at once.
-
-        Shutdown is graceful: it stops claiming, lets running steps finish (within
-        ``lease_seconds``), gives runs back at their next step boundary and releases the rest.
-        """
-        Worker(self._driver, concurrency=concurrency, queues=queues).serve()
+    def serve(
+        self,
+        concurrency: int | None = None,
+        queues: list[str] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> None:
+        """Run a worker here until SIGINT/SIGTERM, on ``queues`` (default: all the app's), at
+        most ``concurrency`` runs at once; it stops gracefully (docs/workers.md). With
+        ``metrics_port`` it serves Prometheus metrics at ``/metrics`` (docs/fleet.md)."""
+        serve(self._driver, concurrency, queues, metrics_port, metrics_host)
 
     def send_event(
         self,

@@ -138,13 +138,47 @@ def _by_option(func: Any) -> Any:
     help="Runs executed at once (default 8).",
 )
 @click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
-def worker_command(target: str, concurrency: int | None, queues: tuple[str, ...]) -> None:
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="The least severe log lines written.",
+)
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="text, or json: one JSON object per line.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs stalwart[metrics]).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Where to serve metrics."
+)
+def worker_command(
+    target: str,
+    concurrency: int | None,
+    queues: tuple[str, ...],
+    log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
     """Run a worker for the app MODULE:APP until SIGINT or SIGTERM (uses the app's own store)."""
     import importlib
     import logging
     import os
 
     from ._app import Stalwart
+    from ._logs import configure
+
+    configure(log_level, log_format)  # before the app's module: its lines are formatted too
 
     module_name, _, attr = target.partition(":")
     if not module_name or not attr:
@@ -158,8 +192,12 @@ def worker_command(target: str, concurrency: int | None, queues: tuple[str, ...]
     app = getattr(module, attr, None)
     if not isinstance(app, Stalwart):
         raise click.ClickException(f"{target!r} is not a stalwart.Stalwart app")
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    app.serve(concurrency=concurrency, queues=list(queues) or None)
+    app.serve(
+        concurrency=concurrency,
+        queues=list(queues) or None,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+    )
     # A step that outlived the shutdown grace had its run released: it must not go on running
     # in this process while another worker executes the run. The worker is one OS process.
     logging.shutdown()
