@@ -1,6 +1,7 @@
-"""How a worker process writes its logs: ``text`` (one line per record) or ``json`` (one JSON
-object per line with the keys ``ts``, ``level``, ``msg``, ``workflow_id``, ``step``, ``seq``,
-``attempt`` and ``worker``, ``null`` when not applicable).
+"""How a worker process writes its logs (and Python's warnings, and the tracebacks of threads):
+``text`` (one line per record) or ``json`` (one JSON object per line with the keys ``ts``,
+``level``, ``msg``, ``workflow_id``, ``step``, ``seq``, ``attempt`` and ``worker``, ``null``
+when not applicable).
 
 The run's fields come from the record's ``extra`` (the engine's own lines set them), else from
 the run and step the line was written in (``CURRENT_RUN``/``CURRENT_STEP``), so a line that a
@@ -14,6 +15,7 @@ import datetime as _dt
 import json
 import logging
 import sys
+import threading
 from typing import Any
 
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
@@ -86,4 +88,14 @@ def configure(level: str, fmt: str, *, stream: Any = None) -> RunFields:
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.captureWarnings(True)
+    threading.excepthook = _uncaught  # a thread's traceback is a log line too, not raw text
     return fields
+
+
+def _uncaught(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    logging.getLogger("stalwart").error(
+        "thread %s raised %s", name, args.exc_type.__name__, exc_info=args.exc_value
+    )

@@ -1,7 +1,8 @@
 """The app that ``test_telemetry.py`` serves with ``stalwart worker telemetry_app:app``.
 
 Its store is ``$TELEMETRY_URL``; ``$TELEMETRY_DIR`` keeps the side files (how often ``flaky``
-ran). With ``$TELEMETRY_SPANS`` set, the worker process configures an OpenTelemetry tracer
+ran). With ``$TELEMETRY_HANG`` set, ``slow`` hangs (its worker is killed in it). With
+``$TELEMETRY_SPANS`` set, the worker process configures an OpenTelemetry tracer
 provider that writes every finished span to that file as one JSON object per line, as an
 operator's exporter would ship them.
 """
@@ -50,6 +51,18 @@ def declare(app: stalwart.Stalwart, side: Path | None) -> dict[str, Any]:
     def provider_down() -> None:
         raise ConnectionError("the provider is down")
 
+    @app.step(name="slow")
+    def slow() -> str:
+        assert side is not None
+        (side / "slow-running").write_text("1")
+        if os.environ.get("TELEMETRY_HANG"):  # this worker is about to be killed
+            threading.Event().wait(60)
+        return "done"
+
+    @app.workflow(name="slow_wf")
+    def slow_wf() -> str:
+        return slow()
+
     @app.workflow(name="ok_wf")
     def ok_wf(x: int) -> int:
         return double(x)
@@ -83,6 +96,7 @@ def declare(app: stalwart.Stalwart, side: Path | None) -> dict[str, Any]:
         "chat_wf": chat_wf,
         "breaker_wf": breaker_wf,
         "napping_wf": napping_wf,
+        "slow_wf": slow_wf,
     }
 
 

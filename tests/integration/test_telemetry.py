@@ -49,8 +49,10 @@ def worker_url(shared_url: str) -> str:
 class Worker:
     """One ``stalwart worker`` process; its stdout and stderr go to one file."""
 
-    def __init__(self, tmp: Path, url: str, *args: str, env: dict[str, str] | None = None):
-        self.out = tmp / "worker.out"
+    def __init__(
+        self, tmp: Path, url: str, *args: str, env: dict[str, str] | None = None, n: int = 0
+    ):
+        self.out = tmp / f"worker-{n}.out"
         self.side = tmp / "side"
         self.side.mkdir(exist_ok=True)
         environ = {
@@ -104,7 +106,7 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., Worker]]:
     started: list[Worker] = []
 
     def start(url: str, *args: str, env: dict[str, str] | None = None) -> Worker:
-        worker = Worker(tmp_path, url, *args, env=env)
+        worker = Worker(tmp_path, url, *args, env=env, n=len(started))
         started.append(worker)
         return worker
 
@@ -280,6 +282,34 @@ def test_metrics_count_this_workers_work_and_gauge_the_fleet(
     assert value("stalwart_runs", status="needs_attention", queue="default") == 0
     assert value("stalwart_breaker_open", breaker="llm") == 1
     worker.stop()
+
+
+def test_a_takeover_is_logged_and_counted_with_the_interrupted_attempt(
+    worker_url: str,
+    client: tuple[stalwart.Stalwart, dict[str, Any]],
+    start_worker: Any,
+    tmp_path: Path,
+) -> None:
+    app, wf = client
+    doomed = start_worker(worker_url, env={"TELEMETRY_HANG": "1"})
+    handle = app.start(wf["slow_wf"], workflow_id="slow-1")
+    doomed.wait_for("slow running", (tmp_path / "side" / "slow-running").exists)
+    doomed.proc.kill()  # SIGKILL mid-step: the run stays 'running', held by a dead process
+    doomed.proc.wait()
+    port = _free_port()
+    heir = start_worker(worker_url, "--log-format", "json", "--metrics-port", str(port))
+    assert handle.result(timeout=WAIT_S) == "done"
+    m = _scrape(port)
+    text = heir.stop()
+    assert m[("stalwart_lease_takeovers_total", ())] == 1
+    assert m[("stalwart_step_attempts_total", (("outcome", "interrupted"), ("step", "slow")))] == 1
+    assert m[("stalwart_step_attempts_total", (("outcome", "completed"), ("step", "slow")))] == 1
+    lines = [json.loads(line) for line in text.splitlines()]
+    warnings = [line for line in lines if line["level"] == "WARNING"]
+    assert [line["workflow_id"] for line in warnings] == ["slow-1", "slow-1"], text
+    assert "taken over from " in warnings[0]["msg"]
+    assert warnings[1]["msg"].startswith("run slow-1: step slow (seq 1) attempt 1 interrupted: ")
+    assert (warnings[1]["step"], warnings[1]["attempt"]) == ("slow", 1)
 
 
 def test_metrics_without_prometheus_client_exit_1_with_the_install_hint(
