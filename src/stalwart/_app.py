@@ -271,9 +271,7 @@ class Stalwart:
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
     ) -> None:
-        """Run a worker here until SIGINT/SIGTERM, on ``queues`` (default: all the app's), at
-        most ``concurrency`` runs at once; it stops gracefully (docs/workers.md). With
-        ``metrics_port`` it serves Prometheus metrics at ``/metrics`` (docs/fleet.md)."""
+        """Run a worker here until SIGINT/SIGTERM (docs/workers.md); metrics: docs/fleet.md."""
         serve(self._driver, concurrency, queues, metrics_port, metrics_host)
 
     def send_event(
@@ -313,8 +311,7 @@ class Stalwart:
         return self._operator.reject(workflow_id, by, reason, approval_id)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:
-        """Cancel a run: at once if it is waiting or not started, else at its next step
-        boundary. Its status becomes ``cancelled``."""
+        """Cancel a run: at once if it waits or has not started, else at its next step boundary."""
         return self._operator.cancel(workflow_id, by)
 
     def retry(self, workflow_id: str, by: str | None = None, budget: Budget | None = None) -> None:
