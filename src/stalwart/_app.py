@@ -33,8 +33,9 @@ from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import make_codec
 from ._store import Store, open_store, resolve_url
+from ._tracing import Tracing
 from ._views import Views
-from ._worker import Worker
+from ._worker import serve
 
 __all__ = ["Handle", "Stalwart"]
 
@@ -75,6 +76,7 @@ class Stalwart(Reads):
             registry=Registry(),
             loop=AppLoop(install_task_factory),
             prices=dict(prices or {}),
+            observers=[Tracing()],
         )
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
@@ -236,15 +238,15 @@ class Stalwart(Reads):
 
     # -- serving and operator calls -------------------------------------------------------
 
-    def serve(self, concurrency: int | None = None, queues: list[str] | None = None) -> None:
-        """Run a worker in this process until SIGINT/SIGTERM: it claims runs of this app's
-        workflows from ``queues`` (default: ``default``, every queue declared with
-        :meth:`queue` and every queue a workflow names), at most ``concurrency`` at once.
-
-        Shutdown is graceful: it stops claiming, lets running steps finish (within
-        ``lease_seconds``), gives runs back at their next step boundary and releases the rest.
-        """
-        Worker(self._driver, concurrency=concurrency, queues=queues).serve()
+    def serve(
+        self,
+        concurrency: int | None = None,
+        queues: list[str] | None = None,
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+    ) -> None:
+        """Run a worker here until SIGINT/SIGTERM (docs/workers.md); metrics: docs/fleet.md."""
+        serve(self._driver, concurrency, queues, metrics_port, metrics_host)
 
     def send_event(
         self,
@@ -280,8 +282,7 @@ class Stalwart(Reads):
         return self._operator.reject(workflow_id, by, reason, approval_id)
 
     def cancel(self, workflow_id: str, by: str | None = None) -> None:
-        """Cancel a run: at once if it is waiting or not started, else at its next step
-        boundary. Its status becomes ``cancelled``."""
+        """Cancel a run: at once if it waits or has not started, else at its next step boundary."""
         return self._operator.cancel(workflow_id, by)
 
     def retry(self, workflow_id: str, by: str | None = None, budget: Budget | None = None) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._clock import Clock
+from ._hooks import Observer
 from ._leases import new_owner
 from ._loop import AppLoop
 from ._registry import Registry
@@ -44,6 +45,7 @@ class Runtime:
     owner: str = dataclasses.field(default_factory=new_owner)
     queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
     prices: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    observers: list[Observer] = dataclasses.field(default_factory=list)  # telemetry
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)

@@ -22,14 +22,16 @@ from typing import TYPE_CHECKING
 
 from ._engine.driver import Driver
 from ._engine.invocation import Invocation
+from ._engine.observe import fields
 from ._errors import UsageError, mask_url
 from ._leases import HOST, holder_is_gone
 from ._store.base import WorkerRow
 
 if TYPE_CHECKING:
+    from ._metrics import Metrics
     from ._store import RunRow
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "serve"]
 
 log = logging.getLogger("stalwart")
 
@@ -37,6 +39,20 @@ IDLE_POLL_SECONDS = 0.01  # a PRAGMA data_version read: cheap enough to ask 100 
 FULL_POLL_SECONDS = 0.5
 HOST_SCAN_SECONDS = 1.0
 DEFAULT_CONCURRENCY = 8
+
+
+def serve(
+    driver: Driver,
+    concurrency: int | None,
+    queues: list[str] | None,
+    metrics_port: int | None,
+    metrics_host: str,
+) -> None:
+    """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port``."""
+    worker = Worker(driver, concurrency=concurrency, queues=queues)
+    if metrics_port is not None:
+        worker.serve_metrics(metrics_host, metrics_port)
+    worker.serve()
 
 
 class Worker:
@@ -62,6 +78,20 @@ class Worker:
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
+        self.metrics: Metrics | None = None
+        self._metrics_at: tuple[str, int] | None = None
+
+    def serve_metrics(self, host: str, port: int) -> None:
+        """Serve this worker's Prometheus metrics at ``http://host:port/metrics`` while it
+        serves (``UsageError`` now when prometheus-client is not installed)."""
+        from ._metrics import Metrics
+
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise UsageError(f"metrics_port={port!r}: pass a TCP port number (0 to 65535)")
+        if not isinstance(host, str) or not host:
+            raise UsageError(f"metrics_host={host!r}: pass a host name or address")
+        self.metrics = Metrics(self.runtime, self.queues)
+        self._metrics_at = (host, port)
 
     def _all_queues(self) -> list[str]:
         """``default``, every declared queue and every queue a workflow names."""
@@ -80,26 +110,49 @@ class Worker:
             )
         restore = self._install_signal_handlers()
         log.info(
-            "worker %s: serving %s on queues %s (concurrency %d) from the store %s",
+            "worker %s: serving the store %s: %s on queues %s (concurrency %d)",
             self.runtime.owner,
+            mask_url(self.runtime.url),
             ", ".join(names),
             ", ".join(self.queues),
             self.concurrency,
-            mask_url(self.runtime.url),
+            extra=fields(None, self.runtime.owner),
         )
-        self.runtime.store.reserve_connections(self.concurrency + 4)
-        pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
-        self._start_threads(pool)
-        self._started_at = self.runtime.clock.time()
-        self._beat()
         try:
-            self._loop(names, pool)
+            self._start_metrics()
+            self.runtime.store.reserve_connections(self.concurrency + 4)
+            pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
+            self._start_threads(pool)
+            self._started_at = self.runtime.clock.time()
+            self._beat()
+            try:
+                self._loop(names, pool)
+            finally:
+                self._shut_down(pool)
         finally:
-            self._shut_down(pool)
+            self._stop_metrics()
             restore()
             with contextlib.suppress(Exception):  # a worker row left behind ages out
                 self.runtime.store.drop_worker(self.runtime.owner)
-        log.info("worker %s: stopped", self.runtime.owner)
+        log.info("worker %s: stopped", self.runtime.owner, extra=fields(None, self.runtime.owner))
+
+    def _start_metrics(self) -> None:
+        if self.metrics is None or self._metrics_at is None:
+            return
+        url = self.metrics.start(*self._metrics_at)
+        self.runtime.observers.append(self.metrics)
+        log.info(
+            "worker %s: metrics at %s",
+            self.runtime.owner,
+            url,
+            extra=fields(None, self.runtime.owner),
+        )
+
+    def _stop_metrics(self) -> None:
+        if self.metrics is not None:
+            if self.metrics in self.runtime.observers:
+                self.runtime.observers.remove(self.metrics)
+            self.metrics.stop()
 
     def _start_threads(self, pool: ThreadPoolExecutor) -> None:
         """Start every thread the worker will use now, so its footprint is fixed from the

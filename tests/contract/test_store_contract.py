@@ -176,6 +176,40 @@ def test_list_runs_filters_and_pages(store: Store) -> None:
     assert len(store.list_runs(status=None, name="agent", limit=1, before=None)) == 1
 
 
+def test_run_counts_count_each_status_and_queue(store: Store) -> None:
+    assert store.run_counts() == []
+    _create(store, "r1", owner=None)
+    _create(store, "r2", owner=None)
+    _create(store, "r3", owner=None, queue="llm")
+    _create(store, "r4", owner="w")
+    assert sorted((c.status, c.queue, c.runs) for c in store.run_counts()) == [
+        ("pending", "default", 2),
+        ("pending", "llm", 1),
+        ("running", "default", 1),
+    ]
+
+
+def test_a_run_keeps_the_trace_context_it_was_created_with(store: Store) -> None:
+    carrier = '{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}'
+    store.create_run(
+        workflow_id="traced",
+        name="agent",
+        status="pending",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=1.0,
+        owner=None,
+        lease_until=None,
+        entry=Entry(kind="run", name="started", status="completed"),
+        trace_context=carrier,
+    )
+    _create(store, "plain", owner=None)
+    traced, plain = store.get_run("traced"), store.get_run("plain")
+    assert traced is not None and traced.trace_context == carrier
+    assert plain is not None and plain.trace_context is None
+
+
 def test_recoveries_in_a_row_count_only_without_progress(store: Store) -> None:
     _create(store)
 

@@ -38,13 +38,46 @@ def same_store(a: str, b: str) -> bool:
     "--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once (default 8)."
 )
 @click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
+@click.option(
+    "--log-level",
+    default="INFO",
+    show_default=True,
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    help="The least severe log lines written.",
+)
+@click.option(
+    "--log-format",
+    default="text",
+    show_default=True,
+    type=click.Choice(["text", "json"]),
+    help="text, or json: one JSON object per line.",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs stalwart[metrics]).",
+)
+@click.option(
+    "--metrics-host", default="127.0.0.1", show_default=True, help="Where to serve metrics."
+)
 @url_option
 @click.pass_context
 def worker_command(
-    ctx: click.Context, target: str, concurrency: int | None, queues: tuple[str, ...]
+    ctx: click.Context,
+    target: str,
+    concurrency: int | None,
+    queues: tuple[str, ...],
+    log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker for the app MODULE:APP until SIGINT or SIGTERM, on the app's own store
     (a --url that names another store is refused)."""
+    from .._logs import configure
+
+    configure(log_level, log_format)  # before the app's module: its lines are formatted too
     app = _load_app(target)
     url = explicit_url(ctx)
     if url is not None and not same_store(url, app.url):
@@ -52,8 +85,12 @@ def worker_command(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
         )
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    app.serve(concurrency=concurrency, queues=list(queues) or None)
+    app.serve(
+        concurrency=concurrency,
+        queues=list(queues) or None,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+    )
     # A step that outlived the shutdown grace had its run released: it must not go on running
     # in this process while another worker executes the run. The worker is one OS process.
     logging.shutdown()

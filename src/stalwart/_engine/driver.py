@@ -17,6 +17,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import replace
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
@@ -36,6 +37,7 @@ from .invocation import Invocation
 from .keeper import LeaseKeeper
 from .lifecycle import lifecycle
 from .loop import install_task_factory
+from .observe import begin, carried, end, took
 from .poison import stop_poison_run
 
 __all__ = ["Driver"]
@@ -91,6 +93,7 @@ class Driver:
             lease_until=until,
             entry=lifecycle("started", now, input=payload),
             deadline=None if wf.timeout is None else now + wf.timeout,
+            trace_context=carried(self.runtime) if self.runtime.observers else None,
         )
 
     def run(
@@ -160,13 +163,18 @@ class Driver:
         """One invocation of a run this process holds, with its lease kept alive meanwhile."""
         runtime = self.runtime
         self.keeper.hold(inv)
+        begin(runtime, inv, row)
+        status = OutcomeKind.ABORT.value
         try:
-            outcome = execute(runtime, inv, row.input)
+            with inv.observe.current() if inv.observe is not None else nullcontext():
+                outcome = execute(runtime, inv, row.input)
+            status = outcome.status.value
         except BaseException as exc:
             self.abandon(inv, exc)
             raise
         finally:
             self.keeper.drop(inv.workflow_id)
+            end(inv, status)
         if outcome.status == OutcomeKind.ABORT:
             self.abandon(inv, outcome.error)
         return outcome
@@ -309,13 +317,8 @@ class Driver:
         taken, crashes = claim.taken, claim.recoveries
         if not taken:
             return None
-        if recovering:
-            log.info(
-                "run %s: recovering: its holder %s stopped or its lease lapsed",
-                row.workflow_id,
-                holder,
-            )
-            if crashes >= self.runtime.max_recoveries:
-                go_on = stop_poison_run(self.runtime, row, crashes, owner)
-                return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
+        took(runtime, row, now, holder=holder, takeover=recovering)
+        if recovering and crashes >= self.runtime.max_recoveries:
+            go_on = stop_poison_run(self.runtime, row, crashes, owner)
+            return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
         return self.invocation(wf, row, recovering=recovering, owner=owner)

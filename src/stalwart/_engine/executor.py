@@ -26,6 +26,7 @@ from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, 
 from .._store import Entry
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .observe import finished, suspended
 
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
@@ -302,7 +303,7 @@ def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
         now=now,
         entry=entry,
     ):
-        log.info("run %s: suspended (%s)", inv.workflow_id, signal.waiting_for or "timer")
+        suspended(runtime, inv, signal.waiting_for, wake_at)
         return Outcome(OutcomeKind.SUSPENDED)
     if inv.lease_lost.is_set():
         return Outcome(OutcomeKind.LEASE_LOST)
@@ -339,7 +340,7 @@ def _finish(
     )
     if not ok:
         return Outcome(OutcomeKind.LEASE_LOST)
-    log.info("run %s: %s", inv.workflow_id, status)
+    finished(runtime, inv, status, error)
     runtime.note_settled()
     failure = exc if isinstance(exc, Exception) else None
     return Outcome(OutcomeKind(status), failure, output=output, record=error)

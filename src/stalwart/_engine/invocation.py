@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
+from .._hooks import RunHooks
 from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
@@ -81,6 +82,7 @@ class StepScope:
     last_beat: float = 0.0
     suffix: str = ""
     usage: dict[str, Any] = field(default_factory=dict)  # what record_usage() added
+    span: Any = None  # the observers' token for this attempt, until its outcome is recorded
     started_at: float = 0.0
 
     def __post_init__(self) -> None:
@@ -186,6 +188,7 @@ class Invocation:
         self.damaged: dict[str, str] = {}  # position -> why its latest row cannot be read
         self.spend: Any = None  # what the run has used, read when its budget is first checked
         self.current_step: StepScope | None = None  # the attempt that started last, until settled
+        self.observe: RunHooks | None = None  # the observers' hooks of this execution
         for row in index:
             problem = _damage(row)
             try:

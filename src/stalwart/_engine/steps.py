@@ -28,6 +28,7 @@ from .invocation import (
     guarded_async,
     step_key,
 )
+from .observe import attempt_began, attempt_recorded
 
 __all__ = ["call_step", "call_step_async"]
 
@@ -209,7 +210,7 @@ class StepCall:
         entry = self._entry(status, now, output=output, error=error, started=started)
         entry.usage = usage
         self.inv.append(entry)
-        _count(self, status, usage)
+        _count(self, entry)
 
     def _entry(
         self,
@@ -361,16 +362,19 @@ def _decide(call: StepCall, error: BaseException, now: float) -> Decision:
     return decision
 
 
-def _count(call: StepCall, status: str, usage: str | None) -> None:
-    """A recorded attempt counts in the run's spend and its breaker's window."""
-    inv, breaker = call.inv, call.step.breaker
+def _count(call: StepCall, entry: Entry) -> None:
+    """A recorded attempt counts in the run's spend and its breaker's window, and is told to
+    the logs (a failure) and the observers."""
+    inv, breaker, status = call.inv, call.step.breaker, entry.status
     if status != EntryStatus.SCHEDULED:
         inv.current_step = None
     if breaker is not None and status != EntryStatus.SCHEDULED and not call.reported:
         report(inv, breaker, call.probe, ok=status == EntryStatus.COMPLETED)
     call.reported = False
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
-        inv.spend.add(usage)
+        inv.spend.add(entry.usage)
+    if inv.observe is not None or status != EntryStatus.COMPLETED:
+        attempt_recorded(inv, call.current, entry)
 
 
 def _validate_and_encode(inv: Invocation, step: StepDef, raw: Any) -> bytes:
@@ -399,6 +403,14 @@ def _validate_and_encode(inv: Invocation, step: StepDef, raw: Any) -> bytes:
 
 
 def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
+    hooks = scope.invocation.observe
+    if hooks is not None:
+        with attempt_began(hooks, scope):
+            return _sync_attempt(step, scope, args, kwargs)
+    return _sync_attempt(step, scope, args, kwargs)
+
+
+def _sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
     token = CURRENT_STEP.set(scope)
     try:
         if step.timeout is None:
@@ -461,6 +473,14 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
 
 
 async def _run_async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
+    hooks = scope.invocation.observe
+    if hooks is not None:
+        with attempt_began(hooks, scope):
+            return await _async_attempt(step, scope, args, kwargs)
+    return await _async_attempt(step, scope, args, kwargs)
+
+
+async def _async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
     token = CURRENT_STEP.set(scope)
     try:
         coro: Awaitable[Any] = step.fn(*args, **kwargs)

@@ -14,6 +14,7 @@ from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
 from .invocation import Invocation, Recorded, guarded
+from .observe import waited
 
 __all__ = ["approval", "event", "seconds_of", "sleep"]
 
@@ -167,9 +168,12 @@ class _Wait:
         if winner == "lost":
             inv.lease_lost.set()
             raise LeaseLost()
+        if winner != "none":
+            waited(inv, self.kind, self.name, self.now, winner)
         return winner, data
 
     def suspend(self, wake_at: float | None, waiting_for: str | None) -> Suspend:
+        waited(self.inv, self.kind, self.name, self.now, "suspended")
         return self.inv.suspend(wake_at=wake_at, waiting_for=waiting_for)
 
 

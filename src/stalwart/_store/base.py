@@ -104,7 +104,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 class RunStore(Protocol):
@@ -140,6 +140,7 @@ class RunStore(Protocol):
         lease_until: float | None,
         entry: Entry,
         deadline: float | None = None,
+        trace_context: str | None = None,
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists."""
 

@@ -57,6 +57,7 @@ class RunRow:
     retrying: str | None = None  # "seq:attempt" of the last retry that began
     progress: bytes | None = None  # the last heartbeat's details, encoded
     current_step: str | None = None  # JSON: the step its holder executes now
+    trace_context: str | None = None  # the caller's W3C trace context at start, as JSON
 
 
 @dataclass(frozen=True, slots=True)

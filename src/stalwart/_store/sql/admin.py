@@ -89,6 +89,7 @@ class AdminVerbs(SQLBase):
                     "owner": None,
                     "lease_until": None,
                     "deadline": None,
+                    "trace_context": None,  # a fork is a new run, of no caller's trace
                 },
             )
             if cur.rowcount != 1:

@@ -27,6 +27,7 @@ class RunVerbs(SQLBase):
         lease_until: float | None,
         entry: Entry,
         deadline: float | None = None,
+        trace_context: str | None = None,
     ) -> bool:
         """Insert a run and its first journal entry; ``False`` if the id exists."""
 
@@ -44,6 +45,7 @@ class RunVerbs(SQLBase):
                     "owner": owner,
                     "lease_until": lease_until,
                     "deadline": deadline,
+                    "trace_context": trace_context,
                 },
             )
             if cur.rowcount != 1:

@@ -12,9 +12,9 @@ INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :olde
 
 -- name: create_run
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
-                  lease_owner, lease_expires_at, deadline)
+                  lease_owner, lease_expires_at, deadline, trace_context)
 VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(:now, 6), :now,
-        :owner, :lease_until, :deadline)
+        :owner, :lease_until, :deadline, :trace_context)
 ON CONFLICT (workflow_id) DO NOTHING;
 
 -- fragment: claimable
@@ -32,7 +32,7 @@ SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND {{claimable}};
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step
+       cancel_requested, retrying, progress, current_step, trace_context
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
