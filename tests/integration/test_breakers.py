@@ -270,6 +270,6 @@ def test_the_cli_lists_breakers(shared_url: str) -> None:
     table = runner.invoke(cli, ["--url", shared_url, "breakers"])
     assert table.exit_code == 0, table.output
     assert "llm" in table.output and "open" in table.output
-    lines = runner.invoke(cli, ["--url", shared_url, "breakers", "--json"]).output.splitlines()
+    lines = runner.invoke(cli, ["--url", shared_url, "breakers", "--json"]).stdout.splitlines()
     parsed: list[dict[str, Any]] = [json.loads(line) for line in lines]
     assert [(b["name"], b["state"], b["failures"]) for b in parsed] == [("llm", "open", 1)]

@@ -79,8 +79,8 @@ def store_url(ctx: click.Context) -> str:
 
 
 def open_app(ctx: click.Context, *, write: bool = False) -> Any:
-    """An app on the command's store. Only ``write`` commands may create one: a read command
-    on a SQLite path that does not exist is refused, naming the path."""
+    """An app on the command's store, named on stderr. Only ``write`` commands may create
+    one: a read command on a SQLite path that does not exist is refused, naming the path."""
     from .._app import Stalwart
 
     url = store_url(ctx)
@@ -94,12 +94,9 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
                 f"no store at {path} (from {where}); give --url sqlite:///PATH of an existing "
                 "store, or set STALWART_URL"
             )
-    return Stalwart(url)
-
-
-def echo_store(app: Any) -> None:
-    """Say which store a command reads (on stderr, so piped output stays clean)."""
-    click.echo(f"store: {mask_url(app.url)}", err=True)
+    app = Stalwart(url)
+    click.echo(f"store: {mask_url(app.url)}", err=True)  # stderr: piped output stays clean
+    return app
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ import click
 from .._errors import StalwartError
 from .._format import Table, local_time, short
 from .._model import STATUSES
-from . import cli, echo_store, open_app, url_option
+from . import cli, open_app, url_option
 
 __all__: list[str] = []
 
@@ -68,8 +68,6 @@ def approvals_command(ctx: click.Context, show_all: bool, as_json: bool) -> None
     """List approval requests waiting for a decision (with --all, decided ones too)."""
     with open_app(ctx) as app:
         requests = app.approvals(pending=not show_all)
-        if not as_json:
-            echo_store(app)
     if as_json:
         for r in requests:
             d = r.decision
@@ -291,8 +289,6 @@ def breakers_command(ctx: click.Context, as_json: bool) -> None:
     """List the fleet's circuit breakers: state, failures in the window, when a probe may go."""
     with open_app(ctx) as app:
         breakers = app.breakers()
-        if not as_json:
-            echo_store(app)
     if as_json:
         for b in breakers:
             fields = dataclasses.asdict(b)

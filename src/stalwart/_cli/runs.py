@@ -12,7 +12,7 @@ import click
 
 from .._format import Table, duration, local_time, short, timeline
 from .._model import STATUSES
-from . import cli, echo_store, open_app, url_option
+from . import cli, open_app, url_option
 from ._output import parse_when
 
 __all__: list[str] = []
@@ -70,7 +70,6 @@ def ls_command(
             for r in runs:
                 click.echo(json.dumps(run_json(app, r)))
         else:
-            echo_store(app)
             table = Table(
                 "WORKFLOW ID", "NAME", "STATUS", "QUEUE", "WAITING FOR", "CREATED", "ERROR"
             )
@@ -143,7 +142,6 @@ def show_command(
             for e in chosen:
                 click.echo(json.dumps(entry_json(e), default=str, indent=2))
             return
-        echo_store(app)
         for line in header(detail):
             click.echo(line)
         click.echo("")
