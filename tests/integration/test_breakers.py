@@ -2,7 +2,7 @@
 hold the attempts of their steps (the run waits on a durable timer, spending no attempt), let
 one probe through after the cooldown, and close on its success or open again on its failure.
 The store verbs are in tests/contract; the fleet, with real worker processes, is in
-tests/faults/test_breakers.py."""
+tests/faults/test_breaker_fleet.py."""
 
 from __future__ import annotations
 
