@@ -1,7 +1,9 @@
 """Shared fixtures: every store-backed test runs on each backend.
 
 The ``postgres`` backend runs when ``STALWART_TEST_POSTGRES_URL`` names a database (``.ci/run``
-sets it); each test gets a schema of its own, dropped afterwards.
+sets it); each test gets a schema of its own, dropped afterwards. Without it, the tests that need
+PostgreSQL are deselected rather than skipped one by one, and the end of the run says in one line
+how many did not run and how to run them (see :func:`needs_postgres`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,44 @@ import pytest
 import stalwart
 from stalwart import testing
 from stalwart.testing import FakeClock
-from store_urls import postgres_schema_url
+from store_urls import NO_POSTGRES, POSTGRES_URL, postgres_schema_url
 
 BACKENDS = ["memory", "sqlite", "postgres"]
+# Fixtures that always need PostgreSQL. A fixture parametrized over backends needs it only for
+# its "postgres" param, which needs_postgres() recognises whatever the fixture's name.
+POSTGRES_ONLY_FIXTURES = frozenset({"pg_url", "pg_workers"})
+_DESELECTED = pytest.StashKey[int]()
+
+
+def needs_postgres(item: pytest.Item) -> bool:
+    """Whether ``item`` runs on PostgreSQL: a ``"postgres"`` fixture param or a PostgreSQL-only
+    fixture."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and "postgres" in callspec.params.values():
+        return True
+    return not POSTGRES_ONLY_FIXTURES.isdisjoint(getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a PostgreSQL URL, deselect its tests (instead of ~140 identical SKIPPED lines)."""
+    if POSTGRES_URL:
+        return
+    postgres = [item for item in items if needs_postgres(item)]
+    if postgres:
+        config.hook.pytest_deselected(items=postgres)
+        items[:] = [item for item in items if not needs_postgres(item)]
+    config.stash[_DESELECTED] = len(postgres)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line for the PostgreSQL tests that did not run, and how to run them."""
+    count = config.stash.get(_DESELECTED, 0)
+    if count:
+        terminalreporter.write_line(
+            f"PostgreSQL: the {count} tests of the PostgreSQL backend did not run; {NO_POSTGRES}, "
+            "e.g. STALWART_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/test make test",
+            yellow=True,
+        )
 
 
 @pytest.fixture(params=BACKENDS)

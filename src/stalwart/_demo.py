@@ -6,16 +6,21 @@ approval (given from a second process through the CLI), and refunds through a lo
 service that honours idempotency keys. The demo SIGKILLs the worker right after the payment
 service accepted the refund and before the worker recorded it, starts a new worker, and shows
 that the customer was refunded exactly once.
+
+The demo keeps what it did in ``./.stalwart/`` (the journal in ``demo.db``, the payment service
+and the demo's marker files in ``demo/``), so that ``stalwart show`` can read the run afterwards.
+Each run starts by deleting them: the run id stays ``refund-T-1042`` and a second ``make demo``
+tells the same story.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -25,6 +30,8 @@ import stalwart
 from ._format import timeline
 
 WORKFLOW_ID = "refund-T-1042"
+STORE = Path(".stalwart") / "demo.db"  # relative to the working directory, like the default store
+WORKDIR = Path(".stalwart") / "demo"  # the fake payment service and the demo's marker files
 TICKET = {"id": "T-1042", "customer": "ada@example.com", "order": "O-77", "amount": 129}
 _PLAN = {  # what the scripted "LLM" answers: deterministic, no network
     "action": "refund",
@@ -121,6 +128,18 @@ def _spawn_worker(db_url: str, workdir: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _stop(worker: subprocess.Popen[bytes]) -> None:
+    """SIGTERM (a graceful stop), then SIGKILL if it is not gone in 30 s."""
+    if worker.poll() is not None:
+        return
+    worker.send_signal(signal.SIGTERM)
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        worker.wait()
+
+
 def _wait_for(what: str, check: Any, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -133,18 +152,46 @@ def _say(step: str, text: str) -> None:
     print(f"{step:>3}  {text}", flush=True)
 
 
+def _fresh_start() -> None:
+    """Delete what a previous demo left, so that this one starts from an empty store."""
+    for old in STORE.parent.glob(f"{STORE.name}*"):  # the database and its WAL files
+        old.unlink()
+    shutil.rmtree(WORKDIR, ignore_errors=True)
+    WORKDIR.mkdir(parents=True)
+
+
+def _cli_command() -> str:
+    """How the user who started this demo runs the CLI (``.venv/bin/stalwart`` from ``make``)."""
+    argv0 = Path(sys.argv[0])
+    if argv0.name == "stalwart":
+        found = shutil.which("stalwart")
+        if found and Path(found).resolve() == argv0.resolve():
+            return "stalwart"
+        return str(argv0)
+    return f"{sys.executable} -m stalwart"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run_demo() -> None:
-    """Run the refund demo in a temporary folder and narrate it."""
+    """Run the refund demo in ``./.stalwart/`` and narrate it."""
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="stalwart-demo-") as tmp:
-        workdir = Path(tmp)
-        db_url = f"sqlite:///{workdir / 'demo.db'}"
-        app, agent = build_app(db_url, workdir)
-        payments = PaymentService(workdir / "payments.db")
-        (workdir / "kill-after-refund").touch()
-        worker = _spawn_worker(db_url, workdir)
-        _say("1.", f"worker pid {worker.pid} started on the embedded store ({db_url})")
+    _fresh_start()
+    workdir = WORKDIR
+    db_url = f"sqlite:///{STORE}"
+    app, agent = build_app(db_url, workdir)
+    payments = PaymentService(workdir / "payments.db")
+    (workdir / "kill-after-refund").touch()
+    worker = _spawn_worker(db_url, workdir)
+    _say("1.", f"worker pid {worker.pid} started on the embedded store ({db_url})")
+    try:
         app.start(agent, TICKET, workflow_id=WORKFLOW_ID)
         _say("2.", f"ticket {TICKET['id']}: customer asks for a refund of {TICKET['amount']} EUR")
         _wait_for("the approval request", app.approvals)
@@ -185,25 +232,31 @@ def run_demo() -> None:
         _say("", "   ... and the worker was killed with SIGKILL before it could record that")
         worker = _spawn_worker(db_url, workdir)
         _say("6.", f"a new worker (pid {worker.pid}) picks the run up from its journal")
-        try:
-            result = app.handle(WORKFLOW_ID).result(timeout=30)
-        finally:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(timeout=30)
-        made, calls = payments.counts()
-        _say("7.", f"done: {result['notice']}")
-        _say(
-            "",
-            f"   refunds made by the payment service: {made} (calls it received: {calls}; "
-            "the retry reused the idempotency key)",
-        )
-        _say("8.", f"the run's timeline ({app.handle(WORKFLOW_ID).status()}):")
-        for line in timeline(app.journal(WORKFLOW_ID)).lines():
-            print(f"     {line}")
-        app.close()
-        print(f"\ndemo finished in {time.monotonic() - started:.1f} s", flush=True)
-        if made != 1:
-            raise SystemExit(f"demo: expected exactly one refund, found {made}")
+        result = app.handle(WORKFLOW_ID).result(timeout=30)
+    finally:  # whichever worker is alive stops, even when the demo gives up
+        _stop(worker)
+    made, calls = payments.counts()
+    _say("7.", f"done: {result['notice']}")
+    _say(
+        "",
+        f"   refunds made by the payment service: {made} (calls it received: {calls}; "
+        "the retry reused the idempotency key)",
+    )
+    _say("8.", f"the run's timeline ({app.handle(WORKFLOW_ID).status()}):")
+    for line in timeline(app.journal(WORKFLOW_ID)).lines():
+        print(f"     {line}")
+    app.close()
+    print(f"\ndemo finished in {time.monotonic() - started:.1f} s", flush=True)
+    cli = f"{_cli_command()} --url {db_url}"
+    print(
+        f"\nThe run is kept in {STORE}. Look at it with:\n"
+        f"    {cli} ls\n"
+        f"    {cli} show {WORKFLOW_ID}\n"
+        f"The demo's code is in {_shown(Path(__file__))}.",
+        flush=True,
+    )
+    if made != 1:
+        raise SystemExit(f"demo: expected exactly one refund, found {made}")
 
 
 if __name__ == "__main__":

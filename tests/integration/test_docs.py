@@ -4,12 +4,20 @@ Each block runs on its own: a fresh temporary working directory and a fresh modu
 (registered in ``sys.modules`` while it runs, so enums, dataclasses and pydantic models declared in
 an example can be imported back by the serializer, as they would be from a real module). Blocks
 fenced as ```python-snippet are deliberately partial and are not executed.
+
+A reader runs an example again, so each block runs twice in a row in the same folder: the second
+run finds whatever the first one left there (its store files, its modules, its marker files). A
+run fails if it leaves a process it started running (an example that starts workers stops them in
+``finally``) or a thread that does not end, and a run that hangs fails on the test's timeout.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import threading
+import time
 import types
 from pathlib import Path
 
@@ -22,6 +30,8 @@ DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```(?P<lang>[^\s`]*)[^\n]*$")
 EXECUTED = "python"
 NOT_EXECUTED = "python-snippet"
+RUNS = 2  # every executed block runs this many times in a row in one folder
+THREAD_GRACE = 5.0  # seconds a block's threads may take to end after the block returned
 
 
 def _blocks(path: Path) -> list[tuple[str, int, str]]:
@@ -104,16 +114,11 @@ def test_relative_links_resolve(path: Path) -> None:
             assert anchor in _anchors(linked), f"{path.name}: no heading for {target!r}"
 
 
-@pytest.mark.parametrize(("rel", "lineno", "code"), PYTHON_BLOCKS)
-def test_python_block_runs(
-    rel: str, lineno: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("STALWART_URL", raising=False)
+def _exec_block(rel: str, lineno: int, code: str) -> None:
     name = "docs_example_" + re.sub(r"\W", "_", f"{rel}_{lineno}")
     module = types.ModuleType(name)
     module.__file__ = str(ROOT / rel)
-    monkeypatch.setitem(sys.modules, name, module)
+    sys.modules[name] = module
     # Pad with blank lines so that tracebacks point at the line in the Markdown file.
     compiled = compile("\n" * (lineno - 1) + code, str(ROOT / rel), "exec")
     try:
@@ -122,3 +127,56 @@ def test_python_block_runs(
         for value in list(module.__dict__.values()):
             if isinstance(value, stalwart.Stalwart):
                 value.close()
+        del sys.modules[name]
+
+
+def _stop_leftovers(started: list[subprocess.Popen[bytes]]) -> list[str]:
+    """Kill the processes a run left running; describe them."""
+    leftovers = []
+    for process in started:
+        if process.poll() is None:
+            leftovers.append(f"pid {process.pid}: {process.args!r}")
+            process.kill()
+            process.wait()
+    started.clear()
+    return leftovers
+
+
+def _lingering_threads(before: set[threading.Thread]) -> list[str]:
+    """The threads a run started that are still alive after a grace period."""
+    deadline = time.monotonic() + THREAD_GRACE
+    for thread in set(threading.enumerate()) - before:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return [t.name for t in set(threading.enumerate()) - before if t.is_alive()]
+
+
+@pytest.mark.timeout(30 * RUNS)
+@pytest.mark.parametrize(("rel", "lineno", "code"), PYTHON_BLOCKS)
+def test_python_block_runs_twice(
+    rel: str, lineno: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("STALWART_URL", raising=False)
+    started: list[subprocess.Popen[bytes]] = []
+
+    class TrackedPopen(subprocess.Popen):  # type: ignore[type-arg]
+        """Popen that remembers what the example started (subprocess.run uses it too)."""
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            started.append(self)
+
+    monkeypatch.setattr(subprocess, "Popen", TrackedPopen)
+    for run in range(1, RUNS + 1):
+        where = f"{rel}:{lineno}, run {run} of {RUNS} in the same folder"
+        threads_before = set(threading.enumerate())
+        try:
+            _exec_block(rel, lineno, code)
+        except BaseException as exc:
+            exc.add_note(where)
+            raise
+        finally:
+            lingering = _lingering_threads(threads_before)
+            leftovers = _stop_leftovers(started)
+        assert not leftovers, f"{where}: left processes running (stop them in finally): {leftovers}"
+        assert not lingering, f"{where}: threads still running after the block: {lingering}"

@@ -1,0 +1,55 @@
+"""``stalwart demo`` (``make demo``): it keeps its run for ``stalwart show``, and runs again.
+
+Each demo run takes about a second: a worker process, a SIGKILL and a second worker.
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import stalwart
+
+DEMO = [sys.executable, "-m", "stalwart", "demo"]
+
+
+def _demo(cwd: Path) -> str:
+    done = subprocess.run(DEMO, check=False, cwd=cwd, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _commands(output: str) -> list[str]:
+    """The commands the demo tells the user to run, one an indented line after 'Look at it'."""
+    lines = output.split("Look at it with:\n", 1)[1].splitlines()
+    return [line.strip() for line in lines if line.startswith("    ")]
+
+
+def test_the_demo_keeps_its_run_and_runs_twice_in_a_row(tmp_path: Path) -> None:
+    first = _demo(tmp_path)
+    second = _demo(tmp_path)  # the run of the first demo exists: a clean start, same story
+    for output in (first, second):
+        assert "refunds made by the payment service: 1" in output
+        assert "The run is kept in .stalwart/demo.db" in output
+        assert "The demo's code is in " in output and "_demo.py" in output
+
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / '.stalwart' / 'demo.db'}") as app:
+        [run] = app.list_workflows()  # the second demo started from an empty store
+        assert (run.workflow_id, run.status) == ("refund-T-1042", "completed")
+
+    commands = _commands(second)
+    assert [c.split()[-1] for c in commands] == ["ls", "refund-T-1042"]
+    for command in commands:
+        shown = subprocess.run(
+            shlex.split(command),
+            check=False,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "refund-T-1042" in shown.stdout
+        assert "completed" in shown.stdout
