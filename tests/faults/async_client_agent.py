@@ -12,16 +12,12 @@ declare the workflow it starts runs of; it never uses the client.
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
-import logging
 import os
-import signal
 import sys
-from pathlib import Path
 from typing import Any
 
 import httpx
+from worker_main import serve
 
 import stalwart
 
@@ -54,22 +50,8 @@ def declare(app: stalwart.Stalwart) -> Any:
 
 
 def main(argv: list[str]) -> int:
-    faulthandler.register(signal.SIGUSR1, all_threads=True)
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("url")
-    parser.add_argument("workdir")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--lease-seconds", type=float, default=30.0)
-    parser.add_argument("--max-recoveries", type=int, default=5)
-    opts = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(message)s")
-    with stalwart.Stalwart(
-        opts.url, lease_seconds=opts.lease_seconds, max_recoveries=opts.max_recoveries
-    ) as app:
-        declare(app)
-        (Path(opts.workdir) / f"ready-{os.getpid()}").touch()
-        app.serve(concurrency=opts.concurrency)
-    return 0
+    """Serve this agent's workflows (see ``worker_main``)."""
+    return serve(argv, declare, __doc__)
 
 
 if __name__ == "__main__":

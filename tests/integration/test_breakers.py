@@ -102,9 +102,9 @@ def test_it_opens_after_failures_and_waits_the_cooldown_without_spending_attempt
     )
 
 
-def test_an_open_breaker_holds_every_run_whose_step_uses_it(
-    app: stalwart.Stalwart, clock: FakeClock
-) -> None:
+def _tripped(app: stalwart.Stalwart, clock: FakeClock) -> tuple[Downstream, Any]:
+    """An agent whose one step calls a provider through a breaker that opens after three
+    failures, and three runs that opened it, failing once each (``Retry.never()``)."""
     provider = Downstream(clock, failing=3)
     breaker = stalwart.Breaker("provider", failures=3, window=60, cooldown=30)
 
@@ -116,9 +116,16 @@ def test_an_open_breaker_holds_every_run_whose_step_uses_it(
     def agent(item: str) -> str:
         return call(item)
 
-    for i in range(3):  # three runs fail once each: the breaker counts them all
+    for i in range(3):
         with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
             app.run(agent, "a", workflow_id=f"a{i}")
+    return provider, agent
+
+
+def test_an_open_breaker_holds_every_run_whose_step_uses_it(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    provider, agent = _tripped(app, clock)
     (state,) = app.breakers()
     assert (state.state, state.failures) == ("open", 3)
     assert state.opened_at is not None and state.retry_at is not None
@@ -156,20 +163,7 @@ def test_failures_outside_the_window_do_not_count(app: stalwart.Stalwart, clock:
 def test_the_probe_closing_wakes_the_runs_waiting_on_it(
     app: stalwart.Stalwart, clock: FakeClock
 ) -> None:
-    provider = Downstream(clock, failing=3)
-    breaker = stalwart.Breaker("provider", failures=3, window=60, cooldown=30)
-
-    @app.step(retry=stalwart.Retry.never(), breaker=breaker)
-    def call(item: str) -> str:
-        return provider(item)
-
-    @app.workflow
-    def agent(item: str) -> str:
-        return call(item)
-
-    for i in range(3):  # three runs fail once each: the breaker counts them all
-        with pytest.raises(stalwart.WorkflowFailed, match="the provider is down"):
-            app.run(agent, "a", workflow_id=f"a{i}")
+    _, agent = _tripped(app, clock)
     store = testing.store_of(app)
     now = clock.time()
     assert store.take_probe("provider", probe="elsewhere/1/1", now=now + 30, until=now + 90)
