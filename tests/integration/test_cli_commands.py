@@ -5,6 +5,7 @@ operator actions."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -24,6 +25,7 @@ def _cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Complete
         timeout=60,
         check=False,
         input=stdin,
+        env={k: v for k, v in os.environ.items() if k != "STALWART_URL"},
     )
 
 
@@ -185,3 +187,16 @@ def test_send_event_says_when_it_was_a_duplicate(tmp_path: Path) -> None:
     assert again.returncode == 0 and again.stdout.startswith("duplicate: ")
     fresh = _cli("--url", url, "send-event", "i1", "ping", "2", "--dedup-key", "n", cwd=tmp_path)
     assert fresh.stdout.startswith("sent 'ping' to i1")
+
+
+def test_a_newcomer_looking_for_the_demos_run_is_told_where_it_is(tmp_path: Path) -> None:
+    demo = tmp_path / ".stalwart" / "demo.db"
+    demo.parent.mkdir()
+    stalwart.Stalwart(f"sqlite:///{demo}").close()
+    env_free = _cli("ls", cwd=tmp_path)  # no --url: the default store, which does not exist
+    assert env_free.returncode == 1
+    assert "add --url sqlite:///.stalwart/demo.db" in env_free.stderr
+    stalwart.Stalwart(f"sqlite:///{tmp_path / '.stalwart' / 'stalwart.db'}").close()
+    missing = _cli("show", "refund-T-1042", cwd=tmp_path)
+    assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 2  # store, error
+    assert "stalwart --url sqlite:///.stalwart/demo.db show refund-T-1042" in missing.stderr

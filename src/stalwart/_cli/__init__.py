@@ -90,9 +90,15 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
         path = Path(url[len("sqlite:///") :])
         if not path.exists():
             where = "--url" if explicit_url(ctx) else "STALWART_URL / the default store"
+            demo = Path(".stalwart") / "demo.db"
+            hint = (
+                f" (the demo's runs are in sqlite:///{demo}: add --url sqlite:///{demo})"
+                if demo.exists() and path != demo
+                else ""
+            )
             raise CliError(
                 f"no store at {path} (from {where}); give --url sqlite:///PATH of an existing "
-                "store, or set STALWART_URL"
+                f"store, or set STALWART_URL{hint}"
             )
     app = Stalwart(url)
     click.echo(f"store: {mask_url(app.url)}", err=True)  # stderr: piped output stays clean

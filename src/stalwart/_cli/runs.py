@@ -6,13 +6,16 @@ import dataclasses
 import datetime as _dt
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import click
 
+from .._errors import WorkflowNotFound
 from .._format import Table, duration, local_time, short, timeline
 from .._model import STATUSES
-from . import cli, open_app, url_option
+from .._store import DEFAULT_URL
+from . import CliError, cli, open_app, url_option
 from ._output import parse_when
 
 __all__: list[str] = []
@@ -128,7 +131,10 @@ def show_command(
     """Show a run: its header (status, queue, times, usage, the step it executes now) and its
     timeline."""
     with open_app(ctx) as app:
-        detail = app.describe(workflow_id)
+        try:
+            detail = app.describe(workflow_id)
+        except WorkflowNotFound as exc:
+            raise CliError(f"{exc}{_demo_hint(app.url, workflow_id)}") from None
         entries = app.journal(workflow_id)
         if as_json:
             click.echo(json.dumps(_run_detail_json(detail, entries), default=str, indent=2))
@@ -158,6 +164,17 @@ def show_command(
                     click.echo("  ".join(cell for cell in row if cell))
                 seen = len(entries)
         click.echo(f"run {workflow_id}: {detail.info.status}")
+
+
+def _demo_hint(url: str, workflow_id: str) -> str:
+    """Where to look when a run is not in the default store but the demo's store is here."""
+    demo = Path(".stalwart") / "demo.db"
+    if url != DEFAULT_URL or not demo.exists():
+        return ""
+    return (
+        f"; the demo keeps its runs in sqlite:///{demo}: "
+        f"stalwart --url sqlite:///{demo} show {workflow_id}"
+    )
 
 
 def header(detail: Any) -> list[str]:
