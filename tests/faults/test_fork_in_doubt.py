@@ -58,7 +58,8 @@ def test_a_fork_of_a_run_in_doubt_is_refused(agent: Harness) -> None:
     assert "in doubt" in refused.stderr
     past = cli(agent.url, "fork", wid, "--from", str(END + 2), cwd=agent.workdir)
     assert past.returncode == 1, (past.stdout, past.stderr)
-    [line] = past.stderr.splitlines()
+    store, line = past.stderr.splitlines()  # the store it read, then one error line
+    assert store.startswith("store: ")
     assert line.startswith("error: ") and f"from_seq={END + 2}" in line
     assert len(downstream.calls()) == 1  # no fork ran pay again
     assert agent.counts(wid) == {"quote": 1, "pay": 1}
