@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ import click
 from .._errors import StalwartError
 from .._format import Table, local_time, short
 from .._model import STATUSES
+from .._wire import approval_json, breaker_json, dumps
 from . import cli, open_app, url_option
 
 __all__: list[str] = []
@@ -70,28 +70,7 @@ def approvals_command(ctx: click.Context, show_all: bool, as_json: bool) -> None
         requests = app.approvals(pending=not show_all)
     if as_json:
         for r in requests:
-            d = r.decision
-            click.echo(
-                json.dumps(
-                    {
-                        "workflow_id": r.workflow_id,
-                        "approval_id": r.approval_id,
-                        "subject": r.subject,
-                        "details": r.details,
-                        "requested_at": r.requested_at.isoformat(),
-                        "expires_at": r.expires_at and r.expires_at.isoformat(),
-                        "decision": None
-                        if d is None
-                        else {
-                            "approved": d.approved,
-                            "by": d.by,
-                            "reason": d.reason,
-                            "decided_at": d.decided_at.isoformat(),
-                        },
-                    },
-                    default=str,
-                )
-            )
+            click.echo(dumps(approval_json(r)))
         return
     if not requests:
         click.echo("no approval waits for a decision" if not show_all else "no approvals")
@@ -291,10 +270,7 @@ def breakers_command(ctx: click.Context, as_json: bool) -> None:
         breakers = app.breakers()
     if as_json:
         for b in breakers:
-            fields = dataclasses.asdict(b)
-            fields["opened_at"] = b.opened_at and b.opened_at.isoformat()
-            fields["retry_at"] = b.retry_at and b.retry_at.isoformat()
-            click.echo(json.dumps(fields))
+            click.echo(dumps(breaker_json(b)))
         return
     if not breakers:
         click.echo("no breaker has counted a failure")

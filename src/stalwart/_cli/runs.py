@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from .._errors import WorkflowNotFound
 from .._format import Table, duration, local_time, short, timeline
 from .._model import STATUSES
 from .._store import DEFAULT_URL
+from .._wire import detail_json, dumps, entry_json, info_json, usage_json
 from . import CliError, cli, open_app, url_option
 from ._output import parse_when
 
@@ -26,17 +25,8 @@ _ENDED = ("completed", "failed", "cancelled", "needs_attention")
 def run_json(app: Any, r: Any) -> dict[str, Any]:
     """A run as ``ls --json`` prints it (one object per line; the keys are stable)."""
     detail = app.describe(r.workflow_id)
-    return {
-        "workflow_id": r.workflow_id,
-        "name": r.name,
-        "status": r.status,
-        "queue": r.queue,
-        "created_at": r.created_at.isoformat(),
-        "updated_at": r.updated_at.isoformat(),
-        "waiting_for": detail.waiting_for,
-        "error": r.error,
-        "usage": dataclasses.asdict(detail.usage),
-    }
+    fields = info_json(r)
+    return {**fields, "waiting_for": detail.waiting_for, "usage": usage_json(detail.usage)}
 
 
 @cli.command("ls")
@@ -71,7 +61,7 @@ def ls_command(
             more = max(0, matching - newer)
         if as_json:
             for r in runs:
-                click.echo(json.dumps(run_json(app, r)))
+                click.echo(dumps(run_json(app, r)))
         else:
             table = Table(
                 "WORKFLOW ID", "NAME", "STATUS", "QUEUE", "WAITING FOR", "CREATED", "ERROR"
@@ -137,7 +127,7 @@ def show_command(
             raise CliError(f"{exc}{_demo_hint(app.url, workflow_id)}") from None
         entries = app.journal(workflow_id)
         if as_json:
-            click.echo(json.dumps(_run_detail_json(detail, entries), default=str, indent=2))
+            click.echo(dumps(_run_detail_json(detail, entries), indent=2))
             return
         if seq is not None:
             chosen = [e for e in entries if e.seq == seq]
@@ -146,7 +136,7 @@ def show_command(
                     f"run {workflow_id!r} has no entry {seq}", param_hint="--seq"
                 )
             for e in chosen:
-                click.echo(json.dumps(entry_json(e), default=str, indent=2))
+                click.echo(dumps(entry_json(e), indent=2))
             return
         for line in header(detail):
             click.echo(line)
@@ -209,46 +199,5 @@ def header(detail: Any) -> list[str]:
     return lines
 
 
-def entry_json(e: Any) -> dict[str, Any]:
-    """A journal entry as ``show --json`` prints it."""
-    return {
-        "seq": e.seq,
-        "kind": e.kind,
-        "name": e.name,
-        "status": e.status,
-        "attempt": e.attempt,
-        "started_at": e.started_at and e.started_at.isoformat(),
-        "finished_at": e.finished_at and e.finished_at.isoformat(),
-        "input": e.input,
-        "output": e.output,
-        "error": e.error,
-        "by": e.by,
-        "usage": e.usage and dataclasses.asdict(e.usage),
-        "idempotency_key": e.idempotency_key,
-    }
-
-
 def _run_detail_json(detail: Any, entries: list[Any]) -> dict[str, Any]:
-    info, current = detail.info, detail.current
-    return {
-        "workflow_id": info.workflow_id,
-        "name": info.name,
-        "status": info.status,
-        "queue": info.queue,
-        "created_at": info.created_at.isoformat(),
-        "updated_at": info.updated_at.isoformat(),
-        "error": info.error,
-        "waiting_for": detail.waiting_for,
-        "current": None
-        if current is None
-        else {
-            "name": current.name,
-            "seq": current.seq,
-            "attempt": current.attempt,
-            "started_at": current.started_at.isoformat(),
-            "heartbeat": current.heartbeat,
-            "holder": current.holder,
-        },
-        "usage": dataclasses.asdict(detail.usage),
-        "journal": [entry_json(e) for e in entries],
-    }
+    return {**detail_json(detail), "journal": [entry_json(e) for e in entries]}
