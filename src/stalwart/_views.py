@@ -40,7 +40,7 @@ from ._model import (
 )
 from ._runtime import Runtime
 from ._store import RunRow
-from ._store.base import ApprovalRow, JournalRow
+from ._store.base import ApprovalRow, JournalRow, UsageRow
 
 __all__ = ["Views", "error_text", "journal_key", "run_error"]
 
@@ -85,7 +85,6 @@ _ATTENTION: dict[str, type[NeedsAttention]] = {
     ErrorType.BUDGET_EXCEEDED: BudgetExceeded,
     ErrorType.LOOP_DETECTED: LoopDetected,
 }
-_ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})  # a reused row ran elsewhere
 
 
 def info_of(row: RunRow) -> WorkflowInfo:
@@ -128,7 +127,7 @@ def _when(value: Any, what: str) -> float | None:
     raise UsageError(f"{what}={value!r}: pass a datetime or epoch seconds")
 
 
-def _usage_of(workflow_id: str, row: JournalRow) -> Usage | None:
+def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
     if row.usage is None:
         return None
     try:
@@ -226,7 +225,7 @@ class Views:
             info=info_of(row),
             waiting_for=self._waiting_for(row),
             current=self._current(row),
-            usage=self.usage(workflow_id),
+            usage=self._usage(workflow_id),
         )
 
     def _waiting_for(self, row: RunRow) -> str | None:
@@ -336,10 +335,11 @@ class Views:
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""
         self.row(workflow_id)
-        total = Usage()
-        for row in self.runtime.store.journal(workflow_id):
-            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
-                continue
+        return self._usage(workflow_id)
+
+    def _usage(self, workflow_id: str) -> Usage:
+        total = Usage()  # reused (forked) rows are not counted: they ran in another run
+        for row in self.runtime.store.step_usage(workflow_id):
             spent = _usage_of(workflow_id, row)
             total += spent if spent is not None else Usage(attempts=1)
         return total

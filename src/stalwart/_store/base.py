@@ -72,6 +72,7 @@ from .rows import (
     QueueLimits,
     QueueRow,
     RunRow,
+    UsageRow,
     WaitDecision,
     WorkerRow,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "RunRow",
     "RunStore",
     "Store",
+    "UsageRow",
     "WaitDecision",
     "WaitStore",
     "WorkerRow",
@@ -412,6 +414,9 @@ class ReadStore(Protocol):
 
     def run_counts(self) -> list[CountRow]:
         """How many runs each queue has in each status."""
+
+    def step_usage(self, workflow_id: str) -> list[UsageRow]:
+        """What each step attempt of a run used, in order, without reading payloads."""
 
     def declare_queue(
         self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float

@@ -20,6 +20,7 @@ __all__ = [
     "QueueLimits",
     "QueueRow",
     "RunRow",
+    "UsageRow",
     "WaitDecision",
     "WorkerRow",
 ]
@@ -186,6 +187,15 @@ class ForkCandidate:
     name: str
     status: str
     compensable: int
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    """What one step attempt used, as the journal keeps it (``usage`` may be ``None``)."""
+
+    seq: int | None
+    status: str
+    usage: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..base import CountRow, QueueRow, WorkerRow
+from ..base import CountRow, QueueRow, UsageRow, WorkerRow
 from ._base import SQLBase
 
 __all__ = ["ReadVerbs"]
@@ -23,6 +23,10 @@ class ReadVerbs(SQLBase):
     def run_counts(self) -> list[CountRow]:
         """How many runs each queue has in each status."""
         return self._records("run_counts", {}, CountRow)
+
+    def step_usage(self, workflow_id: str) -> list[UsageRow]:
+        """What each step attempt of a run used, in order, without reading payloads."""
+        return self._records("step_usage", {"workflow_id": workflow_id}, UsageRow)
 
     def declare_queue(
         self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float

@@ -436,3 +436,9 @@ WHERE status = 'suspended' AND waiting_for = :waiting_for;
 -- The breaker opened again: runs waiting for its probe wait for the next cooldown instead.
 UPDATE runs SET wake_at = :retry_at, updated_at = :now
 WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;
+
+-- name: step_usage
+-- What a run's step attempts used, without reading their payloads (describe's usage totals).
+SELECT seq, status, usage FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed')
+ORDER BY id;
