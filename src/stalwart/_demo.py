@@ -202,7 +202,7 @@ def run_demo() -> None:
             f" and waits for approval: {request.subject!r}",
         )
         _say("", f"   run status: {app.handle(WORKFLOW_ID).status()} (it holds no worker thread)")
-        subprocess.run(
+        approving = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -216,9 +216,12 @@ def run_demo() -> None:
                 "--reason",
                 "carrier confirmed the loss",
             ],
-            check=True,
-            stdout=subprocess.DEVNULL,
+            check=False,
+            capture_output=True,
+            text=True,
         )
+        if approving.returncode != 0:
+            raise RuntimeError(f"stalwart approve failed: {approving.stderr.strip()}")
         _say(
             "4.",
             "a manager approved it from another process: "

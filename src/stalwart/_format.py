@@ -108,6 +108,13 @@ def _words(e: Any, previous: Any) -> tuple[str, str]:
             what = str(out.get("waiting_for") or "timer").replace(":", " ", 1)
             until = out.get("until")
             return "waiting", f"for {what}" + (f" until {until}" if until else "")
+        if e.name == "finished":
+            if e.status == "completed":
+                return "completed", short(e.output, 200) if e.output is not None else ""
+            ended = "cancelled" if (e.error or "").startswith("WorkflowCancelled") else "failed"
+            return ended, e.error or ""
+        if e.error:
+            return e.name, e.error
         return e.name, short(e.output, 200) if e.output is not None else ""
     if e.kind == "operator":
         return e.name, f"by {e.by}" + (f": {short(e.input, 200)}" if e.input is not None else "")

@@ -150,8 +150,10 @@ def test_show_has_a_header_a_duration_column_and_one_entry_whole(
     assert "started" in table[1] and "executing" not in table[1]
     assert any("ValueError: negative: -1" in row for row in table)
     one = _cli("--url", store, "show", "bad-0", "--seq", "1", cwd=tmp_path)
-    (entry,) = [json.loads(one.stdout)]
+    (entry,) = json.loads(one.stdout)  # one entry per attempt, as a JSON array
     assert entry["name"] == "add" and entry["error"].startswith("ValueError")
+    (ended,) = [row for row in table if row.split()[:2] == ["run", "finished"]]
+    assert ended.split()[2] == "failed" and "StepFailed" in ended
     follow = _cli("--url", store, "show", "ok-1", "--follow", cwd=tmp_path)
     assert follow.returncode == 0 and follow.stdout.splitlines()[-1] == "run ok-1: completed"
 

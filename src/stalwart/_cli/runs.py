@@ -105,7 +105,9 @@ def short_error(error: str | None, width: int = 100) -> str:
 @cli.command("show")
 @click.argument("workflow_id")
 @click.option("--full", is_flag=True, help="Truncate nothing.")
-@click.option("--seq", type=int, default=None, help="Print the entries of this seq whole.")
+@click.option(
+    "--seq", type=int, default=None, help="Print the entries of this seq whole, as a JSON array."
+)
 @click.option("--follow", is_flag=True, help="Print entries as they land, until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @url_option
@@ -135,8 +137,7 @@ def show_command(
                 raise click.BadParameter(
                     f"run {workflow_id!r} has no entry {seq}", param_hint="--seq"
                 )
-            for e in chosen:
-                click.echo(dumps(entry_json(e), indent=2))
+            click.echo(dumps([entry_json(e) for e in chosen], indent=2))
             return
         for line in header(detail):
             click.echo(line)
