@@ -258,7 +258,9 @@ class Stalwart(Reads):
     ) -> bool:
         """Send event ``name`` to a run's inbox: ``True`` when delivered, ``False`` for a
         repeat of a ``dedup_key`` the run already got (webhooks arrive at least once, and the
-        repeat is ignored). :class:`WorkflowNotFound` for an unknown run."""
+        repeat is ignored). :class:`WorkflowNotFound` for an unknown run,
+        :class:`InvalidOperation` for a new event to a completed or cancelled run (a failed
+        run still takes events: a redrive may wait for them)."""
         return self._operator.send_event(workflow_id, name, payload, dedup_key, by)
 
     def approve(

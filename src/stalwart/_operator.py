@@ -347,7 +347,8 @@ class Operator:
         if error.type == ErrorType.IN_DOUBT:
             raise InvalidOperation(
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
-                f"{error.seq}); settle it with resolve(), not retry()"
+                f"{error.seq}); settle it with resolve (stalwart resolve {workflow_id} {error.seq} "
+                "--result JSON or --rerun; app.resolve in Python), not retry"
             )
         detail: dict[str, Any] = {"from_status": row.status}
         if budget is not None or error.type in (ErrorType.BUDGET_EXCEEDED, ErrorType.LOOP_DETECTED):
@@ -442,16 +443,17 @@ class Operator:
             raise UnsafeFork(
                 f"run {workflow_id!r} has the irreversible step(s) {names} in doubt: an "
                 "interrupted attempt may have taken effect, and a fork would run it again "
-                f"under a new idempotency key; settle it with app.resolve({workflow_id!r}, "
-                f"{in_doubt[0][0]}, result=...) first, or pass allow_reexecute=True if running "
-                "it again is what you want"
+                f"under a new idempotency key; settle it first (stalwart resolve {workflow_id} "
+                f"{in_doubt[0][0]} --result JSON, or app.resolve), or allow re-execution "
+                "(--allow-reexecute, allow_reexecute=True) if running it again is what you want"
             )
         if rerun_irreversible and not allow_reexecute:
             names = ", ".join(f"{name!r} (seq {seq})" for seq, name in rerun_irreversible)
             raise UnsafeFork(
                 f"forking run {workflow_id!r} from seq {from_seq} would run the completed "
-                f"irreversible step(s) {names} again; fork from after them, or pass "
-                "allow_reexecute=True if running them again is what you want"
+                f"irreversible step(s) {names} again; fork from after them, or allow "
+                "re-execution (--allow-reexecute, allow_reexecute=True) if running them again "
+                "is what you want"
             )
         fork_id = run_id(new_id, label="new_id")
         now = self.runtime.clock.time()
@@ -475,7 +477,8 @@ class Operator:
             notes=note,
         ):
             raise WorkflowAlreadyExists(
-                f"a run with workflow_id {fork_id!r} already exists; pick another new_id"
+                f"a run with workflow_id {fork_id!r} already exists; pick another new id "
+                "(--new-id, new_id=)"
             )
         self.runtime.wakeup.set()
         log.info("run %s: forked from %s at seq %d by %s", fork_id, workflow_id, from_seq, who)

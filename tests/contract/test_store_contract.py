@@ -6,6 +6,7 @@ _test`` checks it), and every verb that takes a lease ``owner`` refuses a stale 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from stalwart import NotDurableWarning
-from stalwart._errors import StoreError
+from stalwart._errors import InvalidOperation, StoreError
 from stalwart._store import Entry, Store, open_store
 from stalwart._store.base import (
     ApprovalRow,
@@ -619,6 +620,44 @@ def test_deliver_event_deduplicates_and_wakes_the_waiting_run(store: Store) -> N
     row = store.get_run("r1")
     assert row is not None and row.wake_at == 150
     assert store.claimable("r1", now=150)
+
+
+def test_deliver_event_refuses_a_completed_run_but_not_a_failed_one(store: Store) -> None:
+    for wid, status in (("done", "completed"), ("dead", "failed")):
+        _create(store, wid)
+        assert store.deliver_event(
+            wid, name="go", payload=None, dedup_key="k1", now=4, entry=_note("event")
+        )
+        done = Entry(kind="run", name="finished", status=status)
+        assert store.finish_run(
+            wid, owner="w1", status=status, output=None, error=None, now=5, entry=done
+        )
+    with pytest.raises(InvalidOperation, match="is completed"):
+        store.deliver_event(
+            "done", name="go", payload=None, dedup_key=None, now=6, entry=_note("event")
+        )
+    assert not store.deliver_event(  # a late repeat of a delivered event is a duplicate
+        "done", name="go", payload=None, dedup_key="k1", now=6, entry=_note("event")
+    )
+    assert [r.name for r in store.journal("done")] == ["started", "event", "finished"]
+    assert store.deliver_event(  # a redrive may still wait for it
+        "dead", name="go", payload=None, dedup_key=None, now=6, entry=_note("event")
+    )
+
+
+def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
+    _create(store)
+    spent = '{"in": 10, "out": 2}'
+    for entry in (
+        dataclasses.replace(_step(1), usage=spent),
+        dataclasses.replace(_step(2, status="failed"), usage=None),
+        _step(3, kind="sleep"),
+    ):
+        assert store.append("r1", entry, owner="w1")
+    assert [(u.seq, u.status, u.usage) for u in store.step_usage("r1")] == [
+        (1, "completed", spent),
+        (2, "failed", None),
+    ]
 
 
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:

@@ -262,6 +262,29 @@ def test_cancel_a_running_run_at_its_next_step_boundary(app: stalwart.Stalwart) 
     assert app.journal("c2")[-1].name == "finished"
 
 
+def test_a_cancel_seen_by_heartbeat_stops_the_step_without_a_failed_attempt(
+    app: stalwart.Stalwart, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.step(retry=stalwart.Retry(max_attempts=3, initial_delay=0.01))
+    def long() -> None:
+        for _ in range(200):
+            stalwart.heartbeat()
+            time.sleep(0.01)
+
+    @app.workflow
+    def wf() -> None:
+        long()
+
+    app.start(wf, workflow_id="c-hb")
+    later(0.2, lambda: app.handle("c-hb").cancel())
+    with caplog.at_level("INFO", logger="stalwart"), pytest.raises(stalwart.WorkflowCancelled):
+        app.run(wf, workflow_id="c-hb")
+    steps = [e for e in app.journal("c-hb") if e.kind == "step"]
+    assert all(e.status != "failed" for e in steps), steps
+    assert not [r for r in caplog.records if "next attempt" in r.getMessage()]
+    assert app.journal("c-hb")[-1].name == "finished"
+
+
 def test_a_workflow_deadline_cancels_a_sleeping_run(app: stalwart.Stalwart) -> None:
     @app.workflow(timeout=0.2)
     def slow() -> None:

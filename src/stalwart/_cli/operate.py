@@ -52,7 +52,13 @@ def _json_argument(text: str | None, what: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if text.lstrip()[:1] in ("{", "[", '"'):
+            raise click.BadParameter(
+                f"{text!r} is not valid JSON ({exc}); object keys and strings take double "
+                """quotes: '{"amount": 10}'""",
+                param_hint=what,
+            ) from None
         quoted = json.dumps(text)
         raise click.BadParameter(
             f"{text!r} is not JSON; a string is written in quotes: '{quoted}'", param_hint=what

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import time
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,8 @@ def show_command(
         try:
             detail = app.describe(workflow_id)
         except WorkflowNotFound as exc:
-            raise CliError(f"{exc}{_demo_hint(app.url, workflow_id)}") from None
+            hint = _demo_hint(app.url, workflow_id) or _near_ids(app, workflow_id)
+            raise CliError(f"{exc}{hint}") from None
         entries = app.journal(workflow_id)
         if as_json:
             click.echo(dumps(_run_detail_json(detail, entries), indent=2))
@@ -134,8 +136,10 @@ def show_command(
         if seq is not None:
             chosen = [e for e in entries if e.seq == seq]
             if not chosen:
-                raise click.BadParameter(
-                    f"run {workflow_id!r} has no entry {seq}", param_hint="--seq"
+                seqs = sorted({e.seq for e in entries if e.seq is not None})
+                raise CliError(
+                    f"run {workflow_id!r} has no entry {seq}; its seqs are "
+                    + (f"{seqs[0]} to {seqs[-1]}" if seqs else "none yet")
                 )
             click.echo(dumps([entry_json(e) for e in chosen], indent=2))
             return
@@ -155,6 +159,15 @@ def show_command(
                     click.echo("  ".join(cell for cell in row if cell))
                 seen = len(entries)
         click.echo(f"run {workflow_id}: {detail.info.status}")
+
+
+def _near_ids(app: Any, workflow_id: str) -> str:
+    """A hint naming recent runs whose ids look like a mistyped one."""
+    recent = [r.workflow_id for r in app.list_workflows(limit=500)]
+    close = difflib.get_close_matches(workflow_id, recent, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(close) + "?"
+    return "; stalwart ls lists the runs"
 
 
 def _demo_hint(url: str, workflow_id: str) -> str:

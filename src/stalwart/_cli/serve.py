@@ -6,6 +6,7 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -112,12 +113,25 @@ def _load_app(target: str) -> Any:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise CliError(f"cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # the user's module: say where it broke, not our traceback
+        raise CliError(f"cannot import {module_name!r}: {_where(exc)}") from exc
     app = getattr(module, attr, None)
     if not isinstance(app, Stalwart):
-        raise CliError(f"{target!r} is not a stalwart.Stalwart app")
+        apps = [name for name, value in vars(module).items() if isinstance(value, Stalwart)]
+        found = f"; it has {', '.join(f'{module_name}:{a}' for a in apps)}" if apps else ""
+        raise CliError(f"{target!r} is not a stalwart.Stalwart app{found}")
     return app
+
+
+def _where(exc: BaseException) -> str:
+    """An import failure as one line: the error, and the file and line it came from."""
+    if isinstance(exc, SyntaxError) and exc.filename:
+        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [f for f in frames if "importlib" not in f.filename and "/stalwart/_" not in f.filename]
+    place = f" ({ours[-1].filename}, line {ours[-1].lineno})" if ours else ""
+    text = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
+    return text + place
 
 
 @cli.command("demo")

@@ -235,6 +235,24 @@ def _log_failure(inv: Invocation, entry: Entry, outcome: str, record: ErrorRecor
     )
 
 
+def attempt_stopped(inv: Invocation, scope: StepScope) -> None:
+    """A cancel or a lost lease stopped a live attempt: nothing is journaled for it, and its
+    span ends with outcome ``stopped``."""
+    hooks = inv.observe
+    if hooks is None:
+        return
+    token, scope.span = scope.span, None
+    hooks.attempt_ended(
+        token,
+        step=scope.name,
+        seq=scope.seq,
+        attempt=scope.attempt,
+        outcome="stopped",
+        seconds=None,
+        usage=None,
+    )
+
+
 def attempt_began(hooks: RunHooks, scope: StepScope) -> Any:
     """A live attempt begins: its hooks' token (a span), kept on the scope until recorded."""
     scope.span = hooks.attempt(scope.name, scope.seq, scope.attempt)

@@ -9,7 +9,13 @@ from collections.abc import Awaitable
 from typing import Any
 
 from .._clock import SystemClock
-from .._errors import OutputInvalid, SerializationError, StepFailed, StepTimeout
+from .._errors import (
+    OutputInvalid,
+    SerializationError,
+    StepFailed,
+    StepTimeout,
+    WorkflowCancelled,
+)
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._registry import StepDef
 from .._retry import Decision
@@ -28,7 +34,7 @@ from .invocation import (
     guarded_async,
     step_key,
 )
-from .observe import attempt_began, attempt_recorded
+from .observe import attempt_began, attempt_recorded, attempt_stopped
 
 __all__ = ["call_step", "call_step_async"]
 
@@ -41,6 +47,13 @@ def _describe(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
     parts = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
     text = "(" + ", ".join(parts) + ")"  # a call, not a tuple: ('b') for one argument
     return text if len(text) <= 300 else text[:297] + "...)"
+
+
+def _settle(workflow_id: str, seq: int) -> str:
+    return (
+        f"stalwart resolve {workflow_id} {seq} --result JSON with what happened, or --rerun to "
+        f"run it again (in Python: app.resolve({workflow_id!r}, {seq}, result=...) or rerun=True)"
+    )
 
 
 class AttemptInterrupted(Exception):
@@ -115,10 +128,10 @@ class StepCall:
             key = step_key(self.inv.workflow_id, self.position)
             raise InDoubt(
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect, "
-                f"and its verify raised {type(exc).__name__}: {exc}. It was called with "
-                f"{_describe(self.args, self.kwargs)} and idempotency key {key!r}. Check the "
-                f"effect downstream, then call app.resolve({self.inv.workflow_id!r}, "
-                f"{self.seq}, result=...) or rerun=True",
+                f"and its verify raised {type(exc).__name__}: {exc}. It was called as "
+                f"{self.step.name}{_describe(self.args, self.kwargs)} with idempotency key "
+                f"{key!r}. Check the effect downstream, then settle it: "
+                f"{_settle(self.inv.workflow_id, self.seq)}",
                 seq=self.seq,
             ) from exc
         finally:
@@ -137,10 +150,10 @@ class StepCall:
             reason = (
                 f"irreversible step {self.step.name!r} (seq {self.seq}) may have taken effect: "
                 f"attempt {self.attempt} was interrupted before its outcome was recorded. It was "
-                f"called with {_describe(self.args, self.kwargs)} and idempotency key {key!r}. "
-                "Check the effect downstream, then call app.resolve("
-                f"{self.inv.workflow_id!r}, {self.seq}, result=...) with what happened, or "
-                "rerun=True to run it again"
+                f"called as {self.step.name}{_describe(self.args, self.kwargs)} with idempotency "
+                f"key {key!r}. "
+                "Check the effect downstream, then settle it: "
+                f"{_settle(self.inv.workflow_id, self.seq)}"
             )
             raise InDoubt(reason, seq=self.seq)
         if self.pre_attempt(force=True, interrupted=not marked):
@@ -464,6 +477,7 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
         except EngineSignal:
             raise
         except Exception as exc:
+            _stopped(inv, scope, exc)
             outcome, error = None, exc
         verdict = call.settle(outcome, error)
         if verdict is _DONE:
@@ -499,6 +513,18 @@ async def _async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any
             ) from None
     finally:
         CURRENT_STEP.reset(token)
+
+
+def _stopped(inv: Invocation, scope: StepScope, exc: Exception) -> None:
+    """A step that stopped because ``heartbeat`` saw a cancel or a lost lease did not fail:
+    the run stops here, with no failed attempt recorded and no retry announced."""
+    if not isinstance(exc, WorkflowCancelled):
+        return
+    try:
+        inv.check_alive()
+    except EngineSignal:
+        attempt_stopped(inv, scope)
+        raise
 
 
 def _pause_before_retry(inv: Invocation, call: StepCall, seconds: float) -> float:
@@ -559,6 +585,7 @@ async def _attempts_async(
         except EngineSignal:
             raise
         except Exception as exc:
+            _stopped(inv, scope, exc)
             outcome, error = None, exc
         verdict = call.settle(outcome, error)
         if verdict is _DONE:

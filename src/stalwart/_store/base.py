@@ -322,7 +322,8 @@ class WaitStore(Protocol):
         now: float,
         entry: Entry,
     ) -> bool:
-        """Store an event and wake its run; ``False`` for a repeated ``dedup_key``."""
+        """Store an event and wake its run; ``False`` for a repeated ``dedup_key``;
+        ``InvalidOperation`` when the run is completed or cancelled."""
 
     def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
         """One approval request."""

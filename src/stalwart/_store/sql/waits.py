@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..._errors import InvalidOperation
+from ..._model import RunStatus
 from ..base import ApprovalRow, Entry, WaitDecision
 from ._base import SQLBase, _typed
 
 __all__ = ["WaitVerbs"]
+
+_NEVER_READS = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})
 
 
 class WaitVerbs(SQLBase):
@@ -149,12 +153,25 @@ class WaitVerbs(SQLBase):
         """Store an event in the run's inbox and wake the run if it waits for it.
 
         ``False`` when a previous event had the same ``dedup_key``; ``KeyError`` for an unknown
-        run."""
+        run; :class:`InvalidOperation` for a new event to a completed or cancelled one (a
+        failed run may still be redriven, and then read it)."""
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
-            if conn.execute(self._q["get_run"], {"workflow_id": workflow_id}).fetchone() is None:
+            run = conn.execute(self._q["get_run"], {"workflow_id": workflow_id}).fetchone()
+            if run is None:
                 raise KeyError(workflow_id)
+            if run[2] in _NEVER_READS:  # the row is locked: its status cannot change under us
+                seen = {"workflow_id": workflow_id, "dedup_key": dedup_key}
+                if (
+                    dedup_key is not None
+                    and conn.execute(self._q["event_delivered"], seen).fetchone()
+                ):
+                    return False  # a webhook's late repeat is a duplicate, not a mistake
+                raise InvalidOperation(
+                    f"run {workflow_id!r} is {run[2]}: it will never read event {name!r} "
+                    "(check the workflow id)"
+                )
             cur = conn.execute(
                 self._q["insert_event"],
                 {

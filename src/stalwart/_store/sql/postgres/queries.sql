@@ -442,3 +442,7 @@ WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_a
 SELECT seq, status, usage FROM journal
 WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed')
 ORDER BY id;
+
+-- name: event_delivered
+-- Whether a run already got an event with this dedup key.
+SELECT 1 FROM events WHERE workflow_id = :workflow_id AND dedup_key = :dedup_key;
