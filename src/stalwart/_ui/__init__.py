@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
 from .api import ServerState, router
-from .errors import install_error_handlers
+from .errors import install_error_handlers, strip_422
 from .guard import Guard
 
 __all__ = ["CONSOLE", "create_app"]
@@ -50,6 +50,8 @@ def create_app(
     api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])
     api.mount("/console", StaticFiles(directory=CONSOLE, check_dir=False), name="console")
     api.add_middleware(Guard, loopback=loopback)
+    generate = api.openapi
+    api.openapi = lambda: strip_422(generate())  # type: ignore[method-assign]
     return api
 
 
