@@ -1,60 +1,23 @@
 """The operator console's server (``pip install 'stalwart[ui]'``): a JSON API under ``/api/v1``
 over the app's public methods, described by ``/api/v1/openapi.json``, and the console's static
 files at ``/`` and ``/console/``. See docs/http-api.md.
+
+Importing this package needs nothing of the extra: :mod:`.server` checks a bind first, and
+FastAPI is imported only to serve (``create_app``, in :mod:`.asgi`).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
-from fastapi.responses import FileResponse, HTMLResponse, Response
-from fastapi.staticfiles import StaticFiles
-
-from .. import __version__
-from .api import ServerState, router
-from .errors import install_error_handlers
-from .guard import Guard
-
-__all__ = ["CONSOLE", "create_app"]
-
-CONSOLE = Path(__file__).parent / "console"
-
-_MISSING = (
-    "<!doctype html><title>stalwart</title><p>The console's files are not installed "
-    "(stalwart/_ui/console/index.html). The API answers at <code>/api/v1/</code>, described "
-    "by <code>/api/v1/openapi.json</code>.</p>"
-)
+__all__ = ["create_app"]
 
 
 def create_app(
     app: Any, token: str, *, reads_need_token: bool = False, loopback: bool = True
-) -> FastAPI:
-    """The ASGI app serving ``app`` (a :class:`~stalwart.Stalwart`): writes need ``token``
-    as a bearer token, reads too when ``reads_need_token``. On a ``loopback`` bind only
-    requests addressed to a loopback name are answered (no DNS rebinding)."""
-    if not token:
-        raise ValueError("the console needs a token for writes")
-    api = FastAPI(
-        title="stalwart",
-        version=__version__,
-        summary="The operator API of a stalwart store: runs, journals, approvals, actions.",
-        openapi_url="/api/v1/openapi.json",
-        docs_url=None,
-        redoc_url=None,
-    )
-    api.state.stalwart = ServerState(app=app, token=token, reads_need_token=reads_need_token)
-    install_error_handlers(api)
-    api.include_router(router, prefix="/api/v1")
-    api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])
-    api.mount("/console", StaticFiles(directory=CONSOLE, check_dir=False), name="console")
-    api.add_middleware(Guard, loopback=loopback)
-    return api
+) -> Any:
+    """The ASGI app (a FastAPI instance) serving the :class:`~stalwart.Stalwart` ``app``; see
+    :func:`stalwart._ui.asgi.create_app`."""
+    from .asgi import create_app as build
 
-
-def _index() -> Response:
-    index = CONSOLE / "index.html"
-    if not index.is_file():
-        return HTMLResponse(_MISSING, status_code=404)
-    return FileResponse(index, media_type="text/html")
+    return build(app, token, reads_need_token=reads_need_token, loopback=loopback)

@@ -35,7 +35,7 @@ from .._wire import (
     queue_json,
     worker_json,
 )
-from .errors import ERROR_RESPONSES, ApiError, not_found
+from .errors import ApiError, declared, not_found
 from .schemas import (
     ApprovalList,
     BreakerList,
@@ -135,18 +135,26 @@ def _run_id(workflow_id: str) -> str:
 
 RunId = Annotated[str, Depends(_run_id)]
 
-router = APIRouter(responses=ERROR_RESPONSES)
+router = APIRouter()
+_READ = declared(401)
+_READ_PARAMS = declared(400, 401)
+_READ_RUN = declared(401, 404)
+_WRITE = declared(400, 401, 404, 409, 415)
 
 
 # -- times and cursors ------------------------------------------------------------------------
 
 
 def _iso_time(text: str) -> _dt.datetime | None:
+    """An ISO 8601 time (naive: UTC), or ``None`` when ``text`` is not one a store can
+    compare (year 1 in a zone east of UTC has no epoch time)."""
     try:
         when = _dt.datetime.fromisoformat(text.strip())
-    except ValueError:
+        when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+        when.timestamp()
+    except (ValueError, OverflowError):
         return None
-    return when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+    return when
 
 
 def encode_cursor(info: WorkflowInfo) -> str:
@@ -200,7 +208,9 @@ def _list_item(app: Any, info: WorkflowInfo) -> dict[str, Any]:
     return {**info_json(info), "waiting_for": waiting}
 
 
-@router.get("/runs", response_model=RunPage, summary="List runs, newest first")
+@router.get(
+    "/runs", response_model=RunPage, responses=_READ_PARAMS, summary="List runs, newest first"
+)
 def list_runs(
     app: Reader,
     *,
@@ -236,7 +246,12 @@ def list_runs(
     )
 
 
-@router.get("/runs/{workflow_id:path}/journal", response_model=Journal, summary="A run's journal")
+@router.get(
+    "/runs/{workflow_id:path}/journal",
+    response_model=Journal,
+    responses=_READ_RUN,
+    summary="A run's journal",
+)
 def run_journal(app: Reader, workflow_id: RunId) -> JSONResponse:
     """Every step, attempt, wait, event, approval, compensation and operator action, in
     order, with full inputs, outputs and errors."""
@@ -244,7 +259,9 @@ def run_journal(app: Reader, workflow_id: RunId) -> JSONResponse:
     return JSONResponse({"workflow_id": workflow_id, "entries": [entry_json(e) for e in entries]})
 
 
-@router.get("/approvals", response_model=ApprovalList, summary="Approval requests")
+@router.get(
+    "/approvals", response_model=ApprovalList, responses=_READ_PARAMS, summary="Approval requests"
+)
 def list_approvals(
     app: Reader,
     pending: Annotated[bool, Query(description="Only undecided requests.")] = True,
@@ -258,19 +275,19 @@ def list_approvals(
     return JSONResponse({"approvals": [approval_json(r) for r in requests]})
 
 
-@router.get("/queues", response_model=QueueList, summary="Queues")
+@router.get("/queues", response_model=QueueList, responses=_READ, summary="Queues")
 def list_queues(app: Reader) -> JSONResponse:
     """Every queue, with its limits and its pending and running runs, fleet-wide."""
     return JSONResponse({"queues": [queue_json(q) for q in app.queues()]})
 
 
-@router.get("/workers", response_model=WorkerList, summary="Live workers")
+@router.get("/workers", response_model=WorkerList, responses=_READ, summary="Live workers")
 def list_workers(app: Reader) -> JSONResponse:
     """The worker processes serving this store, as their last renewal left them."""
     return JSONResponse({"workers": [worker_json(w) for w in app.workers()]})
 
 
-@router.get("/breakers", response_model=BreakerList, summary="Circuit breakers")
+@router.get("/breakers", response_model=BreakerList, responses=_READ, summary="Circuit breakers")
 def list_breakers(app: Reader) -> JSONResponse:
     """The fleet's circuit breakers that have counted a failure."""
     return JSONResponse({"breakers": [breaker_json(b) for b in app.breakers()]})
@@ -298,7 +315,10 @@ def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONResponse:
 
 
 @router.post(
-    "/runs/{workflow_id:path}/approve", response_model=RunDetail, summary="Approve a request"
+    "/runs/{workflow_id:path}/approve",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Approve a request",
 )
 def approve(
     w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
@@ -310,7 +330,10 @@ def approve(
 
 
 @router.post(
-    "/runs/{workflow_id:path}/reject", response_model=RunDetail, summary="Reject a request"
+    "/runs/{workflow_id:path}/reject",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Reject a request",
 )
 def reject(
     w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
@@ -321,7 +344,12 @@ def reject(
     return _detail(w.app, workflow_id)
 
 
-@router.post("/runs/{workflow_id:path}/cancel", response_model=RunDetail, summary="Cancel a run")
+@router.post(
+    "/runs/{workflow_id:path}/cancel",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Cancel a run",
+)
 def cancel(
     w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
 ) -> JSONResponse:
@@ -331,7 +359,12 @@ def cancel(
     return _detail(w.app, workflow_id)
 
 
-@router.post("/runs/{workflow_id:path}/retry", response_model=RunDetail, summary="Retry a run")
+@router.post(
+    "/runs/{workflow_id:path}/retry",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Retry a run",
+)
 def retry(
     w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
 ) -> JSONResponse:
@@ -344,6 +377,7 @@ def retry(
 @router.post(
     "/runs/{workflow_id:path}/resolve",
     response_model=RunDetail,
+    responses=_WRITE,
     summary="Settle an in-doubt step",
 )
 def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
@@ -362,6 +396,7 @@ def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
 @router.post(
     "/runs/{workflow_id:path}/fork",
     response_model=RunDetail,
+    responses=_WRITE,
     status_code=201,
     summary="Fork a run from a step",
 )
@@ -380,7 +415,12 @@ def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONResponse:
     return response
 
 
-@router.post("/runs/{workflow_id:path}/events", response_model=EventResult, summary="Send an event")
+@router.post(
+    "/runs/{workflow_id:path}/events",
+    response_model=EventResult,
+    responses=_WRITE,
+    summary="Send an event",
+)
 def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
     """Send event ``name`` to the run; ``delivered`` is false for a repeat of a
     ``dedup_key`` the run already got."""
@@ -390,7 +430,9 @@ def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
     return _detail(w.app, workflow_id, delivered=delivered)
 
 
-@router.get("/runs/{workflow_id:path}", response_model=RunDetail, summary="A run")
+@router.get(
+    "/runs/{workflow_id:path}", response_model=RunDetail, responses=_READ_RUN, summary="A run"
+)
 def run_detail(app: Reader, workflow_id: RunId) -> JSONResponse:
     """The run: its status, what it waits on, the step it executes now, its usage."""
     return JSONResponse(detail_json(app.describe(workflow_id)))

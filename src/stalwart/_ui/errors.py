@@ -26,7 +26,7 @@ from .._errors import (
 )
 from .schemas import ErrorBody
 
-__all__ = ["ERROR_RESPONSES", "ApiError", "install_error_handlers", "not_found"]
+__all__ = ["ApiError", "declared", "install_error_handlers", "not_found", "strip_422"]
 
 log = logging.getLogger("stalwart")
 
@@ -41,14 +41,20 @@ _REASONS = {
     415: "UnsupportedMediaType",
 }
 
-# What the OpenAPI document declares for every operation, so that clients (and schemathesis)
-# know the error shape.
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorBody, "description": "A malformed parameter or body."},
-    401: {"model": ErrorBody, "description": "The bearer token is missing or wrong."},
-    404: {"model": ErrorBody, "description": "No run with this id."},
-    409: {"model": ErrorBody, "description": "The action was refused (InvalidOperation, ...)."},
+# What the OpenAPI document declares, per kind of operation, so that clients (and
+# schemathesis) know the error shape and when to expect it.
+_DECLARED: dict[int, str] = {
+    400: "A malformed parameter or body.",
+    401: "The bearer token is missing or wrong.",
+    404: "No run with this id.",
+    409: "The action was refused (InvalidOperation, UnsafeFork, WorkflowAlreadyExists).",
+    415: "A body that is not sent as application/json.",
 }
+
+
+def declared(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The error answers an operation declares in the OpenAPI document."""
+    return {s: {"model": ErrorBody, "description": _DECLARED[s]} for s in statuses}
 
 
 class ApiError(Exception):
@@ -134,3 +140,14 @@ def install_error_handlers(api: FastAPI) -> None:
         api.add_exception_handler(refused, _refused)
     api.add_exception_handler(UsageError, _usage)
     api.add_exception_handler(StoreError, _store_error)
+
+
+def strip_422(document: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI document without FastAPI's 422 answers: this API answers 400 instead."""
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            operation.get("responses", {}).pop("422", None)
+    schemas = document.get("components", {}).get("schemas", {})
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    return document

@@ -39,14 +39,25 @@ def _host_name(scope: Scope) -> str:
     return ""
 
 
-def _content_length(scope: Scope) -> int | None:
+def _header(scope: Scope, name: bytes) -> bytes | None:
     for key, value in scope.get("headers", ()):
-        if key == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
+        if key == name:
+            found: bytes = value
+            return found
     return None
+
+
+def _content_length(scope: Scope) -> int | None:
+    value = _header(scope, b"content-length")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def _is_json(scope: Scope) -> bool:
+    media = (_header(scope, b"content-type") or b"").partition(b";")[0].strip().lower()
+    return media == b"application/json" or media.endswith(b"+json")
 
 
 async def _refuse(send: Send, status: int, type_: str, message: str) -> None:
@@ -83,11 +94,17 @@ class Guard:
         if length is not None and length > MAX_BODY:
             await _refuse(send, 413, "PayloadTooLarge", f"a body is at most {MAX_BODY} bytes")
             return
-        replay = await self._buffered(receive)
-        if replay is None:
+        body = await self._body(receive)
+        if body is None:
             await _refuse(send, 413, "PayloadTooLarge", f"a body is at most {MAX_BODY} bytes")
             return
         api = scope.get("path", "").startswith("/api/")
+        if api and body[0] and not _is_json(scope):
+            await _refuse(
+                send, 415, "UnsupportedMediaType", "send the body as Content-Type: application/json"
+            )
+            return
+        replay = _replay(receive, *body)
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -106,31 +123,34 @@ class Guard:
         await self.app(scope, replay, send_with_headers)
 
     @staticmethod
-    async def _buffered(receive: Receive) -> Receive | None:
-        """``receive`` replaying the whole body, read here; ``None`` when it is too large."""
+    async def _body(receive: Receive) -> tuple[bytes, Message | None] | None:
+        """The whole body, and the message that came instead of more of it (a disconnect);
+        ``None`` when the body is too large."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                first: Message | None = message
-                break
+                return b"".join(chunks), message
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > MAX_BODY:
                 return None
             if not message.get("more_body", False):
-                first = None
-                break
-        replayed = False
+                return b"".join(chunks), None
 
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                if first is not None:
-                    return first
-                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+def _replay(receive: Receive, body: bytes, instead: Message | None) -> Receive:
+    """``receive`` that first gives back what :meth:`Guard._body` read."""
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
             return await receive()
+        replayed = True
+        if instead is not None:
+            return instead
+        return {"type": "http.request", "body": body, "more_body": False}
 
-        return replay
+    return replay

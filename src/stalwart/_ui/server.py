@@ -83,7 +83,7 @@ def serve(app: Any, bind: Bind, echo: Callable[[str], None]) -> None:
     until SIGINT or SIGTERM."""
     import uvicorn
 
-    from . import create_app
+    from .asgi import create_app
 
     sock = _listen(bind.host, bind.port)
     asgi = create_app(
