@@ -4,7 +4,7 @@ import * as api from "../api.js";
 import { h, message, replace } from "../dom.js";
 import { badge, between, timeEl } from "../format.js";
 
-const STALE_SECONDS = 60; // a worker not seen for this long has probably stopped
+const STALE_SECONDS = 30; // three missed renewals at the default lease: it has probably stopped
 
 function table(label, columns, rows, emptyText) {
   return h("div", { class: "table-wrap" }, h("table", { "aria-label": label },

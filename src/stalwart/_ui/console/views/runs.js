@@ -16,6 +16,10 @@ function clean(params) {
   const state = {};
   for (const key of KEYS) if (params[key]) state[key] = params[key];
   if (state.status && !STATUSES.includes(state.status)) delete state.status;
+  if (state.within !== "custom") {
+    delete state.since;
+    delete state.until;
+  }
   if (state.limit && !(Number(state.limit) >= 1 && Number(state.limit) <= 1000)) delete state.limit;
   return state;
 }
@@ -74,7 +78,7 @@ export default function runs(ctx, _arg, params) {
   const within = h("select", {}, Object.entries(WITHIN).map(([v, t]) => h("option", { value: v, text: t })));
   const since = h("input", { type: "datetime-local" });
   const until = h("input", { type: "datetime-local" });
-  const range = h("div", { class: "range" }, field("From", since), field("To", until));
+  const range = h("div", { class: "range" }, field("After", since), field("Before", until));
   const goId = h("input", { type: "search", autocomplete: "off", spellcheck: "false", placeholder: "workflow id" });
   const goButton = h("button", { type: "submit", text: "Open" });
   const goMsg = message();
@@ -84,7 +88,7 @@ export default function runs(ctx, _arg, params) {
   const error = message();
 
   const filters = h("form", { class: "filters", role: "search", on: { submit: (e) => e.preventDefault() } },
-    field("Workflow", name), field("Queue", queue), field("Created", within), range, names, queues);
+    field("Workflow", name), field("Queue", queue), field("Time", within), range, names, queues);
   const go = h("form", { class: "go", on: { submit: open } }, field("Run id", goId), goButton, goMsg.el);
 
   const el = h("section", { class: "view" },

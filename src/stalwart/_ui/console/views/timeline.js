@@ -10,12 +10,39 @@ const KIND = {
   now: "now", uuid: "uuid", random: "random", operator: "operator", run: "run",
 };
 
-function brief(e) {
-  if (e.error) return h("span", { class: "error-text", text: oneLine(e.error, 110) });
-  if (e.kind === "operator") return h("span", { text: e.by ? `by ${e.by}` : "" });
-  if (e.output !== null && e.output !== undefined) return h("span", { class: "muted", text: `→ ${oneLine(e.output, 100)}` });
-  if (e.kind === "run" && e.name === "started" && e.input) return h("span", { class: "muted", text: `with ${oneLine(e.input, 100)}` });
-  return null;
+/**
+ * What an entry says happened, in words (as `stalwart show` reads it): [status word, badge
+ * class, detail]. The rows of the run itself and of operators carry a milestone, not a result.
+ */
+function words(e, previous) {
+  const out = e.output && typeof e.output === "object" && !Array.isArray(e.output) ? e.output : {};
+  if (e.kind === "run") {
+    if (e.name === "started") return ["started", "idle", e.input ? `with ${oneLine(e.input, 100)}` : ""];
+    if (e.name === "resumed") {
+      if (out.recovered_from) return ["recovered", "needs_attention", `its holder ${out.recovered_from} stopped or its lease lapsed`];
+      const first = previous && previous.kind === "run" && previous.name === "started";
+      return ["executing", "idle", first ? "a worker took it" : "a worker took it up again"];
+    }
+    if (e.name === "suspended") {
+      const what = String(out.waiting_for || "timer").replace(":", " ");
+      return ["waiting", "suspended", `for ${what}${out.until ? ` until ${out.until}` : ""}`];
+    }
+    if (e.name === "finished") {
+      if (e.status === "completed") return ["completed", "completed", e.output === null ? "" : `→ ${oneLine(e.output, 100)}`];
+      const ended = (e.error || "").startsWith("WorkflowCancelled") ? "cancelled" : "failed";
+      return [ended, ended, e.error || ""];
+    }
+    if (e.name === "needs_attention") return ["needs attention", "needs_attention", e.error || ""];
+    return [e.name, "idle", e.error || (e.output === null ? "" : oneLine(e.output, 100))];
+  }
+  if (e.kind === "operator") {
+    return ["action", "operator", `by ${e.by || "?"}${e.input === null ? "" : `: ${oneLine(e.input, 90)}`}`];
+  }
+  if (e.attempt === 0 && e.status === "failed") {
+    return ["reset", "idle", e.error ? `${e.error}: the next attempt starts afresh` : ""];
+  }
+  const detail = e.error ? e.error : e.output === null || e.output === undefined ? "" : `→ ${oneLine(e.output, 100)}`;
+  return [e.status, e.status, detail];
 }
 
 function fact(label, value) {
@@ -43,20 +70,21 @@ function body(e) {
   );
 }
 
-function entryNode(e, index, open) {
+function entryNode(e, previous, index, open) {
   const took = e.finished_at && e.started_at ? between(e.started_at, e.finished_at) : null;
-  const details = h("details", { class: ["entry", `k-${e.kind}`, `st-${e.status}`], open, data: { index } },
+  const [word, tone, detail] = words(e, previous);
+  const failing = e.error && e.kind !== "operator" && word !== "reset";
+  return h("details", { class: ["entry", `k-${e.kind}`, `st-${e.status}`], open, data: { index } },
     h("summary", {},
       h("span", { class: "seq", text: e.seq === null ? "" : `#${e.seq}` }),
       h("span", { class: "kind", text: KIND[e.kind] || e.kind }),
       h("span", { class: "name", text: e.name }),
-      e.kind === "run" && e.status === "completed" ? h("span") : badge(e.status),
+      h("span", { class: ["badge", `s-${tone}`], text: word.replace("_", " ") }),
       h("span", { class: "try muted", text: e.attempt && e.kind !== "run" ? `try ${e.attempt}` : "" }),
       h("span", { class: "when" }, timeEl(e.started_at || e.finished_at)),
-      h("span", { class: "took muted", text: took === null || e.kind === "run" ? "" : duration(took) }),
-      h("span", { class: "brief" }, brief(e))),
+      h("span", { class: "took muted", text: took === null || e.kind === "run" || e.kind === "operator" ? "" : duration(took) }),
+      h("span", { class: ["brief", failing ? "error-text" : "muted"], title: detail.length > 100 ? detail : null, text: oneLine(detail, 140) })),
     body(e));
-  return details;
 }
 
 /** The step a run executes now, as the last line of its timeline (not yet in the journal). */
@@ -98,7 +126,7 @@ export function timeline() {
       }
       next.forEach((text, i) => {
         if (texts[i] === text) return;
-        const node = entryNode(entries[i], i, opened.has(i));
+        const node = entryNode(entries[i], entries[i - 1], i, opened.has(i));
         node.setAttribute("role", "listitem");
         if (entriesBox.children[i]) entriesBox.replaceChild(node, entriesBox.children[i]);
         else entriesBox.append(node);
