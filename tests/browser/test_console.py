@@ -39,13 +39,14 @@ def test_find_a_waiting_run_approve_it_with_a_reason_and_watch_it_complete(
     page: Any, fleet: Fleet
 ) -> None:
     expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    expect(page.get_by_role("link", name="refund-A-1001")).to_be_visible()
+    screenshot(page, "runs")
     suspended = page.get_by_role("navigation", name="Status").get_by_role("link", name="suspended")
     expect(suspended).to_contain_text("3")  # the refund and the two triage runs
     suspended.click()
     expect(page).to_have_url(re.compile(r"#/runs\?status=suspended$"))
     row = page.get_by_role("row").filter(has_text="refund-A-1001")
     expect(row).to_contain_text("approval Refund 129.00 USD on order A-1001")
-    screenshot(page, "runs")
     row.get_by_role("link", name="refund-A-1001").click()
 
     expect(page.get_by_test_id("run-status")).to_have_text("suspended")
@@ -122,6 +123,9 @@ def test_an_unsafe_fork_is_refused_with_its_reason(page: Any, fleet: Fleet) -> N
     refusal = fork.get_by_role("alert")
     expect(refusal).to_contain_text("UnsafeFork")
     expect(refusal).to_contain_text("charge")  # the irreversible step that would run again
+    page.locator("details.entry.k-step.st-completed").filter(has_text="charge").locator(
+        "summary"
+    ).click()
     screenshot(page, "run")
 
     fork.get_by_label("New run id").fill("order-paid-again")
@@ -144,6 +148,14 @@ def test_a_hostile_step_output_is_shown_as_text(page: Any, fleet: Fleet) -> None
     expect(entry).to_contain_text("summary-17/0")  # its idempotency key
     assert page.locator("main img, main script").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+    # An id with markup and URL characters is a link, a heading and a path like any other.
+    odd = fleet.start("summarize", "ticket 21", workflow_id="mail/<b>21</b>?#%")
+    page.goto(f"{fleet.console_url}#/runs?name=summarize")
+    page.get_by_role("link", name=odd).click()
+    expect(page.get_by_role("heading", name=odd)).to_be_visible()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert page.locator("main b").count() == 0
 
 
 def test_runs_filter_page_and_refresh_live_in_the_browsers_zone(page: Any, fleet: Fleet) -> None:
