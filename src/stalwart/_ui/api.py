@@ -1,0 +1,438 @@
+"""The routes of ``/api/v1``: reads and operator actions over the public Python API.
+
+Every route is a plain ``def``, so FastAPI runs it on its thread pool, several at once. That is
+safe with one app shared by all of them: the SQLite store holds one connection behind a lock
+(each store verb is atomic under it), the PostgreSQL store draws a connection per verb from its
+pool, and the operator verbs keep no state between calls (a worker's threads share an app the
+same way). So nothing here takes a lock of its own.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import dataclasses
+import datetime as _dt
+import hmac
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from .. import __version__
+from .._errors import UsageError, WorkflowNotFound, mask_url
+from .._model import WorkflowInfo
+from .._wire import (
+    approval_json,
+    breaker_json,
+    detail_json,
+    entry_json,
+    info_json,
+    iso,
+    queue_json,
+    worker_json,
+)
+from .errors import ApiError, declared, not_found
+from .schemas import (
+    ApprovalList,
+    BreakerList,
+    DecideBody,
+    EmptyBody,
+    EventBody,
+    EventResult,
+    ForkBody,
+    Health,
+    Journal,
+    Name,
+    QueueList,
+    ResolveBody,
+    RunDetail,
+    RunPage,
+    Status,
+    WorkerList,
+)
+
+__all__ = ["ServerState", "router"]
+
+MAX_LIMIT = 1000
+MAX_BY = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerState:
+    """What every route reads: the app, the token writes need, whether reads need it too."""
+
+    app: Any
+    token: str
+    reads_need_token: bool
+
+
+def _state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.stalwart
+    return state
+
+
+def _token_ok(state: ServerState, given: str | None) -> bool:
+    return given is not None and hmac.compare_digest(given.encode(), state.token.encode())
+
+
+def _reader(request: Request) -> Any:
+    """The app, once the request may read (on a non-loopback bind: with the token)."""
+    state = _state(request)
+    if state.reads_need_token:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not _token_ok(state, given.strip()):
+            raise ApiError(401, "Unauthorized", "reads need Authorization: Bearer TOKEN here")
+    return state.app
+
+
+_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="token",
+    description="The token `stalwart ui` printed at start (or --token, $STALWART_UI_TOKEN).",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Writer:
+    """An authorised write: the app, and who acts (recorded in the journal)."""
+
+    app: Any
+    by: str
+
+
+def _writer(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    x_stalwart_by: Annotated[
+        str | None,
+        Header(
+            max_length=MAX_BY,
+            description='Who acts, recorded with the action (default: "ui").',
+        ),
+    ] = None,
+) -> Writer:
+    state = _state(request)
+    if credentials is None or not _token_ok(state, credentials.credentials):
+        raise ApiError(401, "Unauthorized", "writes need Authorization: Bearer TOKEN")
+    by = (x_stalwart_by or "").strip() or "ui"
+    return Writer(state.app, by)
+
+
+Reader = Annotated[Any, Depends(_reader)]
+Write = Annotated[Writer, Depends(_writer)]
+
+
+def _run_id(workflow_id: str) -> str:
+    """The run's id from the path; an id no store can hold (a NUL in it) is not found."""
+    if "\x00" in workflow_id:
+        raise not_found(workflow_id)
+    return workflow_id
+
+
+RunId = Annotated[str, Depends(_run_id)]
+
+router = APIRouter()
+_READ = declared(401)
+_READ_PARAMS = declared(400, 401)
+_READ_RUN = declared(401, 404)
+_WRITE = declared(400, 401, 404, 409, 415)
+
+
+# -- times and cursors ------------------------------------------------------------------------
+
+
+def _iso_time(text: str) -> _dt.datetime | None:
+    """An ISO 8601 time (naive: UTC), or ``None`` when ``text`` is not one a store can
+    compare (year 1 in a zone east of UTC has no epoch time)."""
+    try:
+        when = _dt.datetime.fromisoformat(text.strip())
+        when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
+        when.timestamp()
+    except (ValueError, OverflowError):
+        return None
+    return when
+
+
+def encode_cursor(info: WorkflowInfo) -> str:
+    """Where the next page starts: the last run's creation time and id, opaque to clients."""
+    raw = json.dumps([iso(info.created_at), info.workflow_id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode_cursor(text: str) -> WorkflowInfo | None:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        created, workflow_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    when = _iso_time(created) if isinstance(created, str) else None
+    if when is None or not isinstance(workflow_id, str):
+        return None
+    fields: dict[str, Any] = {f.name: None for f in dataclasses.fields(WorkflowInfo)}
+    fields.update(workflow_id=workflow_id, created_at=when, updated_at=when)
+    return WorkflowInfo(**fields)
+
+
+def _before(text: str | None) -> WorkflowInfo | _dt.datetime | None:
+    if text is None:
+        return None
+    found = _iso_time(text) or _decode_cursor(text)
+    if found is None:
+        raise ApiError(
+            400, "BadRequest", f"before={text[:80]!r}: pass next_before of a page or an ISO time"
+        )
+    return found
+
+
+def _since(text: str | None) -> _dt.datetime | None:
+    if text is None:
+        return None
+    when = _iso_time(text)
+    if when is None:
+        raise ApiError(400, "BadRequest", f"since={text[:80]!r}: pass an ISO 8601 time")
+    return when
+
+
+# -- reads ------------------------------------------------------------------------------------
+
+
+def _list_item(app: Any, info: WorkflowInfo) -> dict[str, Any]:
+    waiting = None
+    if info.status in ("pending", "suspended"):
+        with contextlib.suppress(WorkflowNotFound):  # a run gone meanwhile shows no wait
+            waiting = app.describe(info.workflow_id).waiting_for
+    return {**info_json(info), "waiting_for": waiting}
+
+
+@router.get(
+    "/runs", response_model=RunPage, responses=_READ_PARAMS, summary="List runs, newest first"
+)
+def list_runs(
+    app: Reader,
+    *,
+    status: Status | None = None,
+    name: Annotated[Name | None, Query(description="Only runs of this workflow.")] = None,
+    queue: Annotated[Name | None, Query(description="Only runs of this queue.")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    before: Annotated[
+        str | None,
+        Query(max_length=2000, description="next_before of the previous page, or an ISO time."),
+    ] = None,
+    since: Annotated[
+        str | None, Query(max_length=100, description="Created at or after this ISO time.")
+    ] = None,
+) -> JSONResponse:
+    """Runs matching every filter given, newest first on (created_at, workflow_id), with the
+    number of runs per status for the filters other than ``status``."""
+    cursor, after = _before(before), _since(since)
+    try:
+        runs = app.list_workflows(status, name, limit + 1, cursor, queue=queue, since=after)
+        counts = app.count_by_status(name, queue, after)
+    except UsageError as exc:
+        raise ApiError(400, type(exc).__name__, str(exc)) from None
+    page = runs[:limit]
+    more = len(runs) > limit
+    return JSONResponse(
+        {
+            "runs": [_list_item(app, r) for r in page],
+            "more": more,
+            "next_before": encode_cursor(page[-1]) if more else None,
+            "counts": counts,
+        }
+    )
+
+
+@router.get(
+    "/runs/{workflow_id:path}/journal",
+    response_model=Journal,
+    responses=_READ_RUN,
+    summary="A run's journal",
+)
+def run_journal(app: Reader, workflow_id: RunId) -> JSONResponse:
+    """Every step, attempt, wait, event, approval, compensation and operator action, in
+    order, with full inputs, outputs and errors."""
+    entries = app.journal(workflow_id)
+    return JSONResponse({"workflow_id": workflow_id, "entries": [entry_json(e) for e in entries]})
+
+
+@router.get(
+    "/approvals", response_model=ApprovalList, responses=_READ_PARAMS, summary="Approval requests"
+)
+def list_approvals(
+    app: Reader,
+    pending: Annotated[bool, Query(description="Only undecided requests.")] = True,
+    all_: Annotated[
+        bool, Query(alias="all", description="Decided requests too (pending=false).")
+    ] = False,
+) -> JSONResponse:
+    """Approval requests, oldest first: the undecided ones, or with ``all=true`` (or
+    ``pending=false``) the decided ones too, with who decided, when and why."""
+    requests = app.approvals(pending=pending and not all_)
+    return JSONResponse({"approvals": [approval_json(r) for r in requests]})
+
+
+@router.get("/queues", response_model=QueueList, responses=_READ, summary="Queues")
+def list_queues(app: Reader) -> JSONResponse:
+    """Every queue, with its limits and its pending and running runs, fleet-wide."""
+    return JSONResponse({"queues": [queue_json(q) for q in app.queues()]})
+
+
+@router.get("/workers", response_model=WorkerList, responses=_READ, summary="Live workers")
+def list_workers(app: Reader) -> JSONResponse:
+    """The worker processes serving this store, as their last renewal left them."""
+    return JSONResponse({"workers": [worker_json(w) for w in app.workers()]})
+
+
+@router.get("/breakers", response_model=BreakerList, responses=_READ, summary="Circuit breakers")
+def list_breakers(app: Reader) -> JSONResponse:
+    """The fleet's circuit breakers that have counted a failure."""
+    return JSONResponse({"breakers": [breaker_json(b) for b in app.breakers()]})
+
+
+@router.get("/health", response_model=Health, summary="Whether the server answers")
+def health(request: Request) -> JSONResponse:
+    """The version and the store; needs no token."""
+    state = _state(request)
+    return JSONResponse(
+        {
+            "ok": True,
+            "version": __version__,
+            "store": mask_url(state.app.url),
+            "reads_need_token": state.reads_need_token,
+        }
+    )
+
+
+# -- writes -----------------------------------------------------------------------------------
+
+
+def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({**detail_json(app.describe(workflow_id)), **extra})
+
+
+@router.post(
+    "/runs/{workflow_id:path}/approve",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Approve a request",
+)
+def approve(
+    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
+) -> JSONResponse:
+    """Approve the run's pending approval request (or the one named ``approval_id``)."""
+    body = body or DecideBody()
+    w.app.approve(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
+    return _detail(w.app, workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id:path}/reject",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Reject a request",
+)
+def reject(
+    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
+) -> JSONResponse:
+    """Reject the run's pending approval request (or the one named ``approval_id``)."""
+    body = body or DecideBody()
+    w.app.reject(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
+    return _detail(w.app, workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id:path}/cancel",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Cancel a run",
+)
+def cancel(
+    w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
+) -> JSONResponse:
+    """Cancel the run: at once if it waits, else at its next step boundary; its
+    compensations run."""
+    w.app.cancel(workflow_id, by=w.by)
+    return _detail(w.app, workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id:path}/retry",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Retry a run",
+)
+def retry(
+    w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
+) -> JSONResponse:
+    """Dead-letter redrive: a failed run resumes from its failed step; a needs_attention run
+    not waiting on resolve tries again."""
+    w.app.retry(workflow_id, by=w.by)
+    return _detail(w.app, workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id:path}/resolve",
+    response_model=RunDetail,
+    responses=_WRITE,
+    summary="Settle an in-doubt step",
+)
+def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
+    """Record ``result`` as what the in-doubt irreversible step ``seq`` did, or run it again
+    with ``"rerun": true`` (exactly one of the two)."""
+    given = "result" in body.model_fields_set
+    if given == body.rerun:
+        raise ApiError(400, "BadRequest", 'give exactly one of "result" or "rerun": true')
+    if body.rerun:
+        w.app.resolve(workflow_id, body.seq, rerun=True, by=w.by)
+    else:
+        w.app.resolve(workflow_id, body.seq, result=body.result, by=w.by)
+    return _detail(w.app, workflow_id)
+
+
+@router.post(
+    "/runs/{workflow_id:path}/fork",
+    response_model=RunDetail,
+    responses=_WRITE,
+    status_code=201,
+    summary="Fork a run from a step",
+)
+def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONResponse:
+    """A new run reusing the journal before ``from_seq``; answers the new run. Refused (409,
+    ``UnsafeFork``) when an irreversible step would run again, unless ``allow_reexecute``."""
+    handle = w.app.fork(
+        workflow_id,
+        body.from_seq,
+        new_id=body.new_id,
+        allow_reexecute=body.allow_reexecute,
+        by=w.by,
+    )
+    response = _detail(w.app, handle.workflow_id)
+    response.status_code = 201
+    return response
+
+
+@router.post(
+    "/runs/{workflow_id:path}/events",
+    response_model=EventResult,
+    responses=_WRITE,
+    summary="Send an event",
+)
+def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
+    """Send event ``name`` to the run; ``delivered`` is false for a repeat of a
+    ``dedup_key`` the run already got."""
+    delivered = w.app.send_event(
+        workflow_id, body.name, body.payload, dedup_key=body.dedup_key, by=w.by
+    )
+    return _detail(w.app, workflow_id, delivered=delivered)
+
+
+@router.get(
+    "/runs/{workflow_id:path}", response_model=RunDetail, responses=_READ_RUN, summary="A run"
+)
+def run_detail(app: Reader, workflow_id: RunId) -> JSONResponse:
+    """The run: its status, what it waits on, the step it executes now, its usage."""
+    return JSONResponse(detail_json(app.describe(workflow_id)))

@@ -1,0 +1,110 @@
+// One run: its header (status, times, usage, what it waits on, the step it executes now),
+// its whole timeline, and the actions its state allows.
+
+import * as api from "../api.js";
+import { h, message, replace } from "../dom.js";
+import { TERMINAL, badge, between, duration, errorType, fullTime, timeEl, usageText, valueBlock } from "../format.js";
+import { runActions } from "./actions.js";
+import { finished } from "./forms.js";
+import { timeline } from "./timeline.js";
+
+function fact(label, value, testid) {
+  return h("div", { class: "fact" }, h("dt", { text: label }), h("dd", { "data-testid": testid }, value));
+}
+
+function current(step) {
+  if (!step) return null;
+  const worker = (step.holder || "").replace(/#\d+$/, "");
+  return h("section", { class: "current", "aria-label": "Current step" },
+    h("h2", {}, h("span", { class: "pulse", "aria-hidden": "true" }), "Running now: ", h("span", { class: "name", text: `#${step.seq} ${step.name}` })),
+    h("dl", { class: "facts compact" },
+      fact("Attempt", String(step.attempt)),
+      fact("Started", timeEl(step.started_at)),
+      fact("Elapsed", duration(between(step.started_at)), "elapsed"),
+      fact("Held by", h("code", { title: step.holder || "", text: worker || "—" })),
+      step.heartbeat === null || step.heartbeat === undefined
+        ? fact("Heartbeat", h("span", { class: "muted", text: "none yet" }))
+        : fact("Heartbeat", valueBlock(step.heartbeat, "heartbeat"), "heartbeat")));
+}
+
+export default function run(ctx, id) {
+  const head = h("div", { class: "run-head" });
+  const error = message();
+  const outcome = h("div");
+  const now = h("div");
+  const line = timeline();
+  const actions = runActions(ctx, id);
+  const count = h("span", { class: "muted" });
+  const expand = h("button", { type: "button", class: "quiet", text: "Expand all" });
+  let expanded = false;
+  expand.addEventListener("click", () => {
+    expanded = !expanded;
+    line.expandAll(expanded);
+    expand.textContent = expanded ? "Collapse all" : "Expand all";
+  });
+
+  const el = h("section", { class: "view run" },
+    h("p", { class: "crumbs" }, h("a", { href: ctx.link("runs"), text: "Runs" }), " / "),
+    h("h1", { class: "run-id", text: id }),
+    error.el,
+    h("div", { class: "run-grid" },
+      h("div", { class: "run-main" }, head, outcome, now,
+        h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
+        line.el),
+      actions.el));
+
+  let seen = "";
+
+  function render(detail, entries, approvals) {
+    const terminal = TERMINAL.has(detail.status);
+    replace(head, h("dl", { class: "facts" },
+      fact("Workflow", detail.name),
+      fact("Status", badge(detail.status), "run-status"),
+      fact("Queue", detail.queue),
+      fact("Created", timeEl(detail.created_at)),
+      fact("Updated", timeEl(detail.updated_at)),
+      fact("Duration", `${duration(between(detail.created_at, terminal ? detail.updated_at : null))}${terminal ? "" : " so far"}`),
+      fact("Usage", usageText(detail.usage)),
+      fact("Waiting for", detail.waiting_for || h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" }), "waiting-for")));
+
+    const end = finished(entries);
+    const parts = [];
+    if (detail.error) {
+      const type = errorType(detail.error);
+      parts.push(h("section", { class: ["outcome", "bad"], "aria-label": "Error" },
+        h("h2", { text: detail.status === "needs_attention" ? `Needs attention${type ? `: ${type}` : ""}` : `Error${type ? `: ${type}` : ""}` }),
+        valueBlock(detail.error, "error")));
+    } else if (detail.status === "completed" && end) {
+      parts.push(h("section", { class: ["outcome", "good"], "aria-label": "Result" },
+        h("h2", { text: "Result" }), valueBlock(end.output, "output")));
+    }
+    replace(outcome, parts);
+    replace(now, current(detail.current));
+
+    count.textContent = `${entries.length} entr${entries.length === 1 ? "y" : "ies"}`;
+    line.update(entries, detail.current);
+    actions.update(detail, entries, approvals);
+    document.title = `${id} (${detail.status}) · stalwart`;
+  }
+
+  async function refresh() {
+    let detail;
+    let journal;
+    let approvals = { data: { approvals: [] }, text: "" };
+    try {
+      [detail, journal] = await Promise.all([api.get(api.runPath(id)), api.get(api.runPath(id, "/journal"))]);
+      if (!TERMINAL.has(detail.data.status)) approvals = await api.get("/approvals");
+    } catch (err) {
+      error.error(err.status === 404 ? `No run ${id}: ${err.message}` : `Cannot read the run: ${err.message}`);
+      if (err.status === 0) throw err;
+      return;
+    }
+    error.clear();
+    const key = detail.text + journal.text + approvals.text;
+    if (key === seen && TERMINAL.has(detail.data.status)) return;
+    seen = key;
+    render(detail.data, journal.data.entries, approvals.data.approvals);
+  }
+
+  return { el, title: id, refresh };
+}

@@ -1,0 +1,252 @@
+"""The operator console in a real headless Chromium, against a real ``stalwart ui``, real
+workers and a real SQLite store: a person finds a waiting run and approves it, retries the
+dead-letter queue, resolves an in-doubt irreversible step, sees an unsafe fork refused with its
+reason, and a model's hostile output stays text. Every element is found by its role and
+accessible name, as a screen reader (or an operator's own script) would find it.
+
+With STALWART_SCREENSHOTS=1 the tests also save the main pages to docs/img/console/.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from console_agent import HOSTILE
+from console_harness import TOKEN, Fleet, require_chromium, screenshot
+
+require_chromium()
+
+from playwright.sync_api import expect  # noqa: E402  (after the skip: it may be missing)
+
+pytestmark = pytest.mark.timeout(120)
+
+LIVE_S = 15_000  # ms: a live update arrives within a couple of polls, far inside this
+
+
+def sign_in(page: Any, token: str = TOKEN, name: str = "Grace Hopper") -> None:
+    """Answer the console's token prompt."""
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    page.get_by_label("Token").fill(token)
+    page.get_by_label("Your name").fill(name)
+    dialog.get_by_role("button", name="Save").click()
+
+
+def test_find_a_waiting_run_approve_it_with_a_reason_and_watch_it_complete(
+    page: Any, fleet: Fleet
+) -> None:
+    expect(page.get_by_role("heading", name="Runs")).to_be_visible()
+    expect(page.get_by_role("link", name="refund-A-1001")).to_be_visible()
+    screenshot(page, "runs")
+    suspended = page.get_by_role("navigation", name="Status").get_by_role("link", name="suspended")
+    expect(suspended).to_contain_text("3")  # the refund and the two triage runs
+    suspended.click()
+    expect(page).to_have_url(re.compile(r"#/runs\?status=suspended$"))
+    row = page.get_by_role("row").filter(has_text="refund-A-1001")
+    expect(row).to_contain_text("approval Refund 129.00 USD on order A-1001")
+    row.get_by_role("link", name="refund-A-1001").click()
+
+    expect(page.get_by_test_id("run-status")).to_have_text("suspended")
+    page.evaluate("window.__sameDocument = true")
+    approval = page.get_by_role("region", name="Approval")
+    expect(approval).to_contain_text("Ada Lovelace")
+    approval.get_by_label("Reason").fill("regular customer, parcel lost in transit")
+    approval.get_by_role("button", name="Approve").click()
+    sign_in(page, token="not-the-token")  # refused: the console asks again, then acts
+    expect(page.get_by_role("dialog")).to_contain_text("refused that token")
+    sign_in(page)
+
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert page.evaluate("window.__sameDocument") is True  # a live update, not a reload
+    result = page.get_by_role("region", name="Result")
+    expect(result).to_contain_text('"refund": "rf_A-1001"')
+    timeline = page.get_by_role("list").filter(has_text="issue_refund")
+    expect(timeline).to_contain_text("approval")
+
+    [decided] = [a for a in fleet.app.approvals(pending=False) if a.workflow_id == "refund-A-1001"]
+    assert decided.decision is not None and decided.decision.approved
+    assert decided.decision.by == "Grace Hopper"
+    assert decided.decision.reason == "regular customer, parcel lost in transit"
+
+
+def test_retry_the_dead_letter_queue_from_the_failed_list(page: Any, fleet: Fleet) -> None:
+    page.get_by_role("link", name=re.compile("^Failed")).click()
+    expect(page.get_by_role("heading", name="Failed runs")).to_be_visible()
+    expect(page.get_by_role("row").filter(has_text="crm.internal:443 refused")).to_have_count(2)
+    screenshot(page, "failed")
+    (fleet.workdir / "crm-up").touch()  # the cause is fixed
+
+    page.get_by_label("Select lead-ada").check()
+    page.get_by_label("Select lead-bob").check()
+    retry = page.get_by_role("button", name="Retry selected")
+    expect(retry).to_have_text("Retry selected (2)")
+    retry.click()
+    sign_in(page)
+    expect(page.get_by_role("status").filter(has_text="Retried 2 runs")).to_be_visible()
+    expect(page.get_by_text("The dead-letter queue is empty")).to_be_visible(timeout=LIVE_S)
+
+    for wid in ("lead-ada", "lead-bob"):
+        assert fleet.app.handle(wid).result(timeout=30)["company"] == "Analytical Engines Ltd"
+        assert any(e.kind == "operator" and e.by == "Grace Hopper" for e in fleet.app.journal(wid))
+
+
+def test_resolve_an_in_doubt_irreversible_step(page: Any, fleet: Fleet) -> None:
+    page.get_by_role("link", name=re.compile("^Needs attention")).click()
+    card = page.get_by_role("article", name="order-in-doubt")
+    expect(card).to_contain_text("nobody knows whether its effect happened")
+    expect(card).to_contain_text("order-in-doubt/1")  # the idempotency key to look it up with
+    screenshot(page, "attention")
+
+    card.get_by_label("Result (JSON)").fill("ch_manual_7")  # not JSON: refused before asking
+    card.get_by_role("button", name="Resolve").click()
+    expect(card.get_by_role("alert")).to_contain_text("must be JSON")
+    card.get_by_label("Result (JSON)").fill('"ch_manual_7"')
+    card.get_by_role("button", name="Resolve").click()
+    sign_in(page)
+    expect(card).to_have_count(0, timeout=LIVE_S)  # it left needs_attention
+    expect(page.get_by_text("Nothing needs attention.")).to_be_visible()
+
+    result = fleet.app.handle("order-in-doubt").result(timeout=30)
+    assert result == {"charge": "ch_manual_7", "receipt": "receipt for ch_manual_7"}
+
+
+def test_an_unsafe_fork_is_refused_with_its_reason(page: Any, fleet: Fleet) -> None:
+    page.goto(f"{fleet.console_url}#/run/order-paid")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    fork = page.get_by_role("region", name="Fork")
+    fork.get_by_label("From step").select_option(label="#1 quote (step)")
+    fork.get_by_role("button", name="Fork").click()
+    sign_in(page)
+    refusal = fork.get_by_role("alert")
+    expect(refusal).to_contain_text("UnsafeFork")
+    expect(refusal).to_contain_text("charge")  # the irreversible step that would run again
+    page.locator("details.entry.k-step.st-completed").filter(has_text="charge").locator(
+        "summary"
+    ).click()
+    screenshot(page, "run")
+
+    fork.get_by_label("New run id").fill("order-paid-again")
+    fork.get_by_label("Allow re-execution of irreversible steps").check()
+    fork.get_by_role("button", name="Fork").click()
+    expect(page).to_have_url(re.compile(r"#/run/order-paid-again$"))
+    expect(page.get_by_role("status").filter(has_text="Forked from order-paid")).to_be_visible()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert fleet.app.handle("order-paid-again").result(timeout=30)["charge"] == "ch_A-2002"
+
+
+def test_a_hostile_step_output_is_shown_as_text(page: Any, fleet: Fleet) -> None:
+    page.goto(f"{fleet.console_url}#/run/summary-17")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    entry = page.locator("details.entry").filter(has_text="call_llm")
+    entry.locator("summary").click()
+    output = entry.locator("pre.output")
+    expect(output).to_have_text(HOSTILE)
+    expect(entry).to_contain_text("812 in / 164 out tokens")
+    expect(entry).to_contain_text("summary-17/0")  # its idempotency key
+    assert page.locator("main img, main script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+
+    # An id with markup and URL characters is a link, a heading and a path like any other.
+    odd = fleet.start("summarize", "ticket 21", workflow_id="mail/<b>21</b>?#%")
+    page.goto(f"{fleet.console_url}#/runs?name=summarize")
+    page.get_by_role("link", name=odd).click()
+    expect(page.get_by_role("heading", name=odd)).to_be_visible()
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert page.locator("main b").count() == 0
+
+
+def test_runs_filter_page_and_refresh_live_in_the_browsers_zone(page: Any, fleet: Fleet) -> None:
+    page.goto(f"{fleet.console_url}#/runs?name=triage&limit=1")
+    rows = page.locator("table.runs tbody tr")
+    expect(rows).to_have_count(1)
+    expect(page.get_by_label("Workflow")).to_have_value("triage")
+    expect(rows).to_contain_text("triage-19")  # newest first
+    page.get_by_role("link", name="Older →").click()
+    expect(rows).to_contain_text("triage-18")
+    expect(page).to_have_url(re.compile(r"before="))
+    page.get_by_role("link", name="← Newest").click()
+    expect(rows).to_contain_text("triage-19")
+
+    # Times are the browser's (Tokyo, here), and the zone is named.
+    created = fleet.app.describe("triage-19").info.created_at
+    local = created.astimezone(ZoneInfo("Asia/Tokyo"))
+    expect(page.get_by_role("columnheader", name="Created (Asia/Tokyo)")).to_be_visible()
+    expect(rows.first).to_contain_text(local.strftime("%H:%M:%S"))
+
+    # A new run appears without a reload, and the filters survive the refresh.
+    page.get_by_label("Workflow").fill("summarize")
+    expect(page).to_have_url(re.compile(r"name=summarize"))
+    fleet.start("summarize", "ticket 20", workflow_id="summary-20")
+    expect(page.get_by_role("link", name="summary-20")).to_be_visible(timeout=LIVE_S)
+    expect(page.get_by_label("Workflow")).to_have_value("summarize")
+
+    page.get_by_label("Run id").fill("no-such-run")
+    page.get_by_role("button", name="Open").click()
+    expect(page.get_by_role("alert")).to_contain_text("no-such-run")
+
+
+def test_send_an_event_and_cancel(page: Any, fleet: Fleet) -> None:
+    page.goto(f"{fleet.console_url}#/run/triage-18")
+    expect(page.get_by_test_id("waiting-for")).to_have_text("event customer_reply")
+    events = page.get_by_role("region", name="Send event")
+    expect(events.get_by_label("Event name")).to_have_value("customer_reply")
+    events.get_by_label("Payload (JSON)").fill('{"text": "thanks, it arrived"}')
+    events.get_by_role("button", name="Send event").click()
+    sign_in(page)
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert fleet.app.handle("triage-18").result(timeout=30) == {"text": "thanks, it arrived"}
+
+    page.goto(f"{fleet.console_url}#/run/triage-19")
+    page.get_by_role("region", name="Run", exact=True).get_by_role("button", name="Cancel").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=LIVE_S)
+
+
+def test_the_fleet_queues_workers_and_breakers(page: Any, fleet: Fleet) -> None:
+    page.get_by_role("link", name="Queues & workers").click()
+    queues = page.get_by_role("table", name="Queues")
+    expect(queues.get_by_role("row").filter(has_text="llm")).to_contain_text("30 per 60 s")
+    expect(queues.get_by_role("row").filter(has_text="payments")).to_contain_text("/ 2")
+    workers = page.get_by_role("table", name="Workers")
+    expect(workers.get_by_role("row").filter(has_text="default, llm")).to_have_count(1)
+    breakers = page.get_by_role("table", name="Breakers")
+    expect(breakers.get_by_role("row").filter(has_text="crm")).to_contain_text("closed")
+    screenshot(page, "fleet")
+
+
+def test_reject_from_the_approvals_inbox_and_see_the_decisions(page: Any, fleet: Fleet) -> None:
+    fleet.start("refund_agent", "A-5005", 42.5, workflow_id="refund-A-5005")
+    fleet.start("refund_agent", "A-6006", 18.0, workflow_id="refund-A-6006")
+    fleet.wait_status("refund-A-5005", "suspended")
+    fleet.wait_status("refund-A-6006", "suspended")
+    page.get_by_role("link", name=re.compile("^Approvals")).click()
+    page.get_by_role("link", name="Show decided").click()
+    card = page.get_by_role("article", name="Approval for refund-A-5005")
+    expect(card).to_contain_text("Refund 42.50 USD on order A-5005")
+    decided = page.get_by_role("region", name="Decided")
+    expect(decided.get_by_role("row").filter(has_text="refund-A-1001")).to_contain_text(
+        "Grace Hopper"
+    )
+    screenshot(page, "approvals")
+
+    card.get_by_label("Reason").fill("duplicate of A-1001")
+    card.get_by_role("button", name="Reject").click()
+    sign_in(page, name="Ada")
+    expect(card).to_have_count(0, timeout=LIVE_S)
+    rejected = decided.get_by_role("row").filter(has_text="refund-A-5005")
+    expect(rejected).to_contain_text("rejected")
+    expect(rejected).to_contain_text("duplicate of A-1001")
+    assert fleet.app.handle("refund-A-5005").result(timeout=30) == {
+        "refunded": False,
+        "reason": "duplicate of A-1001",
+    }
+
+
+def test_a_running_step_shows_its_attempt_heartbeat_and_holder(page: Any, fleet: Fleet) -> None:
+    page.goto(f"{fleet.console_url}#/run/research-1")
+    current = page.get_by_role("region", name="Current step")
+    expect(current).to_contain_text("#1 browse")
+    expect(current).to_contain_text('"page"')  # its last heartbeat
+    screenshot(page, "running")

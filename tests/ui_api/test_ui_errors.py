@@ -1,0 +1,139 @@
+"""Client mistakes through the HTTP API: every one answers ``{"error": {"type", "message"}}``
+with 400, 404, 405, 409 or 415, never 422 and never 500."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+from ui_harness import Scene
+
+
+def _error(answer: httpx.Response, status: int) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"type", "message"}
+    assert body["error"]["message"]
+    error: dict[str, Any] = body["error"]
+    return error
+
+
+@pytest.mark.parametrize(
+    "workflow_id", ["nope", "a b/ü?#%", "x" * 3000, "\x00", "..", "a%2Fb"], ids=repr
+)
+def test_an_unknown_run_is_404_naming_it(ui: Scene, workflow_id: str) -> None:
+    path = "/api/v1/runs/" + quote(workflow_id, safe="/").replace(".", "%2E")
+    for answer in (
+        ui.reader().get(path),
+        ui.reader().get(f"{path}/journal"),
+        ui.writer().post(f"{path}/cancel"),
+        ui.writer().post(f"{path}/fork", json={"from_seq": 1}),
+        ui.writer().post(f"{path}/events", json={"name": "ping"}),
+    ):
+        error = _error(answer, 404)
+        assert error["type"] == "WorkflowNotFound"
+        assert "no run with workflow_id" in error["message"]
+    if workflow_id == "nope":
+        assert error["message"] == "no run with workflow_id 'nope'"  # the id, not the store
+
+
+def test_refused_actions_are_409_with_the_message_of_the_python_api(ui: Scene) -> None:
+    writer = ui.writer()
+    cancel = _error(writer.post("/api/v1/runs/paid/cancel"), 409)
+    assert cancel == {
+        "type": "InvalidOperation",
+        "message": "run 'paid' is completed; there is nothing to cancel",
+    }
+    approve = _error(writer.post("/api/v1/runs/paid/approve", json={}), 409)
+    assert approve["message"] == "run 'paid' has no pending approval request"
+    retry = _error(writer.post("/api/v1/runs/paid/retry"), 409)
+    assert "only failed and needs_attention runs can be retried" in retry["message"]
+    resolve = _error(writer.post("/api/v1/runs/paid/resolve", json={"seq": 1, "rerun": True}), 409)
+    assert resolve["message"] == "run 'paid' has no in-doubt step to resolve"
+    past = _error(writer.post("/api/v1/runs/paid/fork", json={"from_seq": 99}), 409)
+    assert past["type"] == "InvalidOperation" and "from_seq=99" in past["message"]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"limit": 0},
+        {"limit": 10**12},
+        {"limit": "ten"},
+        {"status": "bogus"},
+        {"before": "not a cursor"},
+        {"before": "WyJ4IiwxXQ"},  # a cursor of the wrong shape
+        {"since": "yesterday"},
+        {"name": ""},
+        {"queue": ""},
+        {"name": "a\x00b"},
+        {"pending": "maybe"},
+    ],
+    ids=repr,
+)
+def test_a_malformed_parameter_is_400(ui: Scene, params: dict[str, Any]) -> None:
+    path = "/api/v1/approvals" if "pending" in params else "/api/v1/runs"
+    assert _error(ui.reader().get(path, params=params), 400)["type"] == "BadRequest"
+
+
+@pytest.mark.parametrize(
+    ("action", "body"),
+    [
+        ("fork", b"{not json"),
+        ("fork", b"[1, 2]"),
+        ("fork", b'"from_seq"'),
+        ("fork", b"{}"),
+        ("fork", b'{"from_seq": -1}'),
+        ("fork", b'{"from_seq": 0}'),
+        ("fork", b'{"from_seq": 1e400}'),
+        ("fork", b'{"from_seq": 99999999999999999999999}'),
+        ("fork", b'{"from_seq": 1, "from": 2}'),
+        ("fork", b'{"from_seq": 1, "new_id": ""}'),
+        ("resolve", b'{"seq": 1}'),
+        ("resolve", b'{"seq": 1, "result": null, "rerun": true}'),
+        ("resolve", b'{"seq": "one", "rerun": true}'),
+        ("events", b'{"name": ""}'),
+        ("events", b'{"payload": 1}'),
+        ("events", b'{"name": "ping\\u0000"}'),
+        ("approve", b'{"reason": 5}'),
+        ("approve", b'{"reason": "\\ud800"}'),
+        ("cancel", b'{"force": true}'),
+        ("retry", b"[]"),
+    ],
+)
+def test_a_malformed_body_is_400(ui: Scene, action: str, body: bytes) -> None:
+    answer = ui.writer().post(
+        f"/api/v1/runs/paid/{action}", content=body, headers={"Content-Type": "application/json"}
+    )
+    assert _error(answer, 400)["type"] in ("BadRequest", "SerializationError")
+
+
+def test_a_body_not_sent_as_json_is_415_and_a_huge_one_413(ui: Scene) -> None:
+    writer = ui.writer()
+    form = writer.post("/api/v1/runs/paid/fork", content=b'{"from_seq": 2}')
+    assert _error(form, 415)["type"] == "UnsupportedMediaType"
+    text = writer.post(
+        "/api/v1/runs/paid/fork", content=b"{}", headers={"Content-Type": "text/plain"}
+    )
+    assert _error(text, 415)["message"] == "send the body as Content-Type: application/json"
+    huge = writer.post("/api/v1/runs/paid/events", json={"name": "x", "payload": "x" * 5_000_000})
+    assert _error(huge, 413)["type"] == "PayloadTooLarge"
+
+
+def test_unknown_routes_and_methods_answer_the_error_shape(ui: Scene) -> None:
+    assert _error(ui.reader().get("/api/v1/nothing"), 404)["type"] == "NotFound"
+    assert _error(ui.reader().get("/api/v2/runs"), 404)["type"] == "NotFound"
+    assert _error(ui.reader().delete("/api/v1/runs"), 405)["type"] == "MethodNotAllowed"
+    assert _error(ui.writer().put("/api/v1/runs/paid/cancel"), 405)["type"] == "MethodNotAllowed"
+    assert ui.reader().get("/console/nothing.js").status_code == 404
+
+
+def test_an_event_payload_json_cannot_hold_is_refused_before_the_store(ui: Scene) -> None:
+    answer = ui.writer().post(
+        "/api/v1/runs/paid/events",
+        content=b'{"name": "ping", "payload": {"s": "\\ud800"}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert _error(answer, 400)["type"] == "SerializationError"
