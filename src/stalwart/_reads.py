@@ -50,13 +50,6 @@ class Reads:
         """How many runs match, with the filters of :meth:`list_workflows`."""
         return self._views.count_workflows(status, name, queue, since)
 
-    def count_by_status(
-        self, name: str | None = None, queue: str | None = None, since: Any = None
-    ) -> dict[str, int]:
-        """How many runs of each status match the other filters of :meth:`count_workflows`,
-        in one query: every status is a key, ``0`` when no run has it."""
-        return self._views.count_by_status(name, queue, since)
-
     def describe(self, workflow_id: str) -> RunDetail:
         """The run as an operator sees it: what it waits on, the step it executes now (name,
         attempt, start, last heartbeat, holder) and its usage."""

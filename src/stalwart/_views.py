@@ -219,15 +219,6 @@ class Views:
             status=status, name=name, queue=queue, since=_when(since, "since")
         )
 
-    def count_by_status(
-        self, name: str | None = None, queue: str | None = None, since: Any = None
-    ) -> dict[str, int]:
-        _check_filters(None, queue)
-        counts = self.runtime.store.status_counts(
-            name=name, queue=queue, since=_when(since, "since")
-        )
-        return {status: counts.get(status, 0) for status in STATUSES}
-
     def describe(self, workflow_id: str) -> RunDetail:
         row = self.row(workflow_id)
         return RunDetail(

@@ -799,10 +799,6 @@ def test_runs_are_counted_and_paged_on_creation_time_and_id(store: Store) -> Non
     assert [r.workflow_id for r in since] == ["b", "a"]
     counts = sorted((c.queue, c.status, c.runs) for c in store.run_counts())
     assert counts == [("default", "pending", 1), ("default", "running", 1), ("q", "pending", 2)]
-    assert store.status_counts(name=None, queue=None, since=None) == {"pending": 3, "running": 1}
-    assert store.status_counts(name="agent", queue="q", since=None) == {"pending": 2}
-    assert store.status_counts(name=None, queue=None, since=150.0) == {"running": 1}
-    assert store.status_counts(name="other", queue=None, since=None) == {}
 
 
 def test_a_holder_publishes_its_current_step(store: Store) -> None:

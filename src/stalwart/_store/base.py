@@ -413,11 +413,6 @@ class ReadStore(Protocol):
     ) -> int:
         """How many runs match."""
 
-    def status_counts(
-        self, *, name: str | None, queue: str | None, since: float | None
-    ) -> dict[str, int]:
-        """How many runs of each status match (statuses no run has are left out)."""
-
     def run_counts(self) -> list[CountRow]:
         """How many runs each queue has in each status."""
 

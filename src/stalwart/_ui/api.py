@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .. import __version__
 from .._errors import UsageError, WorkflowNotFound, mask_url
-from .._model import WorkflowInfo
+from .._model import STATUSES, WorkflowInfo
 from .._wire import (
     approval_json,
     breaker_json,
@@ -231,7 +231,7 @@ def list_runs(
     cursor, after = _before(before), _since(since)
     try:
         runs = app.list_workflows(status, name, limit + 1, cursor, queue=queue, since=after)
-        counts = app.count_by_status(name, queue, after)
+        counts = {s: app.count_workflows(s, name, queue, after) for s in STATUSES}
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
     page = runs[:limit]

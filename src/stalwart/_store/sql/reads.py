@@ -20,13 +20,6 @@ class ReadVerbs(SQLBase):
         params = {"status": status, "name": name, "queue": queue, "since": since}
         return int(self._rows("count_runs", params)[0][0])
 
-    def status_counts(
-        self, *, name: str | None, queue: str | None, since: float | None
-    ) -> dict[str, int]:
-        """How many runs of each status match (statuses no run has are left out)."""
-        params = {"status": None, "name": name, "queue": queue, "since": since}
-        return {str(status): int(runs) for status, runs in self._rows("status_counts", params)}
-
     def run_counts(self) -> list[CountRow]:
         """How many runs each queue has in each status."""
         return self._records("run_counts", {}, CountRow)

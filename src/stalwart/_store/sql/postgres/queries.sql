@@ -130,10 +130,6 @@ LIMIT :limit;
 -- name: count_runs
 SELECT count(*) FROM runs WHERE {{run_filter}};
 
--- name: status_counts
--- How many runs of each status match the filters of count_runs (its status filter off).
-SELECT status, count(*) AS runs FROM runs WHERE {{run_filter}} GROUP BY status;
-
 -- name: run_counts
 SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
 
