@@ -208,3 +208,15 @@ def test_prune_keeps_what_a_delta_channel_is_rebuilt_from(app: stalwart.Stalwart
     fresh = builder.compile(checkpointer=StalwartSaver(app))
     assert fresh.get_state(thread("delta")).values == before
     assert len(list(fresh.get_state_history(thread("delta")))) < 21
+
+
+def test_a_value_whose_base_is_missing_is_an_error_not_a_short_list(
+    app: stalwart.Stalwart,
+) -> None:
+    saver = StalwartSaver(app)
+    graph = chat_graph(saver)
+    for turn in range(3):
+        graph.invoke({"messages": [HumanMessage(content=f"q{turn}")]}, thread("c"))
+    saver._ext.execute("DELETE FROM ext_langgraph_blobs WHERE channel = 'messages' AND depth = 1")
+    with pytest.raises(stalwart.StoreError, match="cannot be rebuilt"):
+        chat_graph(StalwartSaver(app)).get_state(thread("c"))

@@ -265,6 +265,11 @@ class StalwartSaver(BaseCheckpointSaver[str]):
         kind, _keep, data = chain[-1]
         if kind != LIST_TYPE:
             return True, self._loads(kind, data)
+        if chain[0][1] != 0:  # the walk did not reach a root: a base row is missing
+            raise stalwart.StoreError(
+                f"LangGraph thread {thread_id!r}: the value of channel {channel!r} at version "
+                f"{version} cannot be rebuilt (a version it extends is missing)"
+            )
         elements = rebuild((int(keep), bytes(data)) for _kind, keep, data in chain)
         self._lists.remember((thread_id, ns, channel), version, [digest(e) for e in elements])
         return True, [self.serde.loads_typed(e) for e in elements]
