@@ -163,6 +163,18 @@ def _put_blob(
     return tx.execute(q.PUT_BLOB, params) == 1
 
 
+def _elements(
+    chain: list[tuple[Any, ...]], thread_id: str, channel: str, version: str
+) -> list[Element]:
+    """A list version's elements from its chain of links ``(type, keep, data)``, root first."""
+    if chain[0][1] != 0:  # the walk did not reach a root: a base row is missing
+        raise stalwart.StoreError(
+            f"LangGraph thread {thread_id!r}: the value of channel {channel!r} at version "
+            f"{version} cannot be rebuilt (a version it extends is missing)"
+        )
+    return rebuild((int(keep), bytes(data)) for _kind, keep, data in chain)
+
+
 class StalwartSaver(BaseCheckpointSaver[str]):
     """A LangGraph checkpoint saver on a stalwart app's store (SQLite or PostgreSQL)::
 
@@ -265,12 +277,7 @@ class StalwartSaver(BaseCheckpointSaver[str]):
         kind, _keep, data = chain[-1]
         if kind != LIST_TYPE:
             return True, self._loads(kind, data)
-        if chain[0][1] != 0:  # the walk did not reach a root: a base row is missing
-            raise stalwart.StoreError(
-                f"LangGraph thread {thread_id!r}: the value of channel {channel!r} at version "
-                f"{version} cannot be rebuilt (a version it extends is missing)"
-            )
-        elements = rebuild((int(keep), bytes(data)) for _kind, keep, data in chain)
+        elements = _elements(chain, thread_id, channel, version)
         self._lists.remember((thread_id, ns, channel), version, [digest(e) for e in elements])
         return True, [self.serde.loads_typed(e) for e in elements]
 
