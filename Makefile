@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-langgraph soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,11 @@ bench-throttle: $(STAMP)
 # What a conversation agent's journal stores against its conversation, at 50 to 400 turns.
 bench-journal: $(STAMP)
 	$(BIN)/python bench/journal_growth.py
+
+# What a LangGraph chat thread stores with StalwartSaver against LangGraph's SqliteSaver, at 50
+# to 200 turns, measured in the same run. Takes about a minute.
+bench-langgraph: $(STAMP)
+	$(BIN)/python bench/langgraph_growth.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)
