@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
 
+from pydantic import ValidationError
 from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ToolApproved, ToolDenied
 from pydantic_ai.agent import EventStreamHandler
 from pydantic_ai.capabilities import WrapRunHandler
@@ -104,6 +105,20 @@ def _tool_return_payload(value: Any) -> Any:
     have recorded it (``verify`` answers with the tool's return value)."""
     recorded = JSON_CODEC.load(CallToolResult, {"kind": "tool_return", "result": value})
     return JSON_CODEC.dump(CallToolResult, recorded)
+
+
+def _tool_payload(recorded: Any) -> Any:
+    """A tool step's recorded result as pydantic-ai reads it: what the step recorded, or the
+    plain value an operator recorded with ``app.resolve(..., result=...)`` for an in-doubt
+    call, taken as what the tool returned."""
+    if isinstance(recorded, dict) and "kind" in recorded:
+        try:
+            JSON_CODEC.load(CallToolResult, recorded)
+        except ValidationError:
+            pass
+        else:
+            return recorded
+    return _tool_return_payload(recorded)
 
 
 # -- step names -------------------------------------------------------------------------------
@@ -316,7 +331,8 @@ class _StalwartBackend(CallableOperationBackend[_StepPolicy]):
         cache_key: tuple[object, ...],
         config: _StepPolicy,
     ) -> object:
-        return await config.run(name, body)
+        recorded = await config.run(name, body)
+        return _tool_payload(recorded) if isinstance(operation_id, ToolsetCallToolId) else recorded
 
 
 # -- the capability ---------------------------------------------------------------------------
