@@ -249,3 +249,32 @@ def test_a_sync_workflow_is_told_to_be_async(app: stalwart.Stalwart) -> None:
 
     with pytest.raises(stalwart.WorkflowFailed, match="make the workflow 'async def'"):
         app.run(run, workflow_id="sync")
+
+
+def test_an_in_doubt_irreversible_tool_waits_for_an_operator(app: stalwart.Stalwart) -> None:
+    """Without ``verify``, a crash after the effect leaves the call in doubt: the run goes to
+    ``needs_attention`` and an operator records what happened as the tool's plain return
+    value, which the agent then receives."""
+    sent: list[str] = []
+    crashing = {"on": True}
+    agent = _agent(Script([call("send", to="ada"), lambda messages: text(returns(messages)[-1])]))
+
+    @agent.tool_plain(metadata={"stalwart": {"irreversible": True}})
+    def send(to: str) -> str:
+        sent.append(to)
+        if crashing["on"]:
+            raise Crash()  # the mail left, its result was never recorded
+        return "msg-auto"
+
+    run = _workflow(app, agent)
+    with pytest.raises(Crash):
+        app.run(run, "mail ada", workflow_id="mail")
+    crashing["on"] = False
+    with pytest.raises(stalwart.NeedsAttention, match="may have taken effect"):
+        app.run(run, "mail ada", workflow_id="mail")
+    (doubt,) = [e for e in app.journal("mail") if e.status == "in_doubt"]
+    assert doubt.name == TOOL + "send" and doubt.seq is not None
+    app.resolve("mail", doubt.seq, result="msg-1", by="ops")
+
+    assert app.run(run, "mail ada", workflow_id="mail") == "msg-1"
+    assert sent == ["ada"]  # never sent twice
