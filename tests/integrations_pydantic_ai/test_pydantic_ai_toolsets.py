@@ -111,6 +111,44 @@ def test_a_streamed_request_is_one_step_and_its_events_reach_the_handler_inside_
     assert [e for e in seen if e[1] == first_key] == [e for e in first_stream if e[1] == first_key]
 
 
+def test_a_handler_given_to_run_sees_recorded_events_again_on_replay(
+    app: stalwart.Stalwart,
+) -> None:
+    """``agent.run(event_stream_handler=...)`` streams each request inside its step, but the
+    handler runs in workflow code, after the step is recorded: a resumed run replays the
+    recorded events to it."""
+    seen: list[str] = []
+
+    async def handler(ctx: RunContext[None], events: AsyncIterable[AgentStreamEvent]) -> None:
+        async for event in events:
+            seen.append(event.event_kind)
+
+    crashing = {"on": True}
+    agent = Agent(
+        Script([call("add", a=1, b=2), text("done")]).model(),
+        name="streamer",
+        capabilities=[StalwartDurability()],
+    )
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        if crashing["on"]:
+            raise Crash()
+        return a + b
+
+    @app.workflow
+    async def run() -> str:
+        return (await agent.run("add", event_stream_handler=handler)).output
+
+    with pytest.raises(Crash):
+        app.run(run, workflow_id="replayed-events")
+    before, crashing["on"] = list(seen), False
+    seen.clear()
+    assert app.run(run, workflow_id="replayed-events") == "done "
+    assert seen[: len(before)] == before == ["part_start", "part_end", "function_tool_call"]
+    assert "streamer__model.request_stream" in _names(app, "replayed-events")
+
+
 def test_run_stream_inside_a_workflow_journals_its_requests(app: stalwart.Stalwart) -> None:
     agent = Agent(
         Script([text("streamed answer")]).model(),
@@ -125,6 +163,33 @@ def test_run_stream_inside_a_workflow_journals_its_requests(app: stalwart.Stalwa
 
     assert app.run(run, workflow_id="run-stream") == "streamed answer "
     assert _names(app, "run-stream") == ["streamer__model.request_stream"]
+
+
+def test_iter_inside_a_workflow_journals_its_requests(app: stalwart.Stalwart) -> None:
+    agent = Agent(
+        Script([call("add", a=1, b=2), text("iterated")]).model(),
+        name="iterator",
+        capabilities=[StalwartDurability()],
+    )
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.workflow
+    async def run() -> str:
+        async with agent.iter("add") as agent_run:
+            async for _node in agent_run:
+                pass
+        assert agent_run.result is not None
+        return agent_run.result.output
+
+    assert app.run(run, workflow_id="iter") == "iterated"
+    assert _names(app, "iter") == [
+        "iterator__model.request",
+        "iterator__function_toolset__<agent>.call_tool:add",
+        "iterator__model.request",
+    ]
 
 
 # -- toolsets ---------------------------------------------------------------------------------
