@@ -46,7 +46,11 @@ class Recorder:
         self.charges = workdir / "charges.log"
 
     def executed(self, step: str) -> None:
-        line = json.dumps({"wid": stalwart.workflow_id(), "step": step, "pid": os.getpid()})
+        try:
+            wid = stalwart.workflow_id()
+        except RuntimeError:  # called outside any run
+            wid = "-"
+        line = json.dumps({"wid": wid, "step": step, "pid": os.getpid()})
         with self.log.open("a") as f:
             f.write(line + "\n")
 

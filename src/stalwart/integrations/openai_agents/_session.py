@@ -25,37 +25,26 @@ from ._codec import decode_item, encode_item
 __all__ = ["JournaledSession", "StalwartSession", "in_workflow_code", "session_step_name"]
 
 NAMESPACE = "openai_agents"
+# A write made in a step is recorded in ext_openai_agents_writes under the step's idempotency
+# key, in the write's transaction: an attempt re-run after a crash finds it and does nothing
+# (a pop returns what it popped).
+_TABLES = """
+CREATE TABLE ext_openai_agents_items (
+    id         {id},
+    session_id TEXT NOT NULL,
+    item       TEXT NOT NULL
+);
+CREATE INDEX ext_openai_agents_items_session ON ext_openai_agents_items (session_id, id);
+CREATE TABLE ext_openai_agents_writes (
+    op_key     TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    popped     TEXT
+)"""
 MIGRATIONS = [
     Migration(
         1,
-        sqlite="""
-CREATE TABLE ext_openai_agents_items (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
-    session_id TEXT NOT NULL,
-    item       TEXT NOT NULL,
-    written_by TEXT
-);
-CREATE INDEX ext_openai_agents_items_session ON ext_openai_agents_items (session_id, id);
-CREATE INDEX ext_openai_agents_items_writer ON ext_openai_agents_items (written_by);
-CREATE TABLE ext_openai_agents_pops (
-    op_key     TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    item       TEXT
-)""",
-        postgres="""
-CREATE TABLE ext_openai_agents_items (
-    id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    item       TEXT NOT NULL,
-    written_by TEXT
-);
-CREATE INDEX ext_openai_agents_items_session ON ext_openai_agents_items (session_id, id);
-CREATE INDEX ext_openai_agents_items_writer ON ext_openai_agents_items (written_by);
-CREATE TABLE ext_openai_agents_pops (
-    op_key     TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    item       TEXT
-)""",
+        sqlite=_TABLES.format(id="INTEGER PRIMARY KEY AUTOINCREMENT"),
+        postgres=_TABLES.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
     )
 ]
 
@@ -64,17 +53,15 @@ _LATEST = """SELECT item FROM (
     SELECT id, item FROM ext_openai_agents_items WHERE session_id = :session
     ORDER BY id DESC LIMIT :limit
 ) AS latest ORDER BY id"""
-_WRITTEN = "SELECT 1 FROM ext_openai_agents_items WHERE written_by = :key LIMIT 1"
-_ADD = """INSERT INTO ext_openai_agents_items (session_id, item, written_by)
-VALUES (:session, :item, :key)"""
-_POPPED = "SELECT item FROM ext_openai_agents_pops WHERE op_key = :key"
+_DONE = "SELECT popped FROM ext_openai_agents_writes WHERE op_key = :key"
+_RECORD = """INSERT INTO ext_openai_agents_writes (op_key, session_id, popped)
+VALUES (:key, :session, :popped)"""
+_ADD = "INSERT INTO ext_openai_agents_items (session_id, item) VALUES (:session, :item)"
 _LAST = """SELECT id, item FROM ext_openai_agents_items WHERE session_id = :session
 ORDER BY id DESC LIMIT 1"""
 _DELETE = "DELETE FROM ext_openai_agents_items WHERE id = :id"
-_RECORD_POP = """INSERT INTO ext_openai_agents_pops (op_key, session_id, item)
-VALUES (:key, :session, :item)"""
 _CLEAR = "DELETE FROM ext_openai_agents_items WHERE session_id = :session"
-_CLEAR_POPS = "DELETE FROM ext_openai_agents_pops WHERE session_id = :session"
+_CLEAR_WRITES = "DELETE FROM ext_openai_agents_writes WHERE session_id = :session"
 
 _stores: weakref.WeakKeyDictionary[stalwart.Stalwart, ExtensionStore] = weakref.WeakKeyDictionary()
 
@@ -195,10 +182,12 @@ class StalwartSession:
             encoded = [encode_item(item) for item in items]
 
             def insert(tx: Transaction) -> None:
-                if key is not None and tx.fetchone(_WRITTEN, {"key": key}) is not None:
-                    return  # written by an attempt whose outcome a crash kept from the journal
+                if key is not None:
+                    if tx.fetchone(_DONE, {"key": key}) is not None:
+                        return  # an attempt whose outcome a crash kept from the journal did it
+                    tx.execute(_RECORD, {"key": key, "session": self.session_id, "popped": None})
                 for text in encoded:
-                    tx.execute(_ADD, {"session": self.session_id, "item": text, "key": key})
+                    tx.execute(_ADD, {"session": self.session_id, "item": text})
 
             await store.arun(insert)
 
@@ -214,15 +203,15 @@ class StalwartSession:
 
             def take(tx: Transaction) -> str | None:
                 if key is not None:
-                    done = tx.fetchone(_POPPED, {"key": key})
+                    done = tx.fetchone(_DONE, {"key": key})
                     if done is not None:
-                        return done[0]  # type: ignore[no-any-return]
+                        return None if done[0] is None else str(done[0])
                 last = tx.fetchone(_LAST, {"session": self.session_id})
                 text = None if last is None else str(last[1])
                 if last is not None:
                     tx.execute(_DELETE, {"id": last[0]})
                 if key is not None:
-                    tx.execute(_RECORD_POP, {"key": key, "session": self.session_id, "item": text})
+                    tx.execute(_RECORD, {"key": key, "session": self.session_id, "popped": text})
                 return text
 
             text = await store.arun(take)
@@ -238,7 +227,7 @@ class StalwartSession:
         async def clear() -> None:
             def delete(tx: Transaction) -> None:
                 tx.execute(_CLEAR, {"session": self.session_id})
-                tx.execute(_CLEAR_POPS, {"session": self.session_id})
+                tx.execute(_CLEAR_WRITES, {"session": self.session_id})
 
             await store.arun(delete)
 
