@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 from agents import Agent, ModelSettings, RunConfig, function_tool, handoff
+from agents.mcp import MCPServer
+from mcp.types import CallToolResult, TextContent
+from mcp.types import Tool as MCPTool
 from oa_scripted import CountingModel, Recorder, call, trip_agent
 
 import stalwart
@@ -308,3 +311,61 @@ def test_a_model_error_the_provider_will_not_fix_fails_the_run_at_once(
     with pytest.raises(stalwart.WorkflowFailed, match="BadRequest"):
         app.run(write, workflow_id="w400")
     assert recorder.counts("w400") == {"model": 1}
+
+
+class _Catalog(MCPServer):
+    """An MCP server in the test's process: one tool, ``lookup``, counting its calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[dict[str, Any] | None] = []
+        self.listed = 0
+
+    @property
+    def name(self) -> str:
+        return "catalog"
+
+    async def connect(self) -> None:
+        return None
+
+    async def cleanup(self) -> None:
+        return None
+
+    async def list_tools(self, run_context: Any = None, agent: Any = None) -> list[MCPTool]:
+        self.listed += 1
+        schema = {"type": "object", "properties": {"sku": {"type": "string"}}}
+        return [MCPTool(name="lookup", description="Find a product.", inputSchema=schema)]
+
+    async def call_tool(
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
+    ) -> CallToolResult:
+        self.calls.append(arguments)
+        return CallToolResult(content=[TextContent(type="text", text="a red kettle")])
+
+    async def list_prompts(self) -> Any:
+        raise NotImplementedError
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
+        raise NotImplementedError
+
+
+def test_the_tools_of_an_mcp_server_are_steps_too(app: stalwart.Stalwart, tmp_path: Path) -> None:
+    recorder = Recorder(tmp_path)
+    catalog = _Catalog()
+    script: list[Any] = [[call("lookup", {"sku": "k-1"}, "m1")]]
+
+    @app.workflow
+    async def shop() -> str:
+        agent = Agent(name="Shop", model=CountingModel(recorder, script), mcp_servers=[catalog])
+        result = await DurableRunner.run(agent, "what is k-1?")
+        await replay_from_the_top()
+        return str(result.final_output)
+
+    wake_when_waiting(app, "m1")
+    output = app.run(shop, workflow_id="m1")
+
+    assert "a red kettle" in output
+    assert catalog.calls == [{"sku": "k-1"}]  # not again on the replay
+    assert catalog.listed >= 3  # listing is a read: each turn lists, the replay too
+    steps = [name for kind, name in journal_names(app, "m1") if kind == "step"]
+    assert steps == ["Shop/model", "Shop/tool/lookup", "Shop/model"]

@@ -116,7 +116,7 @@ def _arguments(raw: str) -> dict[str, Any]:
 
 
 def _durable_tool(agent_name: str, tool: Tool) -> Tool:
-    if not isinstance(tool, FunctionTool):
+    if not isinstance(tool, FunctionTool) or getattr(tool, _DURABLE, False):
         return tool  # hosted tools run inside the model call; others are not journaled
     options: ToolOptions = getattr(tool, _OPTIONS, None) or ToolOptions()
     name = tool_step_name(agent_name, tool.qualified_name)
@@ -136,7 +136,19 @@ def _durable_tool(agent_name: str, tool: Tool) -> Tool:
             verify=options.verify,
         )
 
-    return dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+    durable = dataclasses.replace(tool, on_invoke_tool=on_invoke_tool)
+    setattr(durable, _DURABLE, True)
+    return durable
+
+
+def _journal_mcp_tools(agent: Agent[Any]) -> None:
+    """Make the tools ``agent``'s MCP servers list (each turn) steps like its own tools."""
+    list_tools = agent.get_mcp_tools
+
+    async def get_mcp_tools(run_context: Any) -> list[Tool]:
+        return [_durable_tool(agent.name, tool) for tool in await list_tools(run_context)]
+
+    agent.get_mcp_tools = get_mcp_tools  # type: ignore[method-assign]
 
 
 def _implicit_settings(agent: Agent[Any]) -> ModelSettings:
@@ -188,6 +200,8 @@ class AgentCopier:
         self._copies[id(agent)] = copy
         self._originals.append(agent)
         copy.handoffs = [self._handoff(item) for item in agent.handoffs]
+        if agent.mcp_servers:
+            _journal_mcp_tools(copy)
         return copy
 
     def _model(self, agent: Agent[Any]) -> DurableModel:
