@@ -125,8 +125,9 @@ class StalwartSession:
     kept in the app's store, in the ``ext_openai_agents_*`` tables: on SQLite and PostgreSQL,
     shared by every process of the app, and surviving any of them.
 
-    ``app`` is the app whose store keeps it; inside a run it may be left out (the run's app is
-    used). Inside workflow code every call is a journaled step (see the module docstring)."""
+    ``app`` is the app whose store keeps it. Inside a run it may be left out once the store
+    extension port names the running app (``stalwart._extension.current_app()``); until then,
+    pass it. Inside workflow code every call is a journaled step (see the module docstring)."""
 
     def __init__(
         self,
