@@ -242,7 +242,7 @@ class JournaledSession:
     def __init__(self, session: Session) -> None:
         self._session = session
         self.session_id = session.session_id
-        self.session_settings = session.session_settings
+        self.session_settings = getattr(session, "session_settings", None)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The wrapped session's items, journaled."""
