@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
@@ -78,6 +79,7 @@ class Stalwart(Reads):
             prices=dict(prices or {}),
             observers=[Tracing()],
         )
+        self._runtime.app = weakref.ref(self)
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
         self._operator = Operator(self._runtime, self._driver.keeper, self._views)

@@ -43,13 +43,26 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
+from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
 from ._errors import StoreError, UsageError, mask_url
 from ._store import Store
 
 if TYPE_CHECKING:
     from ._app import Stalwart
 
-__all__ = ["ExtensionStore", "Migration", "Transaction"]
+__all__ = ["ExtensionStore", "Migration", "Transaction", "current_app"]
+
+
+def current_app() -> Stalwart | None:
+    """The app whose run this code executes in (workflow code or one of its steps), else
+    ``None``: what lets an integration object made without ``app=`` use the run's own store."""
+    scope = CURRENT_STEP.get()
+    inv = scope.invocation if scope is not None else CURRENT_RUN.get()
+    if inv is None:
+        return None
+    app: Stalwart | None = inv.runtime.app()
+    return app
+
 
 T = TypeVar("T")
 Dialect = Literal["sqlite", "postgres"]

@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,7 @@ class Runtime:
     queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
     prices: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     observers: list[Observer] = dataclasses.field(default_factory=list)  # telemetry
+    app: Callable[[], Any] = lambda: None  # a weak reference to the app that owns this runtime
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)

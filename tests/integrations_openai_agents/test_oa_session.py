@@ -166,10 +166,6 @@ def test_any_other_session_is_journaled_by_the_durable_runner(
         ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the extension port has no current_app() yet: inside a run, pass app=",
-)
 def test_inside_a_run_the_session_uses_the_runs_app(shared_url: str) -> None:
     with stalwart.Stalwart(shared_url) as app:
 

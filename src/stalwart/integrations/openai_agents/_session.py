@@ -93,11 +93,8 @@ def _store_for(app: stalwart.Stalwart) -> ExtensionStore:
 
 
 def _run_app() -> stalwart.Stalwart | None:
-    """The app of the run executing here, when the extension port can say."""
-    current: Callable[[], stalwart.Stalwart | None] | None = getattr(
-        _extension, "current_app", None
-    )
-    return current() if current is not None else None
+    """The app of the run executing here, if any."""
+    return _extension.current_app()
 
 
 def _limit_of(limit: int | None, settings: SessionSettings | None) -> int | None:
@@ -125,9 +122,9 @@ class StalwartSession:
     kept in the app's store, in the ``ext_openai_agents_*`` tables: on SQLite and PostgreSQL,
     shared by every process of the app, and surviving any of them.
 
-    ``app`` is the app whose store keeps it. Inside a run it may be left out once the store
-    extension port names the running app (``stalwart._extension.current_app()``); until then,
-    pass it. Inside workflow code every call is a journaled step (see the module docstring)."""
+    ``app`` is the app whose store keeps it; inside a run it may be left out (the run's app is
+    used), outside one it is required. Inside workflow code every call is a journaled step
+    (see the module docstring)."""
 
     def __init__(
         self,
