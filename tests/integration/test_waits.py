@@ -262,7 +262,7 @@ def test_cancel_a_running_run_at_its_next_step_boundary(app: stalwart.Stalwart) 
     assert app.journal("c2")[-1].name == "finished"
 
 
-def test_a_cancel_seen_by_heartbeat_stops_the_step_without_a_failed_attempt(
+def test_a_cancel_seen_by_heartbeat_journals_the_attempt_and_announces_no_retry(
     app: stalwart.Stalwart, caplog: pytest.LogCaptureFixture
 ) -> None:
     @app.step(retry=stalwart.Retry(max_attempts=3, initial_delay=0.01))
@@ -279,9 +279,12 @@ def test_a_cancel_seen_by_heartbeat_stops_the_step_without_a_failed_attempt(
     later(0.2, lambda: app.handle("c-hb").cancel())
     with caplog.at_level("INFO", logger="stalwart"), pytest.raises(stalwart.WorkflowCancelled):
         app.run(wf, workflow_id="c-hb")
-    steps = [e for e in app.journal("c-hb") if e.kind == "step"]
-    assert all(e.status != "failed" for e in steps), steps
-    assert not [r for r in caplog.records if "next attempt" in r.getMessage()]
+    (attempt,) = [e for e in app.journal("c-hb") if e.kind == "step"]
+    assert attempt.status == "failed" and attempt.error.startswith("WorkflowCancelled")
+    assert attempt.started_at < attempt.finished_at  # the attempt's time is kept
+    messages = [r.getMessage() for r in caplog.records]
+    assert not [m for m in messages if "next attempt" in m or "no attempt is left" in m]
+    assert any("attempt 1 stopped: the run was cancelled" in m for m in messages)
     assert app.journal("c-hb")[-1].name == "finished"
 
 

@@ -168,6 +168,8 @@ def _outcome(entry: Entry, ran_here: bool) -> tuple[str | None, ErrorRecord | No
         return "timeout", record
     if record.type == _INTERRUPTED:
         return "interrupted", record
+    if record.type == "WorkflowCancelled":  # heartbeat saw the run cancelled
+        return "stopped", record
     return "failed", record
 
 
@@ -178,7 +180,16 @@ def attempt_recorded(inv: Invocation, scope: StepScope | None, entry: Entry) -> 
     outcome, record = _outcome(entry, ran_here)
     if outcome is None:
         return
-    if outcome != "completed":
+    if outcome == "stopped":
+        log.info(
+            "run %s: step %s (seq %s) attempt %s stopped: the run was cancelled",
+            inv.workflow_id,
+            entry.name,
+            entry.seq,
+            attempt,
+            extra=fields(inv.workflow_id, inv.runtime.owner),
+        )
+    elif outcome != "completed":
         _log_failure(inv, entry, outcome, record)
     hooks = inv.observe
     if hooks is None:
@@ -236,8 +247,8 @@ def _log_failure(inv: Invocation, entry: Entry, outcome: str, record: ErrorRecor
 
 
 def attempt_stopped(inv: Invocation, scope: StepScope) -> None:
-    """A cancel or a lost lease stopped a live attempt: nothing is journaled for it, and its
-    span ends with outcome ``stopped``."""
+    """A lost lease stopped a live attempt: nothing is journaled for it here, and its span
+    ends with outcome ``stopped``."""
     hooks = inv.observe
     if hooks is None:
         return

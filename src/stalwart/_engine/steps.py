@@ -477,7 +477,7 @@ def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dic
         except EngineSignal:
             raise
         except Exception as exc:
-            _stopped(inv, scope, exc)
+            _stopped(call, scope, exc)
             outcome, error = None, exc
         verdict = call.settle(outcome, error)
         if verdict is _DONE:
@@ -515,11 +515,17 @@ async def _async_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any
         CURRENT_STEP.reset(token)
 
 
-def _stopped(inv: Invocation, scope: StepScope, exc: Exception) -> None:
-    """A step that stopped because ``heartbeat`` saw a cancel or a lost lease did not fail:
-    the run stops here, with no failed attempt recorded and no retry announced."""
+def _stopped(call: StepCall, scope: StepScope, exc: Exception) -> None:
+    """A step that stopped because ``heartbeat`` saw a cancel or a lost lease is not retried:
+    a cancelled attempt is journaled as the run's last (outcome ``stopped``, no retry
+    announced), and a worker that lost the lease records nothing (its successor will)."""
+    inv = call.inv
     if not isinstance(exc, WorkflowCancelled):
         return
+    if inv.cancel_requested.is_set() and not inv.lease_lost.is_set():
+        now = inv.runtime.clock.time()
+        call._record_failure(exc, call.started_at, now, Decision(final=True))
+        inv.check_alive()
     try:
         inv.check_alive()
     except EngineSignal:
@@ -585,7 +591,7 @@ async def _attempts_async(
         except EngineSignal:
             raise
         except Exception as exc:
-            _stopped(inv, scope, exc)
+            _stopped(call, scope, exc)
             outcome, error = None, exc
         verdict = call.settle(outcome, error)
         if verdict is _DONE:
