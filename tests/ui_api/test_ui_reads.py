@@ -48,6 +48,8 @@ def test_runs_filter_by_status_and_time_and_count_every_status(ui: Scene) -> Non
     new = client.get("/api/v1/runs", params={"since": "2026-01-01T00:00:01+00:00"}).json()
     assert not {r["workflow_id"] for r in new["runs"]} & {f"frozen-{i}" for i in range(FROZEN)}
     assert new["counts"]["pending"] == every["counts"]["pending"] - FROZEN
+    pasted = client.get("/api/v1/runs?since=2026-01-01T00:00:01+00:00").json()  # "+" unencoded
+    assert pasted["counts"] == new["counts"]
     created = every["runs"][0]["created_at"]
     assert created.endswith("+00:00")  # ISO 8601, UTC
 

@@ -148,8 +148,11 @@ _WRITE = declared(400, 401, 404, 409, 415)
 def _iso_time(text: str) -> _dt.datetime | None:
     """An ISO 8601 time (naive: UTC), or ``None`` when ``text`` is not one a store can
     compare (year 1 in a zone east of UTC has no epoch time)."""
+    text = text.strip()
+    if "T" in text and " " in text:  # an unencoded "+" of a zone arrives as a space
+        text = text.replace(" ", "+")
     try:
-        when = _dt.datetime.fromisoformat(text.strip())
+        when = _dt.datetime.fromisoformat(text)
         when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
         when.timestamp()
     except (ValueError, OverflowError):
