@@ -7,14 +7,15 @@ The agents and their side files are in ``pydantic_ai_worker.py``."""
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 from fault_harness import WorkerHarness, completed_twice, step_entries
 from pydantic_ai_worker import APPROVAL_WORKFLOW, HANG_ENV, RESEARCH_WORKFLOW, Ledger
 
 import stalwart
-from conftest import WORKER
 
+WORKER = Path(__file__).with_name("pydantic_ai_worker.py")
 RESULT = "notes on durable agents | ch-o-1-1"
 CALLS = {"model-1": 1, "lookup": 1, "model-2": 1, "charge": 1, "model-3": 1}
 CHARGE_STEP = "researcher__function_toolset__<agent>.call_tool:charge"
