@@ -27,7 +27,12 @@ pytestmark = pytest.mark.timeout(60)
 
 NOTHING = {"status": None, "name": None, "queue": None, "since": None}
 PAGE = {**NOTHING, "limit": 50, "before": None, "before_id": None}
-CONSOLE_INDEXES = ("runs_by_status_created", "runs_by_name_created", "runs_by_queue_created")
+CONSOLE_INDEXES = (
+    "runs_by_status_created",
+    "runs_by_name_created",
+    "runs_by_queue_created",
+    "runs_by_name_status",
+)
 
 
 def test_cancel_poll_does_not_scan_every_run(tmp_path: Path) -> None:
@@ -45,6 +50,26 @@ def test_cancel_poll_does_not_scan_every_run(tmp_path: Path) -> None:
 
 
 # -- the console's reads ------------------------------------------------------------------------
+
+
+def test_a_count_of_one_status_under_a_filter_reads_one_index_range(shared_url: str) -> None:
+    """The console counts each status under the name or queue filter: covered by an index
+    whose prefix is both, not a walk of every run of that status."""
+    with _app_with_runs(shared_url) as app:
+        for params, index in (
+            ({"status": "completed", "name": "agent"}, "runs_by_name_status"),
+            ({"status": "pending", "queue": "batch"}, "runs_by_status"),
+        ):
+            plan = _plan(app, "count_runs", {**NOTHING, **params})
+            if "sqlite" in shared_url:
+                assert plan == [f"SEARCH runs USING COVERING INDEX {index} ({_eq(params)})"], plan
+            else:
+                assert not _unindexed(plan, params), plan
+
+
+def _eq(params: dict[str, str]) -> str:
+    order = ["name", "status"] if "name" in params else ["status", "queue"]
+    return " AND ".join(f"{column}=?" for column in order)
 
 
 def _app_with_runs(url: str) -> stalwart.Stalwart:
@@ -135,6 +160,7 @@ def test_the_run_list_and_a_run_page_read_through_indexes(shared_url: str) -> No
         ({"status": "failed"}, "runs_by_status_created"),
         ({"name": "agent"}, "runs_by_name_created"),
         ({"queue": "batch"}, "runs_by_queue_created"),
+        ({"status": "failed", "name": "agent"}, "runs_by_name_status"),
     ],
 )
 def test_a_filtered_run_list_uses_its_filters_index(
