@@ -103,7 +103,11 @@ def python_reads(
     def run_list() -> Any:  # what GET /api/v1/runs reads, but for the waits of its runs
         return app.list_workflows(limit=51), [app.count_workflows(s) for s in statuses]
 
+    def by_queue() -> list[int]:
+        return [app.count_workflows(s, queue="batch") for s in statuses]
+
     reads.append(("count_workflows(status, name) x 7", by_name))
+    reads.append(("count_workflows(status, queue) x 7", by_queue))
     reads.append(("run list (page + 7 counts)", run_list))
     for label, run in (("10-entry", small), ("1,000-entry", big)):
         reads += [
@@ -170,6 +174,8 @@ def http_reads(
         ("GET /runs?status=suspended", get("/api/v1/runs", status="suspended")),
         ("GET /runs?status=pending", get("/api/v1/runs", status="pending")),
         (f"GET /runs?name={seeded.rare_name}", get("/api/v1/runs", name=seeded.rare_name)),
+        ("GET /runs?name=support_agent", get("/api/v1/runs", name="support_agent")),
+        ("GET /runs?queue=batch", get("/api/v1/runs", queue="batch")),
         (f"GET /runs?before=(run {down})", get("/api/v1/runs", before=encode_cursor(deep))),
     ]
     for label, run in (("10-entry", seeded.small_id), ("1,000-entry", seeded.big_id)):
@@ -204,6 +210,7 @@ def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any],
         ("count_runs", "count_runs", nothing, True),
         ("count_runs status", "count_runs", {**nothing, "status": "failed"}, True),
         ("count_runs status+name", "count_runs", {**failed, "name": seeded.rare_name}, True),
+        ("count_runs status+queue", "count_runs", {**failed, "queue": "batch"}, True),
         ("get_run", "get_run", one, True),
         ("journal", "journal", one, True),
         ("step_usage", "step_usage", one, True),
