@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-langgraph soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-langgraph bench-console soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ bench-journal: $(STAMP)
 # to 200 turns, measured in the same run. Takes about a minute.
 bench-langgraph: $(STAMP)
 	$(BIN)/python bench/langgraph_growth.py
+
+# The console's reads (run list, counts, a run page; Python API and stalwart ui over HTTP) on
+# 100,000 runs and 1,000,000 journal entries, on SQLite (seeded once, cached in bench/.cache)
+# and on PostgreSQL as bench-fleet finds it, against the 200 ms budget; exits 1 if a run-list
+# or run-page query reads runs or journal without an index. Takes about five minutes.
+bench-console: $(STAMP)
+	$(BIN)/python bench/console_reads.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)

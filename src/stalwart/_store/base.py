@@ -106,7 +106,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 class RunStore(Protocol):

@@ -3,19 +3,26 @@ versioned migrations from ``sql/<backend>/migrations/NNNN_name.sql``.
 
 A ``-- fragment: x`` block is a condition several queries share: each ``{{x}}`` in a query is
 replaced by it (its comment lines dropped), so the condition is written once per dialect and
-a query naming an unknown fragment fails to load."""
+a query naming an unknown fragment fails to load.
+
+An optional condition, ``(:x IS NULL OR cond)``, is resolved per call by :func:`specialize`:
+a planner that cannot see bound values (SQLite's) would otherwise use no index for ``cond``."""
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib import resources
 from typing import NamedTuple
 
-__all__ = ["Migration", "load_migrations", "load_queries"]
+__all__ = ["OPTIONAL", "Migration", "load_migrations", "load_queries", "specialize"]
 
 _BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _USE = re.compile(r"\{\{(\w+)\}\}")
 _OLDEST = re.compile(r"^-- oldest-compatible: (\d+)\s*$", re.MULTILINE)
+OPTIONAL = " IS NULL OR "
+# "(:x IS NULL OR " in either placeholder style (SQLite's :x, psycopg's %(x)s)
+_OPTIONAL = re.compile(r"\((?::(\w+)|%\((\w+)\)s) IS NULL OR ")
 
 
 class Migration(NamedTuple):
@@ -64,3 +71,28 @@ def load_migrations(backend: str) -> list[Migration]:
             oldest = _OLDEST.search(sql)
             found.append(Migration(int(match[1]), match[2], sql, int(oldest[1]) if oldest else 1))
     return sorted(found)
+
+
+def _closing(sql: str, start: int) -> int:
+    """Where the parenthesis opened at ``start`` closes."""
+    depth = 0
+    for pos in range(start, len(sql)):
+        depth += {"(": 1, ")": -1}.get(sql[pos], 0)
+        if depth == 0:
+            return pos
+    raise ValueError(f"an optional condition is not closed in {sql!r}")
+
+
+@functools.lru_cache(maxsize=1024)
+def specialize(sql: str, absent: frozenset[str]) -> str:
+    """``sql`` with each optional condition ``(:x IS NULL OR cond)`` resolved: ``TRUE`` when
+    ``x`` is in ``absent`` (bound to ``NULL``), else ``(cond)``, so that the condition of a
+    filter given can use an index and one not given costs nothing. Same rows, same order."""
+    out, pos = [], 0
+    while (found := _OPTIONAL.search(sql, pos)) is not None:
+        end = _closing(sql, found.start())
+        name = found[1] or found[2]
+        kept = "TRUE" if name in absent else f"({specialize(sql[found.end() : end], absent)})"
+        out += [sql[pos : found.start()], kept]
+        pos = end + 1
+    return "".join(out) + sql[pos:]

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from ..._errors import StoreError, mask_url
 from ..base import SCHEMA_VERSION, Entry
 from ..payloads import INLINE_LIMIT, pack, unpack
-from ..queries import load_migrations
+from ..queries import OPTIONAL, load_migrations, specialize
 
 __all__ = ["SQLBase"]
 
@@ -154,19 +154,28 @@ class SQLBase:
 
         return self._write(attempt) if transaction else self._run(attempt)
 
+    def _sql(self, name: str, params: dict[str, Any]) -> str:
+        """The text of query ``name`` as run with ``params``: its optional conditions resolved
+        (see :func:`~stalwart._store.queries.specialize`), so its plan can use the index of
+        each filter given."""
+        query = self._q[name]
+        if OPTIONAL not in query:
+            return query
+        return specialize(query, frozenset(key for key, value in params.items() if value is None))
+
     def _rows(self, name: str, params: dict[str, Any]) -> list[Any]:
         """The rows of query ``name``, positionally (for scalars and private reads)."""
-        query = self._q[name]
+        query = self._sql(name, params)
         return self._run(lambda conn: list(conn.execute(query, params).fetchall()))
 
     def _records(self, name: str, params: dict[str, Any], row_type: Callable[..., R]) -> list[R]:
         """The rows of query ``name`` as ``row_type``, by column name."""
-        query = self._q[name]
+        query = self._sql(name, params)
         return self._run(lambda conn: _typed(conn.execute(query, params), row_type))
 
     def _changes(self, name: str, params: dict[str, Any]) -> int:
         """How many rows statement ``name`` changed."""
-        query = self._q[name]
+        query = self._sql(name, params)
         return self._run(lambda conn: int(conn.execute(query, params).rowcount))
 
     # -- payloads and journal entries -----------------------------------------------------

@@ -100,7 +100,8 @@ SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, out
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- fragment: run_filter
--- What list_runs and count_runs filter on (each filter NULL: not applied).
+-- What list_runs and count_runs filter on (each filter NULL: not applied, and dropped from the
+-- query text as run, so the index of each filter given is used: runs_by_status_created...).
 (:status IS NULL OR status = :status)
   AND (:name IS NULL OR name = :name)
   AND (:queue IS NULL OR queue = :queue)
@@ -108,15 +109,16 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: list_runs
 -- Newest first on (created_at, workflow_id): a page ends at (:before, :before_id), so runs
--- created in the same microsecond page correctly.
+-- created in the same microsecond page correctly. The bound on created_at alone comes first,
+-- so that a deep page starts its index scan there instead of filtering every newer run.
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
        cancel_requested, retrying, progress, current_step
 FROM runs
 WHERE {{run_filter}}
-  AND (:before IS NULL OR created_at < :before - 0.0000005
-       OR (:before_id IS NOT NULL AND created_at <= :before + 0.0000005
-           AND workflow_id < :before_id))
+  AND (:before IS NULL OR (created_at <= :before + 0.0000005
+                            AND (created_at < :before - 0.0000005
+                                 OR (:before_id IS NOT NULL AND workflow_id < :before_id))))
 ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
 
