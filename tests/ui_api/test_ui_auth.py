@@ -118,6 +118,7 @@ def test_on_loopback_without_a_token_one_is_generated_and_printed(tmp_path: Path
             assert reader.get("/api/v1/runs").status_code == 200
             assert reader.post("/api/v1/runs/x/cancel").status_code == 401
             assert writer.post("/api/v1/runs/x/cancel").status_code == 404
+    assert server.process.returncode == 0  # Ctrl-C stops it cleanly
 
 
 @pytest.mark.parametrize("how", ["--token", "STALWART_UI_TOKEN"])

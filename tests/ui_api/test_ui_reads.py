@@ -3,6 +3,8 @@ and exact paging, a run, its journal, approvals, queues, workers, breakers."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 from ui_harness import FROZEN, Scene
 
 
@@ -95,3 +97,24 @@ def test_approvals_queues_workers_breakers_and_health(ui: Scene) -> None:
     health = client.get("/api/v1/health").json()
     assert health["ok"] is True and health["reads_need_token"] is False
     assert health["store"] == ui.url
+
+
+def test_concurrent_reads_and_writes_all_answer(ui: Scene) -> None:
+    ids = [ui.start("inbox", workflow_id=f"busy-{i}") for i in range(8)]
+    for wid in ids:
+        ui.until(wid, "suspended")
+    reader, writer = ui.reader(), ui.writer(by="load")
+
+    def read(i: int) -> int:
+        path = ["/api/v1/runs", f"/api/v1/runs/{ids[i % 8]}", f"/api/v1/runs/{ids[i % 8]}/journal"]
+        return reader.get(path[i % 3]).status_code
+
+    def write(wid: str) -> int:
+        return writer.post(f"/api/v1/runs/{wid}/events", json={"name": "ping"}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        reads = pool.map(read, range(48))
+        writes = pool.map(write, ids)
+        assert set(reads) == {200} and set(writes) == {200}
+    for wid in ids:
+        ui.until(wid, "completed")

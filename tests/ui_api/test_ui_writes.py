@@ -3,9 +3,14 @@ executes: each answers the run as ``GET /runs/{id}`` shows it and is journaled w
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-from ui_harness import Scene
+import pytest
+from ui_harness import FROZEN, Scene, scene
+
+from store_urls import postgres_schema_url
 
 
 def _operator(ui: Scene, workflow_id: str, action: str) -> dict[str, Any]:
@@ -109,3 +114,33 @@ def test_fork_answers_the_new_run_and_an_unsafe_fork_is_refused(ui: Scene) -> No
     reexecute = writer.post("/api/v1/runs/paid/fork", json={"from_seq": 1, "allow_reexecute": True})
     assert reexecute.status_code == 201
     assert _operator(ui, "paid", "fork")["by"] == "dave"
+
+
+@pytest.fixture(params=["postgres"])  # the param: deselected without a server
+def pg_ui(tmp_path: Path) -> Iterator[Scene]:
+    for url in postgres_schema_url():
+        with scene(url, tmp_path) as served:
+            yield served
+
+
+def test_on_postgres_the_same_reads_and_writes(pg_ui: Scene) -> None:
+    page = pg_ui.reader().get("/api/v1/runs", params={"name": "frozen", "limit": 3}).json()
+    rest = pg_ui.reader().get(
+        "/api/v1/runs", params={"name": "frozen", "before": page["next_before"]}
+    )
+    ids = [r["workflow_id"] for r in page["runs"] + rest.json()["runs"]]
+    assert ids == [f"frozen-{i}" for i in reversed(range(FROZEN))]
+    assert page["counts"]["pending"] == FROZEN
+    wid = pg_ui.start("ask", "deploy to prod", workflow_id="pg/approve")
+    pg_ui.until(wid, "suspended")
+    answer = pg_ui.writer(by="alice").post(f"/api/v1/runs/{wid}/approve", json={"reason": "ok"})
+    assert answer.status_code == 200, answer.text
+    pg_ui.until(wid, "completed")
+    assert _operator(pg_ui, wid, "approve")["by"] == "alice"
+    resolved = pg_ui.writer().post("/api/v1/runs/doubt/resolve", json={"seq": 1, "rerun": True})
+    assert resolved.status_code == 200, resolved.text
+    pg_ui.until("doubt", "completed")
+    unsafe = pg_ui.writer().post("/api/v1/runs/paid/fork", json={"from_seq": 1})
+    assert unsafe.status_code == 409 and unsafe.json()["error"]["type"] == "UnsafeFork"
+    odd = pg_ui.reader().get("/api/v1/runs/a%00b/journal")
+    assert odd.status_code == 404

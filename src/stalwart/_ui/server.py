@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import secrets
+import signal
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -99,7 +101,20 @@ def serve(app: Any, bind: Bind, echo: Callable[[str], None]) -> None:
         asgi, log_level="warning", access_log=False, server_header=False, lifespan="off"
     )
     server = uvicorn.Server(config)
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
+    # handlers it found: these, so that a stop is a clean exit 0 (the app is closed after).
+    quiet = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _stopped) for sig in _STOP_SIGNALS} if quiet else {}
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stopped(_sig: int, _frame: Any) -> None:
+    """The signal that stopped the server, raised again once it stopped: nothing more to do."""
