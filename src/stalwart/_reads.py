@@ -40,6 +40,20 @@ class Reads:
         time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time."""
         return self._views.list_workflows(status, name, limit, before, queue=queue, since=since)
 
+    def _list_waiting(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
+    ) -> list[tuple[WorkflowInfo, str | None]]:
+        """:meth:`list_workflows` with ``describe().waiting_for`` of each run, read with the
+        page (for the CLI's and the console's run lists)."""
+        return self._views.list_waiting(status, name, limit, before, queue=queue, since=since)
+
     def count_workflows(
         self,
         status: str | None = None,

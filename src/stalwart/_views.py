@@ -192,11 +192,42 @@ class Views:
         queue: str | None = None,
         since: Any = None,
     ) -> list[WorkflowInfo]:
+        rows = self._page(status, name, limit, before, queue=queue, since=since)
+        return [info_of(r) for r in rows]
+
+    def list_waiting(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
+    ) -> list[tuple[WorkflowInfo, str | None]]:
+        """``list_workflows`` with what each run waits on, read with the page (one read of
+        the queues and one per approval waited on, not a ``describe`` per run)."""
+        rows = self._page(status, name, limit, before, queue=queue, since=since)
+        declared = None
+        if any(r.status == RunStatus.PENDING for r in rows):
+            declared = {q.name for q in self.runtime.store.list_queues()}
+        return [(info_of(r), self._waiting_for(r, declared)) for r in rows]
+
+    def _page(
+        self,
+        status: str | None,
+        name: str | None,
+        limit: int,
+        before: Any,
+        *,
+        queue: str | None,
+        since: Any,
+    ) -> list[RunRow]:
         _check_filters(status, queue)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         before_at, before_id = _cursor(before)
-        rows = self.runtime.store.list_runs(
+        return self.runtime.store.list_runs(
             status=status,
             name=name,
             limit=limit,
@@ -205,7 +236,6 @@ class Views:
             queue=queue,
             since=_when(since, "since"),
         )
-        return [info_of(r) for r in rows]
 
     def count_workflows(
         self,
@@ -228,9 +258,10 @@ class Views:
             usage=self._usage(workflow_id),
         )
 
-    def _waiting_for(self, row: RunRow) -> str | None:
+    def _waiting_for(self, row: RunRow, declared: set[str] | None = None) -> str | None:
         if row.status == RunStatus.PENDING:
-            declared = {q.name for q in self.runtime.store.list_queues()}
+            if declared is None:
+                declared = {q.name for q in self.runtime.store.list_queues()}
             return f"queue {row.queue}" if row.queue in declared else None
         if row.status != RunStatus.SUSPENDED:
             return None

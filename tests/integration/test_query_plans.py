@@ -109,6 +109,7 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("its journal", "journal", one),
         ("its usage", "step_usage", one),
         ("its approval", "get_approval", {**one, "approval_id": "1"}),
+        ("the approvals inbox", "list_approvals", {"pending": 1, "workflow_id": None}),
     ]
 
 
@@ -132,12 +133,12 @@ def _unindexed(plan: list[str], filters: dict[str, Any]) -> list[str]:
     filtered = any(filters.get(key) is not None for key in ("status", "name", "queue"))
     bad = []
     for step in plan:
-        scan = re.match(r"\s*SCAN (runs|journal)\b", step)
+        scan = re.match(r"\s*SCAN (runs|journal|approvals)\b", step)
         if scan and not re.search(r"USING (COVERING )?INDEX", step):
             bad.append(step)
         elif scan and filtered and scan[1] == "runs":
             bad.append(f"{step} (a filtered read scans every run)")
-        elif re.search(r"Seq Scan on (runs|journal)\b", step):
+        elif re.search(r"Seq Scan on (runs|journal|approvals)\b", step):
             bad.append(step)
     return bad
 

@@ -23,11 +23,10 @@ __all__: list[str] = []
 _ENDED = ("completed", "failed", "cancelled", "needs_attention")
 
 
-def run_json(app: Any, r: Any) -> dict[str, Any]:
+def run_json(app: Any, r: Any, waiting_for: str | None) -> dict[str, Any]:
     """A run as ``ls --json`` prints it (one object per line; the keys are stable)."""
-    detail = app.describe(r.workflow_id)
-    fields = info_json(r)
-    return {**fields, "waiting_for": detail.waiting_for, "usage": usage_json(detail.usage)}
+    usage = app.usage(r.workflow_id)
+    return {**info_json(r), "waiting_for": waiting_for, "usage": usage_json(usage)}
 
 
 @cli.command("ls")
@@ -54,29 +53,21 @@ def ls_command(
     until = None if before is None else parse_when(before, "--before")
     after = None if since is None else parse_when(since, "--since")
     with open_app(ctx) as app:
-        runs = app.list_workflows(status, name, limit, until, queue=queue, since=after)
+        page = app._list_waiting(status, name, limit, until, queue=queue, since=after)
+        runs = [info for info, _ in page]
         more = 0
         if runs:
             matching = app.count_workflows(status, name, queue, after)
             newer = app.count_workflows(status, name, queue, runs[-1].created_at)
             more = max(0, matching - newer)
         if as_json:
-            for r in runs:
-                click.echo(dumps(run_json(app, r)))
+            for r, waiting in page:
+                click.echo(dumps(run_json(app, r, waiting)))
         else:
             table = Table(
                 "WORKFLOW ID", "NAME", "STATUS", "QUEUE", "WAITING FOR", "CREATED", "ERROR"
             )
-            for r in runs:
-                waiting = (
-                    app.describe(r.workflow_id).waiting_for
-                    if r.status
-                    in (
-                        "pending",
-                        "suspended",
-                    )
-                    else None
-                )
+            for r, waiting in page:
                 table.add(
                     r.workflow_id,
                     r.name,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import dataclasses
 import datetime as _dt
 import hmac
@@ -23,7 +22,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .. import __version__
-from .._errors import UsageError, WorkflowNotFound, mask_url
+from .._errors import UsageError, mask_url
 from .._model import STATUSES, WorkflowInfo
 from .._wire import (
     approval_json,
@@ -203,14 +202,6 @@ def _since(text: str | None) -> _dt.datetime | None:
 # -- reads ------------------------------------------------------------------------------------
 
 
-def _list_item(app: Any, info: WorkflowInfo) -> dict[str, Any]:
-    waiting = None
-    if info.status in ("pending", "suspended"):
-        with contextlib.suppress(WorkflowNotFound):  # a run gone meanwhile shows no wait
-            waiting = app.describe(info.workflow_id).waiting_for
-    return {**info_json(info), "waiting_for": waiting}
-
-
 @router.get(
     "/runs", response_model=RunPage, responses=_READ_PARAMS, summary="List runs, newest first"
 )
@@ -233,7 +224,7 @@ def list_runs(
     number of runs per status for the filters other than ``status``."""
     cursor, after = _before(before), _since(since)
     try:
-        runs = app.list_workflows(status, name, limit + 1, cursor, queue=queue, since=after)
+        runs = app._list_waiting(status, name, limit + 1, cursor, queue=queue, since=after)
         counts = {s: app.count_workflows(s, name, queue, after) for s in STATUSES}
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
@@ -241,9 +232,9 @@ def list_runs(
     more = len(runs) > limit
     return JSONResponse(
         {
-            "runs": [_list_item(app, r) for r in page],
+            "runs": [{**info_json(info), "waiting_for": waiting} for info, waiting in page],
             "more": more,
-            "next_before": encode_cursor(page[-1]) if more else None,
+            "next_before": encode_cursor(page[-1][0]) if more else None,
             "counts": counts,
         }
     )

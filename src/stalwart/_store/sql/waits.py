@@ -202,7 +202,8 @@ class WaitVerbs(SQLBase):
 
     def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
         """Approval requests, oldest first."""
-        params = {"pending": int(pending), "workflow_id": workflow_id}
+        # an optional condition, so the undecided ones are read through approvals_pending
+        params = {"pending": 1 if pending else None, "workflow_id": workflow_id}
         return self._records("list_approvals", params, ApprovalRow)
 
     def decide_approval(

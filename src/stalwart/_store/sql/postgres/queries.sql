@@ -238,7 +238,7 @@ FROM approvals WHERE workflow_id = :workflow_id AND approval_id = :approval_id;
 SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
        approved, by, reason
 FROM approvals
-WHERE (:pending = 0 OR decided_at IS NULL)
+WHERE (:pending IS NULL OR decided_at IS NULL)
   AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
 ORDER BY requested_at, workflow_id, approval_id;
 
