@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from ..._errors import CorruptRecord, StoreError, mask_url
 from ..base import SCHEMA_VERSION, Entry
 from ..payloads import INLINE_LIMIT, pack, unpack
-from ..queries import OPTIONAL, load_migrations, specialize
+from ..queries import has_optional, load_migrations, specialize
 
 __all__ = ["SQLBase"]
 
@@ -167,7 +167,7 @@ class SQLBase:
         (see :func:`~stalwart._store.queries.specialize`), so its plan can use the index of
         each filter given."""
         query = self._q[name]
-        if OPTIONAL not in query:
+        if not has_optional(query):
             return query
         return specialize(query, frozenset(key for key, value in params.items() if value is None))
 
