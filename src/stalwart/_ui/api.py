@@ -308,34 +308,31 @@ def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONResponse:
     return JSONResponse({**detail_json(app.describe(workflow_id)), **extra})
 
 
-@router.post(
-    "/runs/{workflow_id:path}/approve",
-    response_model=RunDetail,
-    responses=_WRITE,
-    summary="Approve a request",
-)
-def approve(
-    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
-) -> JSONResponse:
-    """Approve the run's pending approval request (or the one named ``approval_id``)."""
-    body = body or DecideBody()
-    w.app.approve(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
-    return _detail(w.app, workflow_id)
+def _decision(verb: str) -> None:
+    """The route that approves (or rejects) a run's pending request."""
+
+    def decide(
+        w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
+    ) -> JSONResponse:
+        body = body or DecideBody()
+        getattr(w.app, verb)(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
+        return _detail(w.app, workflow_id)
+
+    decide.__doc__ = (
+        f"{verb.capitalize()} the run's pending approval request (or the one named "
+        "``approval_id``)."
+    )
+    router.post(
+        f"/runs/{{workflow_id:path}}/{verb}",
+        response_model=RunDetail,
+        responses=_WRITE,
+        summary=f"{verb.capitalize()} a request",
+        name=verb,
+    )(decide)
 
 
-@router.post(
-    "/runs/{workflow_id:path}/reject",
-    response_model=RunDetail,
-    responses=_WRITE,
-    summary="Reject a request",
-)
-def reject(
-    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
-) -> JSONResponse:
-    """Reject the run's pending approval request (or the one named ``approval_id``)."""
-    body = body or DecideBody()
-    w.app.reject(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
-    return _detail(w.app, workflow_id)
+_decision("approve")
+_decision("reject")
 
 
 @router.post(
