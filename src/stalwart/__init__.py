@@ -6,6 +6,7 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 """
 
 from ._app import Handle, Stalwart
+from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
 from ._context import (
     attempt,
     heartbeat,
@@ -123,4 +124,9 @@ __all__ = [
     "wait_for_event",
     "wait_for_event_async",
     "workflow_id",
+    "ChildHandle",
+    "run_child",
+    "run_child_async",
+    "start_child",
+    "start_child_async",
 ]

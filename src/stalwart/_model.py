@@ -70,6 +70,7 @@ class EntryKind(StrEnum):
     RUN = "run"  # the run's own milestones: started, rolling_back, finished, needs_attention
     COMPENSATION = "compensation"
     OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
+    CHILD = "child"  # a child run this run started, and how it ended once the run saw it
 
 
 class EntryStatus(StrEnum):
