@@ -223,6 +223,7 @@ class WorkflowInfo:
     created_at: _dt.datetime
     updated_at: _dt.datetime
     error: str | None
+    parent_id: str | None = None  # the run that started this one as its child
 
 
 @dataclass(frozen=True)
