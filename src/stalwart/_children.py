@@ -48,9 +48,7 @@ class ChildHandle:
 
 def _workflow(call: str, *, is_async: bool) -> Invocation:
     if CURRENT_STEP.get() is not None:
-        raise RuntimeError(
-            f"{call}() was called inside a step; child runs belong in workflow code"
-        )
+        raise RuntimeError(f"{call}() was called inside a step; child runs belong in workflow code")
     inv = CURRENT_RUN.get()
     if inv is None:
         raise RuntimeError(
@@ -67,10 +65,11 @@ def _workflow(call: str, *, is_async: bool) -> Invocation:
 
 def _start(
     call: str,
-    is_async: bool,
     wf: Any,
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
+    *,
+    is_async: bool,
     workflow_id: str | None,
     queue: str | None,
 ) -> ChildHandle:
@@ -92,14 +91,30 @@ def start_child(
     The start is journaled in the parent: its default id, ``"<parent id>/<position>"``, is
     the same on every replay, so a replay finds the same child. An id owned by another workflow
     or parent raises ``WorkflowAlreadyExists``. ``queue`` defaults to the workflow's."""
-    return _start("stalwart.start_child", False, wf, args, kwargs, workflow_id, queue)
+    return _start(
+        "stalwart.start_child",
+        wf,
+        args,
+        kwargs,
+        is_async=False,
+        workflow_id=workflow_id,
+        queue=queue,
+    )
 
 
 async def start_child_async(
     wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
 ) -> ChildHandle:
     """The async twin of :func:`start_child`, for ``async def`` workflows."""
-    return _start("stalwart.start_child", True, wf, args, kwargs, workflow_id, queue)
+    return _start(
+        "stalwart.start_child",
+        wf,
+        args,
+        kwargs,
+        is_async=True,
+        workflow_id=workflow_id,
+        queue=queue,
+    )
 
 
 def run_child(
@@ -107,7 +122,9 @@ def run_child(
 ) -> Any:
     """Start a child run and wait durably for its result (:func:`start_child`, then
     :meth:`ChildHandle.result`)."""
-    handle = _start("stalwart.run_child", False, wf, args, kwargs, workflow_id, queue)
+    handle = _start(
+        "stalwart.run_child", wf, args, kwargs, is_async=False, workflow_id=workflow_id, queue=queue
+    )
     return _children.result(handle._invocation, handle._ref)
 
 
@@ -115,6 +132,8 @@ async def run_child_async(
     wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
 ) -> Any:
     """The async twin of :func:`run_child`; ``asyncio.gather`` several for a fan-out."""
-    handle = _start("stalwart.run_child", True, wf, args, kwargs, workflow_id, queue)
+    handle = _start(
+        "stalwart.run_child", wf, args, kwargs, is_async=True, workflow_id=workflow_id, queue=queue
+    )
     await asyncio.sleep(0)  # concurrent siblings start their children before any waits
     return _children.result(handle._invocation, handle._ref)

@@ -165,9 +165,12 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         cancelled = row.status == RunStatus.CANCELLED
         output = runtime.codec.encode({"workflow_id": ref.workflow_id, "cancelled": cancelled})
         status = EntryStatus.FAILED
-        error = row.error or ErrorRecord(
-            ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
-        ).to_json()
+        error = (
+            row.error
+            or ErrorRecord(
+                ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
+            ).to_json()
+        )
     inv.append(
         Entry(
             kind=EntryKind.CHILD,
@@ -184,9 +187,7 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
     )
     inv.recovering = False
     record = None if error is None else ErrorRecord.from_json(error)
-    settled = Recorded(
-        rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, record
-    )
+    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, record)
     inv.recorded[rec.position] = settled
     return settled
 
