@@ -934,8 +934,9 @@ STALE: dict[str, Callable[[Store], object]] = {
     "take_lease": lambda s: (
         s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
     ),
+    "start_child": lambda s: _start_child(s, "r1/0", owner="w0"),
 }
-REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost"}
+REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost", "start_child": "lost"}
 
 
 @pytest.mark.parametrize("verb", sorted(STALE))

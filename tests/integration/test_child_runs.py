@@ -191,3 +191,18 @@ def test_a_parents_deadline_covers_its_children(store_url: str) -> None:
         assert app.handle("t/0").status() == "cancelled"
         store = testing.store_of(app)
         assert store.get_run("t/0").deadline == store.get_run("t").deadline
+
+
+def test_show_prints_a_runs_parent_and_children(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from stalwart._cli import cli
+
+    url = f"sqlite:///{tmp_path / 'show.db'}"
+    with stalwart.Stalwart(url) as app:
+        wf = declare(app, {})
+        app.run(wf["fan"], 2, workflow_id="s")
+    parent = CliRunner().invoke(cli, ["--url", url, "show", "s"])
+    assert "children   s/0 (completed), s/1 (completed)" in parent.output, parent.output
+    child = CliRunner().invoke(cli, ["--url", url, "show", "s/1"])
+    assert "parent     s (stalwart show s)" in child.output, child.output
