@@ -34,11 +34,15 @@ class Reads:
         *,
         queue: str | None = None,
         since: Any = None,
+        parent_id: str | None = None,
     ) -> list[WorkflowInfo]:
         """Runs, newest first. To page back, pass the last run of a page (its
         :class:`WorkflowInfo`) as ``before``, exact even when runs share a creation time, or a
-        time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time."""
-        return self._views.list_workflows(status, name, limit, before, queue=queue, since=since)
+        time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time;
+        ``parent_id`` keeps the child runs of that run."""
+        return self._views.list_workflows(
+            status, name, limit, before, queue=queue, since=since, parent_id=parent_id
+        )
 
     def _list_waiting(
         self,

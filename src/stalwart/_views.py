@@ -97,6 +97,7 @@ def info_of(row: RunRow) -> WorkflowInfo:
         created_at=from_epoch(row.created_at),  # type: ignore[arg-type]
         updated_at=from_epoch(row.updated_at),  # type: ignore[arg-type]
         error=error_text(row.error),
+        parent_id=row.parent_id,
     )
 
 
@@ -191,6 +192,7 @@ class Views:
         *,
         queue: str | None = None,
         since: Any = None,
+        parent_id: str | None = None,
     ) -> list[WorkflowInfo]:
         rows = self._page(status, name, limit, before, queue=queue, since=since)
         return [info_of(r) for r in rows]
@@ -224,6 +226,8 @@ class Views:
         since: Any,
     ) -> list[RunRow]:
         _check_filters(status, queue)
+        if parent_id is not None and not isinstance(parent_id, str):
+            raise UsageError(f"parent_id={parent_id!r}: pass a run id (a str), or None")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         before_at, before_id = _cursor(before)
@@ -235,6 +239,7 @@ class Views:
             before_id=before_id,
             queue=queue,
             since=_when(since, "since"),
+            parent_id=parent_id,
         )
 
     def count_workflows(

@@ -136,6 +136,8 @@ def show_command(
             return
         for line in header(detail):
             click.echo(line)
+        for line in children_lines(app, workflow_id):
+            click.echo(line)
         click.echo("")
         timeline(entries, full=full).echo()
         if not follow:
@@ -191,6 +193,8 @@ def header(detail: Any) -> list[str]:
     ]
     if info.error:
         lines.append(f"  error      {short_error(info.error, 200)}")
+    if info.parent_id is not None:
+        lines.append(f"  parent     {info.parent_id} (stalwart show {info.parent_id})")
     current = detail.current
     if current is not None:
         elapsed = (_dt.datetime.now(_dt.UTC) - current.started_at).total_seconds()
@@ -202,6 +206,20 @@ def header(detail: Any) -> list[str]:
             lines.append(f"  heartbeat  {short(current.heartbeat, 200)}")
         lines.append(f"  held by    {current.holder}")
     return lines
+
+
+def children_lines(app: Any, workflow_id: str, limit: int = 20) -> list[str]:
+    """The header lines naming a run's child runs (the newest ``limit``) and their status."""
+    children = app.list_workflows(parent_id=workflow_id, limit=limit + 1)
+    if not children:
+        return []
+    shown = ", ".join(f"{c.workflow_id} ({c.status})" for c in reversed(children[:limit]))
+    more = (
+        f", and more (app.list_workflows(parent_id={workflow_id!r}))"
+        if len(children) > limit
+        else ""
+    )
+    return [f"  children   {shown}{more}"]
 
 
 def _run_detail_json(detail: Any, entries: list[Any]) -> dict[str, Any]:
