@@ -25,7 +25,7 @@ from stalwart.testing import FakeClock, store_of
 
 pytestmark = pytest.mark.timeout(60)
 
-NOTHING = {"status": None, "name": None, "queue": None, "since": None}
+NOTHING = {"status": None, "name": None, "queue": None, "since": None, "parent_id": None}
 PAGE = {**NOTHING, "limit": 50, "before": None, "before_id": None, "parent_id": None}
 CONSOLE_INDEXES = (
     "runs_by_status_created",

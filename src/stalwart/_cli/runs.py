@@ -33,6 +33,7 @@ def run_json(app: Any, r: Any, waiting_for: str | None) -> dict[str, Any]:
 @click.option("--status", default=None, type=click.Choice(STATUSES), help="Only this status.")
 @click.option("--name", default=None, help="Only runs of this workflow.")
 @click.option("--queue", default=None, help="Only runs of this queue.")
+@click.option("--parent", default=None, help="Only the child runs of this run.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--before", default=None, help="Created before T: ISO 8601 or 15m, 2h, 7d ago.")
 @click.option("--since", default=None, help="Created at or after T (same forms).")
@@ -44,6 +45,7 @@ def ls_command(
     status: str | None,
     name: str | None,
     queue: str | None,
+    parent: str | None,
     limit: int,
     before: str | None,
     since: str | None,
@@ -53,12 +55,14 @@ def ls_command(
     until = None if before is None else parse_when(before, "--before")
     after = None if since is None else parse_when(since, "--since")
     with open_app(ctx) as app:
-        page = app._list_waiting(status, name, limit, until, queue=queue, since=after)
+        page = app._list_waiting(
+            status, name, limit, until, queue=queue, since=after, parent_id=parent
+        )
         runs = [info for info, _ in page]
         more = 0
         if runs:
-            matching = app.count_workflows(status, name, queue, after)
-            newer = app.count_workflows(status, name, queue, runs[-1].created_at)
+            matching = app._count_children(status, name, queue, after, parent)
+            newer = app._count_children(status, name, queue, runs[-1].created_at, parent)
             more = max(0, matching - newer)
         if as_json:
             for r, waiting in page:

@@ -412,7 +412,13 @@ class ReadStore(Protocol):
     """What operators read about the fleet: counts, declared queues, live workers."""
 
     def count_runs(
-        self, *, status: str | None, name: str | None, queue: str | None, since: float | None
+        self,
+        *,
+        status: str | None,
+        name: str | None,
+        queue: str | None,
+        since: float | None,
+        parent_id: str | None = None,
     ) -> int:
         """How many runs match."""
 

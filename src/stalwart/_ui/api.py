@@ -36,6 +36,7 @@ from .._wire import (
 )
 from .errors import ApiError, declared, not_found
 from .schemas import (
+    NO_NUL,
     ApprovalList,
     BreakerList,
     DecideBody,
@@ -211,6 +212,15 @@ def list_runs(
     status: Status | None = None,
     name: Annotated[Name | None, Query(description="Only runs of this workflow.")] = None,
     queue: Annotated[Name | None, Query(description="Only runs of this queue.")] = None,
+    parent_id: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=2000,
+            pattern=NO_NUL,
+            description="Only the child runs of this run.",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     before: Annotated[
         str | None,
@@ -224,8 +234,10 @@ def list_runs(
     number of runs per status for the filters other than ``status``."""
     cursor, after = _before(before), _since(since)
     try:
-        runs = app._list_waiting(status, name, limit + 1, cursor, queue=queue, since=after)
-        counts = {s: app.count_workflows(s, name, queue, after) for s in STATUSES}
+        runs = app._list_waiting(
+            status, name, limit + 1, cursor, queue=queue, since=after, parent_id=parent_id
+        )
+        counts = {s: app._count_children(s, name, queue, after, parent_id) for s in STATUSES}
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
     page = runs[:limit]

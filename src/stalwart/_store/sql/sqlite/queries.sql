@@ -124,7 +124,8 @@ ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
 
 -- name: count_runs
-SELECT count(*) FROM runs WHERE {{run_filter}};
+SELECT count(*) FROM runs WHERE {{run_filter}}
+  AND (:parent_id IS NULL OR parent_id = :parent_id);
 
 -- name: run_counts
 SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
