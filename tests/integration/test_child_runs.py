@@ -206,3 +206,35 @@ def test_show_prints_a_runs_parent_and_children(tmp_path: Any) -> None:
     assert "children   s/0 (completed), s/1 (completed)" in parent.output, parent.output
     child = CliRunner().invoke(cli, ["--url", url, "show", "s/1"])
     assert "parent     s (stalwart show s)" in child.output, child.output
+
+
+def test_ls_and_the_http_api_list_the_children_of_a_run(tmp_path: Any) -> None:
+    import asyncio
+    import json
+
+    import httpx
+    from click.testing import CliRunner
+
+    from stalwart._cli import cli
+    from stalwart._ui.asgi import create_app
+
+    url = f"sqlite:///{tmp_path / 'ls.db'}"
+    with stalwart.Stalwart(url) as app:
+        wf = declare(app, {})
+        app.run(wf["fan"], 3, workflow_id="p")
+        app.run(wf["fan"], 1, workflow_id="q")
+        listed = CliRunner().invoke(cli, ["--url", url, "ls", "--parent", "p", "--json"])
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert sorted(r["workflow_id"] for r in rows) == ["p/0", "p/1", "p/2"]
+        assert {r["parent_id"] for r in rows} == {"p"}
+        paged = CliRunner().invoke(cli, ["--url", url, "ls", "--parent", "p", "--limit", "2"])
+        assert "1 more: add --before" in paged.output
+
+        async def page() -> Any:
+            transport = httpx.ASGITransport(app=create_app(app, token="t"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+                return (await c.get("/api/v1/runs", params={"parent_id": "q"})).json()
+
+        answer = asyncio.run(page())
+        assert [r["workflow_id"] for r in answer["runs"]] == ["q/0"]
+        assert answer["counts"]["completed"] == 1
