@@ -94,6 +94,16 @@ def test_retry_the_dead_letter_queue_from_the_failed_list(page: Any, fleet: Flee
 
 
 def test_resolve_an_in_doubt_irreversible_step(page: Any, fleet: Fleet) -> None:
+    # The run's page says what it needs, and counts the interrupted attempt of charge.
+    page.goto(f"{fleet.console_url}#/run/order-in-doubt")
+    expect(page.get_by_test_id("waiting-for")).to_have_text(
+        "an operator to resolve the in-doubt step #2 charge"
+    )
+    expect(page.get_by_test_id("usage")).to_have_text("2 step attempts (1 interrupted)")
+    expect(page.get_by_role("region", name="Error")).to_contain_text(
+        "nobody knows whether its effect happened"
+    )
+
     page.get_by_role("link", name=re.compile("^Needs attention")).click()
     card = page.get_by_role("article", name="order-in-doubt")
     expect(card).to_contain_text("nobody knows whether its effect happened")

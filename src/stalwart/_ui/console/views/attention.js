@@ -18,11 +18,35 @@ const WHY = {
   CompensationFailed: "A compensation exhausted its retries while the run was being rolled back. Fix the cause, then retry to continue the rollback.",
 };
 
-function why(error) {
+/** What a run needs from an operator, in a few words, from its error's type. */
+const NEEDS = {
+  InDoubt: "an operator to resolve its in-doubt step",
+  BudgetExceeded: "an operator to retry it with a larger budget",
+  LoopDetected: "a fix of the agent's loop, then a retry with a larger budget",
+  NonDeterminismError: "code that matches its journal, then a retry",
+  EngineError: "an operator to retry it",
+  CompensationFailed: "a fix of the failing compensation, then a retry",
+};
+
+function typeOf(error) {
   const type = errorType(error);
-  if (type && WHY[type]) return WHY[type];
-  if (/compensat/i.test(error || "")) return WHY.CompensationFailed;
-  return "The run stopped and waits for an operator. Its error says why; retry when the cause is fixed.";
+  if (type && WHY[type]) return type;
+  return /compensat/i.test(error || "") ? "CompensationFailed" : null;
+}
+
+/** Why a run in needs_attention waits for an operator, in words. */
+export function why(error) {
+  const type = typeOf(error);
+  return type ? WHY[type] : "The run stopped and waits for an operator. Its error says why; retry when the cause is fixed.";
+}
+
+/** What a run in needs_attention waits for, in a few words; doubts are its in-doubt steps. */
+export function needs(error, doubts = []) {
+  if (doubts.length) {
+    const steps = doubts.map((s) => `#${s.seq} ${s.name}`).join(", ");
+    return `an operator to resolve the in-doubt step${doubts.length === 1 ? "" : "s"} ${steps}`;
+  }
+  return NEEDS[typeOf(error)] || "an operator to retry it once the cause is fixed";
 }
 
 export default function attention(ctx) {

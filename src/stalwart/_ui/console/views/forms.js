@@ -21,6 +21,22 @@ export function inDoubtSteps(entries) {
   return [...last.values()].filter((e) => e.status === "in_doubt").sort((a, b) => a.seq - b.seq);
 }
 
+/**
+ * How many step attempts of a journal were interrupted with no outcome recorded since (in
+ * doubt): the run's usage totals count only attempts that completed or failed.
+ */
+export function interruptedAttempts(entries) {
+  const settled = new Set();
+  const doubted = new Set();
+  for (const e of entries) {
+    if (e.kind !== "step" || e.seq === null) continue;
+    const key = `${e.seq}/${e.attempt}`;
+    if (e.status === "in_doubt") doubted.add(key);
+    else if (e.status === "completed" || e.status === "failed") settled.add(key);
+  }
+  return [...doubted].filter((key) => !settled.has(key)).length;
+}
+
 /** What the journal says a run finished with (its result, or its last error). */
 export function finished(entries) {
   for (let i = entries.length - 1; i >= 0; i -= 1) {
