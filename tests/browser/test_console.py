@@ -61,6 +61,11 @@ def test_find_a_waiting_run_approve_it_with_a_reason_and_watch_it_complete(
 
     expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
     assert page.evaluate("window.__sameDocument") is True  # a live update, not a reload
+    # The approval's form went with the request; what was done is still said, naming the run.
+    control = page.get_by_role("region", name="Run", exact=True)
+    expect(control.get_by_role("status")).to_have_text(
+        "Approved “Refund 129.00 USD on order A-1001” for run refund-A-1001."
+    )
     result = page.get_by_role("region", name="Result")
     expect(result).to_contain_text('"refund": "rf_A-1001"')
     timeline = page.get_by_role("list").filter(has_text="issue_refund")
@@ -118,6 +123,11 @@ def test_resolve_an_in_doubt_irreversible_step(page: Any, fleet: Fleet) -> None:
     sign_in(page)
     expect(card).to_have_count(0, timeout=LIVE_S)  # it left needs_attention
     expect(page.get_by_text("Nothing needs attention.")).to_be_visible()
+    done = page.get_by_role("main").get_by_role("status")  # what was done outlives the card
+    expect(done).to_have_text(
+        'Resolved step #2 charge with result "ch_manual_7" in run order-in-doubt.'
+    )
+    expect(done.get_by_role("link", name="order-in-doubt")).to_be_visible()
 
     result = fleet.app.handle("order-in-doubt").result(timeout=30)
     assert result == {"charge": "ch_manual_7", "receipt": "receipt for ch_manual_7"}
@@ -244,6 +254,11 @@ def test_reject_from_the_approvals_inbox_and_see_the_decisions(page: Any, fleet:
     card.get_by_label("Reason").fill("duplicate of A-1001")
     card.get_by_role("button", name="Reject").click()
     sign_in(page, name="Ada")
+    said = page.get_by_role("status").filter(has_text="Rejected")
+    expect(said).to_have_text("Rejected “Refund 42.50 USD on order A-5005” for run refund-A-5005.")
+    expect(said.get_by_role("link", name="refund-A-5005")).to_have_attribute(
+        "href", "#/run/refund-A-5005"
+    )
     expect(card).to_have_count(0, timeout=LIVE_S)
     rejected = decided.get_by_role("row").filter(has_text="refund-A-5005")
     expect(rejected).to_contain_text("rejected")

@@ -30,6 +30,10 @@ export function runActions(ctx, id) {
     return "Retried: a worker picks the run up again.";
   }));
   const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), controlMsg.el);
+  const decided = (parts) => { // an approval's or a resolution's form goes: say it here
+    controlMsg.ok(parts);
+    after();
+  };
 
   // -- approvals (one form per pending request of this run)
   const approvalsBox = h("div");
@@ -37,7 +41,7 @@ export function runActions(ctx, id) {
   const approvalForms = new Map();
 
   // -- resolve
-  const resolver = resolveForm(ctx, id, after);
+  const resolver = resolveForm(ctx, id, decided);
   const resolvePanel = panel("Resolve an in-doubt step",
     h("p", { class: "small" }, "An irreversible step was interrupted mid-attempt: nobody knows whether its effect happened."),
     resolver.el);
@@ -107,7 +111,7 @@ export function runActions(ctx, id) {
       }
       for (const a of mine) {
         if (!approvalForms.has(a.approval_id)) {
-          const form = approvalForm(ctx, a, after);
+          const form = approvalForm(ctx, a, decided);
           approvalForms.set(a.approval_id, form);
           approvalsBox.append(form.el);
         }

@@ -4,7 +4,7 @@
 import * as api from "../api.js";
 import { act, h, message, replace, show } from "../dom.js";
 import { errorType, timeEl, valueBlock } from "../format.js";
-import { inDoubtSteps, resolveForm } from "./forms.js";
+import { inDoubtSteps, resolveForm, runLink } from "./forms.js";
 
 const LIMIT = 100;
 
@@ -51,6 +51,7 @@ export function needs(error, doubts = []) {
 
 export default function attention(ctx) {
   const error = message();
+  const flash = message(); // what was done: it stays when the card of the run has gone
   const list = h("div", { class: "rows" });
   const empty = h("p", { class: "empty", text: "Nothing needs attention." });
   const summary = h("p", { class: "muted" });
@@ -58,22 +59,22 @@ export default function attention(ctx) {
 
   const el = h("section", { class: "view" },
     h("h1", { text: "Needs attention" }), summary,
-    error.el, empty, list);
+    flash.el, error.el, empty, list);
 
   function card(run) {
     const reason = h("p", { class: "why" });
     const errorBox = h("div");
     const retry = h("button", { type: "button", text: "Retry" });
     const msg = message();
-    const resolver = resolveForm(ctx, run.workflow_id, (text) => {
-      msg.ok(text);
+    const resolver = resolveForm(ctx, run.workflow_id, (parts) => {
+      flash.ok(parts);
       ctx.refresh();
     });
     const resolveBox = h("div", { class: "resolve" }, h("h3", { text: "Resolve" }), resolver.el);
     retry.addEventListener("click", () => act(retry, msg, async () => {
       await api.post(api.runPath(run.workflow_id, "/retry"));
+      flash.ok("Retried run ", runLink(ctx, run.workflow_id), ".");
       ctx.refresh();
-      return "Retried: a worker picks the run up again.";
     }));
     const meta = h("p", { class: "muted small" });
     const node = h("article", { class: "card attention", "aria-label": run.workflow_id, data: { id: run.workflow_id } },
