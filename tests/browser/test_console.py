@@ -25,6 +25,21 @@ pytestmark = pytest.mark.timeout(120)
 
 LIVE_S = 15_000  # ms: a live update arrives within a couple of polls, far inside this
 
+# Records every message shown in the page, however briefly, in <html data-said>: read with
+# expect (page.wait_for_function would evaluate a string, which the console's CSP forbids).
+RECORD_STATUS = """() => {
+  const said = [];
+  const note = () => {
+    for (const el of document.querySelectorAll("main [role=status]")) {
+      if (!el.hidden && el.textContent) said.push(el.textContent);
+    }
+    document.documentElement.dataset.said = said.join("\\n");
+  };
+  new MutationObserver(note).observe(document.getElementById("main"), {
+    subtree: true, childList: true, characterData: true, attributes: true,
+  });
+}"""
+
 
 def sign_in(page: Any, token: str = TOKEN, name: str = "Grace Hopper") -> None:
     """Answer the console's token prompt."""
@@ -82,14 +97,30 @@ def test_retry_the_dead_letter_queue_from_the_failed_list(page: Any, fleet: Flee
     expect(page.get_by_role("heading", name="Failed runs")).to_be_visible()
     expect(page.get_by_role("row").filter(has_text="crm.internal:443 refused")).to_have_count(2)
     screenshot(page, "failed")
-    (fleet.workdir / "crm-up").touch()  # the cause is fixed
 
+    # Retried from its page while the CRM is still down, lead-ada fails again: "Retried" was
+    # said, and went once the run moved on (it is not left standing beside a failed run).
+    page.get_by_role("link", name="lead-ada").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    page.evaluate(RECORD_STATUS)
+    control = page.get_by_role("region", name="Run", exact=True)
+    control.get_by_role("button", name="Retry").click()
+    sign_in(page)
+    expect(page.locator("html")).to_have_attribute("data-said", re.compile("^Retried", re.M))
+    expect(control.get_by_role("status")).to_have_count(0, timeout=LIVE_S)
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    finished = [
+        e for e in fleet.app.journal("lead-ada") if e.kind == "run" and e.name == "finished"
+    ]
+    assert len(finished) == 2  # it really ran again
+
+    (fleet.workdir / "crm-up").touch()  # the cause is fixed
+    page.get_by_role("link", name=re.compile("^Failed")).click()
     page.get_by_label("Select lead-ada").check()
     page.get_by_label("Select lead-bob").check()
     retry = page.get_by_role("button", name="Retry selected")
     expect(retry).to_have_text("Retry selected (2)")
-    retry.click()
-    sign_in(page)
+    retry.click()  # signed in already (the tab keeps the token)
     expect(page.get_by_role("status").filter(has_text="Retried 2 runs")).to_be_visible()
     expect(page.get_by_text("The dead-letter queue is empty")).to_be_visible(timeout=LIVE_S)
 

@@ -4,7 +4,7 @@
 
 import * as api from "../api.js";
 import { act, field, h, message, replace, show } from "../dom.js";
-import { TERMINAL } from "../format.js";
+import { TERMINAL, parse } from "../format.js";
 import { approvalForm, inDoubtSteps, parseJson, resolveForm } from "./forms.js";
 
 function panel(title, ...children) {
@@ -19,19 +19,26 @@ export function runActions(ctx, id) {
   const retry = h("button", { type: "button", class: "primary", text: "Retry" });
   const controlMsg = message();
   const controlNote = h("p", { class: "small muted" });
+  // What the control message says about the run's state (Retried, Cancelled) holds until the
+  // run changes after the answer: since is the answer's updated_at; null for a plain fact.
+  let since = null;
+  const confirm = (parts, when = null) => {
+    controlMsg.ok(parts);
+    since = when;
+  };
   cancel.addEventListener("click", () => act(cancel, controlMsg, async () => {
-    await api.post(api.runPath(id, "/cancel"));
+    const answer = await api.post(api.runPath(id, "/cancel"));
     after();
-    return "Cancelled: the run stops at its next step boundary, and its compensations run.";
+    confirm("Cancelled: the run stops at its next step boundary, and its compensations run.", answer.updated_at);
   }));
   retry.addEventListener("click", () => act(retry, controlMsg, async () => {
-    await api.post(api.runPath(id, "/retry"));
+    const answer = await api.post(api.runPath(id, "/retry"));
     after();
-    return "Retried: a worker picks the run up again.";
+    confirm("Retried: a worker picks the run up again.", answer.updated_at);
   }));
   const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), controlMsg.el);
   const decided = (parts) => { // an approval's or a resolution's form goes: say it here
-    controlMsg.ok(parts);
+    confirm(parts);
     after();
   };
 
@@ -97,6 +104,10 @@ export function runActions(ctx, id) {
       const terminal = TERMINAL.has(run.status);
       const doubts = run.status === "needs_attention" ? inDoubtSteps(entries) : [];
       show(cancel, !terminal);
+      if (since && parse(run.updated_at) > parse(since)) { // what it said no longer holds
+        controlMsg.clear();
+        since = null;
+      }
       show(retry, run.status === "failed" || (run.status === "needs_attention" && !doubts.length));
       controlNote.textContent = terminal && run.status !== "failed"
         ? `This run is ${run.status}; fork it to run it again.`
