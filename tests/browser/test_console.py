@@ -251,8 +251,17 @@ def test_send_an_event_and_cancel(page: Any, fleet: Fleet) -> None:
     assert fleet.app.handle("triage-18").result(timeout=30) == {"text": "thanks, it arrived"}
 
     page.goto(f"{fleet.console_url}#/run/triage-19")
-    page.get_by_role("region", name="Run", exact=True).get_by_role("button", name="Cancel").click()
+    control = page.get_by_role("region", name="Run", exact=True)
+    control.get_by_role("button", name="Cancel").click()  # asks first, in the page
+    asking = control.get_by_role("group", name="Confirm cancel")
+    expect(asking).to_contain_text("Cancel run triage-19?")
+    asking.get_by_role("button", name="Keep the run").click()
+    expect(asking).to_be_hidden()
+    assert fleet.status("triage-19") == "suspended"
+    control.get_by_role("button", name="Cancel").click()
+    asking.get_by_role("button", name="Cancel").click()
     expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=LIVE_S)
+    expect(control.get_by_role("button", name="Cancel")).to_have_count(0)
 
 
 def test_the_fleet_queues_workers_and_breakers(page: Any, fleet: Fleet) -> None:

@@ -14,11 +14,23 @@ function panel(title, ...children) {
 export function runActions(ctx, id) {
   const after = () => ctx.refresh();
 
-  // -- cancel and retry
+  // -- cancel (asked first, in the page) and retry
   const cancel = h("button", { type: "button", class: "danger", text: "Cancel" });
   const retry = h("button", { type: "button", class: "primary", text: "Retry" });
   const controlMsg = message();
   const controlNote = h("p", { class: "small muted" });
+  const cancelYes = h("button", { type: "button", class: "danger", text: "Cancel" });
+  const cancelNo = h("button", { type: "button", text: "Keep the run" });
+  const asking = h("div", { class: "confirm", role: "group", "aria-label": "Confirm cancel", hidden: true },
+    h("p", { class: "small", text: `Cancel run ${id}? It stops at its next step boundary (at once if it waits), and its compensations run.` }),
+    h("div", { class: "buttons" }, cancelYes, cancelNo));
+  let ended = false; // the run is terminal: nothing to cancel
+  let askingCancel = false;
+  const ask = (yes) => {
+    askingCancel = yes;
+    show(cancel, !ended && !yes);
+    show(asking, !ended && yes);
+  };
   // What the control message says about the run's state (Retried, Cancelled) holds until the
   // run changes after the answer: since is the answer's updated_at; null for a plain fact.
   let since = null;
@@ -26,8 +38,21 @@ export function runActions(ctx, id) {
     controlMsg.ok(parts);
     since = when;
   };
-  cancel.addEventListener("click", () => act(cancel, controlMsg, async () => {
+  cancel.addEventListener("click", () => {
+    controlMsg.clear();
+    ask(true);
+    cancelNo.focus(); // not the final button: a double click does not cancel
+  });
+  cancelNo.addEventListener("click", () => {
+    ask(false);
+    cancel.focus();
+  });
+  asking.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") cancelNo.click();
+  });
+  cancelYes.addEventListener("click", () => act(cancelYes, controlMsg, async () => {
     const answer = await api.post(api.runPath(id, "/cancel"));
+    ask(false);
     after();
     confirm("Cancelled: the run stops at its next step boundary, and its compensations run.", answer.updated_at);
   }));
@@ -36,7 +61,7 @@ export function runActions(ctx, id) {
     after();
     confirm("Retried: a worker picks the run up again.", answer.updated_at);
   }));
-  const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), controlMsg.el);
+  const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), asking, controlMsg.el);
   const decided = (parts) => { // an approval's or a resolution's form goes: say it here
     confirm(parts);
     after();
@@ -103,7 +128,8 @@ export function runActions(ctx, id) {
     update(run, entries, approvals) {
       const terminal = TERMINAL.has(run.status);
       const doubts = run.status === "needs_attention" ? inDoubtSteps(entries) : [];
-      show(cancel, !terminal);
+      ended = terminal;
+      ask(askingCancel);
       if (since && parse(run.updated_at) > parse(since)) { // what it said no longer holds
         controlMsg.clear();
         since = null;
