@@ -174,13 +174,15 @@ def test_an_unsafe_fork_is_refused_with_its_reason(page: Any, fleet: Fleet) -> N
     refusal = fork.get_by_role("alert")
     expect(refusal).to_contain_text("UnsafeFork")
     expect(refusal).to_contain_text("charge")  # the irreversible step that would run again
+    allow = "Allow re-execution of irreversible steps"  # the way out, in the console's words
+    expect(refusal).to_contain_text(f"In the console: tick “{allow}” and click Fork again.")
     page.locator("details.entry.k-step.st-completed").filter(has_text="charge").locator(
         "summary"
     ).click()
     screenshot(page, "run")
 
     fork.get_by_label("New run id").fill("order-paid-again")
-    fork.get_by_label("Allow re-execution of irreversible steps").check()
+    fork.get_by_label(allow).check()
     fork.get_by_role("button", name="Fork").click()
     expect(page).to_have_url(re.compile(r"#/run/order-paid-again$"))
     expect(page.get_by_role("status").filter(has_text="Forked from order-paid")).to_be_visible()

@@ -7,6 +7,8 @@ import { act, field, h, message, replace, show } from "../dom.js";
 import { TERMINAL, parse } from "../format.js";
 import { approvalForm, inDoubtSteps, parseJson, resolveForm } from "./forms.js";
 
+const ALLOW = "Allow re-execution of irreversible steps"; // the fork's checkbox
+
 function panel(title, ...children) {
   return h("section", { class: "panel", "aria-label": title }, h("h3", { text: title }), children);
 }
@@ -109,13 +111,19 @@ export function runActions(ctx, id) {
   forkButton.addEventListener("click", () => act(forkButton, forkMsg, async () => {
     const body = { from_seq: Number(fromSeq.value), allow_reexecute: allow.checked };
     if (newId.value.trim()) body.new_id = newId.value.trim();
-    const run = await api.post(api.runPath(id, "/fork"), body);
+    let run;
+    try {
+      run = await api.post(api.runPath(id, "/fork"), body);
+    } catch (err) {
+      if (err.type === "UnsafeFork" && !allow.checked) err.message += `\n\nIn the console: tick “${ALLOW}” and click Fork again.`;
+      throw err;
+    }
     ctx.navigate(ctx.link("run", {}, run.workflow_id), `Forked from ${id} at #${body.from_seq}.`);
   }));
   const forkPanel = panel("Fork",
     h("p", { class: "small muted" }, "A new run that reuses this run's journal before the chosen step and executes from there."),
     field("From step", fromSeq), field("New run id", newId),
-    h("label", { class: "inline" }, allow, " Allow re-execution of irreversible steps"),
+    h("label", { class: "inline" }, allow, ` ${ALLOW}`),
     h("div", { class: "buttons" }, forkButton), forkMsg.el);
 
   const el = h("aside", { class: "actions", "aria-label": "Actions" },
