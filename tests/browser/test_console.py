@@ -211,6 +211,18 @@ def test_a_hostile_step_output_is_shown_as_text(page: Any, fleet: Fleet) -> None
     assert page.locator("main b").count() == 0
 
 
+def test_a_parent_links_its_children_and_a_child_its_parent(page: Any, fleet: Fleet) -> None:
+    fleet.start("digest", ["ticket 1", "ticket 2"], workflow_id="digest-1")
+    page.goto(f"{fleet.console_url}#/run/digest-1")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    children = page.get_by_test_id("children")
+    expect(children.get_by_role("link")).to_have_text(["digest-1/0", "digest-1/1"])
+    children.get_by_role("link", name="digest-1/1").click()
+    expect(page.get_by_role("heading", name="digest-1/1")).to_be_visible()
+    page.get_by_test_id("parent").get_by_role("link", name="digest-1").click()
+    expect(page.get_by_role("heading", name="digest-1")).to_be_visible()
+
+
 def test_runs_filter_page_and_refresh_live_in_the_browsers_zone(page: Any, fleet: Fleet) -> None:
     page.goto(f"{fleet.console_url}#/runs?name=triage&limit=1")
     rows = page.locator("table.runs tbody tr")

@@ -35,6 +35,21 @@ function waitingFor(detail, entries, terminal) {
   return h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" });
 }
 
+/** Links to a run's parent and to its child runs (with their status), when it has any. */
+function family(ctx, detail, children) {
+  const link = (wid) => h("a", { class: "id", href: ctx.link("run", {}, wid), text: wid });
+  const facts = [];
+  if (detail.parent_id) facts.push(fact("Parent", link(detail.parent_id), "parent"));
+  const kids = children.runs || [];
+  if (kids.length) {
+    const total = Object.values(children.counts || {}).reduce((a, b) => a + b, 0);
+    const more = total > kids.length ? h("span", { class: "muted", text: ` and ${total - kids.length} more` }) : null;
+    facts.push(fact(`Children (${total})`, h("span", { class: "children" },
+      kids.slice().reverse().map((c) => h("span", { class: "child" }, link(c.workflow_id), " ", badge(c.status))), more), "children"));
+  }
+  return facts;
+}
+
 export default function run(ctx, id) {
   const head = h("div", { class: "run-head" });
   const error = message();
@@ -63,7 +78,7 @@ export default function run(ctx, id) {
 
   let seen = "";
 
-  function render(detail, entries, approvals) {
+  function render(detail, entries, approvals, children) {
     const terminal = TERMINAL.has(detail.status);
     replace(head, h("dl", { class: "facts" },
       fact("Workflow", detail.name),
@@ -73,7 +88,8 @@ export default function run(ctx, id) {
       fact("Updated", timeEl(detail.updated_at)),
       fact("Duration", `${duration(between(detail.created_at, terminal ? detail.updated_at : null))}${terminal ? "" : " so far"}`),
       fact("Usage", usageText(detail.usage, { interrupted: interruptedAttempts(entries), terminal }), "usage"),
-      fact("Waiting for", waitingFor(detail, entries, terminal), "waiting-for")));
+      fact("Waiting for", waitingFor(detail, entries, terminal), "waiting-for"),
+      family(ctx, detail, children)));
 
     const end = finished(entries);
     const parts = [];
@@ -100,8 +116,10 @@ export default function run(ctx, id) {
     let detail;
     let journal;
     let approvals = { data: { approvals: [] }, text: "" };
+    let children;
     try {
-      [detail, journal] = await Promise.all([api.get(api.runPath(id)), api.get(api.runPath(id, "/journal"))]);
+      [detail, journal, children] = await Promise.all([
+        api.get(api.runPath(id)), api.get(api.runPath(id, "/journal")), api.get("/runs", { parent_id: id, limit: 200 })]);
       if (!TERMINAL.has(detail.data.status)) approvals = await api.get("/approvals");
     } catch (err) {
       error.error(err.status === 404 ? `No run ${id}: ${err.message}` : `Cannot read the run: ${err.message}`);
@@ -109,10 +127,10 @@ export default function run(ctx, id) {
       return;
     }
     error.clear();
-    const key = detail.text + journal.text + approvals.text;
+    const key = detail.text + journal.text + approvals.text + children.text;
     if (key === seen && TERMINAL.has(detail.data.status)) return;
     seen = key;
-    render(detail.data, journal.data.entries, approvals.data.approvals);
+    render(detail.data, journal.data.entries, approvals.data.approvals, children.data);
   }
 
   return { el, title: id, refresh };
