@@ -59,11 +59,14 @@ from ._model import (
     JournalEntry,
     QueueInfo,
     RunDetail,
+    SharedWrite,
     Usage,
+    Versioned,
     WorkerInfo,
     WorkflowInfo,
 )
 from ._retry import Retry
+from ._shared import shared_get, shared_set
 
 __version__ = "0.1.0"
 
@@ -92,6 +95,7 @@ __all__ = [
     "RunDetail",
     "RunEnded",
     "SerializationError",
+    "SharedWrite",
     "Stalwart",
     "StalwartError",
     "StepError",
@@ -101,6 +105,7 @@ __all__ = [
     "UnsafeFork",
     "Usage",
     "UsageError",
+    "Versioned",
     "WorkerInfo",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
@@ -117,6 +122,8 @@ __all__ = [
     "request_approval_async",
     "run_step",
     "run_step_async",
+    "shared_get",
+    "shared_set",
     "sleep",
     "sleep_async",
     "uuid4",

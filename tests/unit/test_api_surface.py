@@ -62,6 +62,10 @@ CONTRACT = {
     "UsageError",
     "WorkflowAlreadyExists",
     "NotDurableWarning",
+    "shared_get",  # 0.2: shared context
+    "shared_set",
+    "Versioned",
+    "SharedWrite",
 }
 
 

@@ -114,6 +114,7 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.NOW: frozenset({EntryStatus.COMPLETED}),
     EntryKind.UUID: frozenset({EntryStatus.COMPLETED}),
     EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED}),
+    EntryKind.SHARED: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),  # a fork's copy
 }
 
 
