@@ -176,6 +176,29 @@ def test_a_replay_that_asks_for_another_key_diverges(app: stalwart.Stalwart) -> 
     assert app.handle("d").status() == "needs_attention"
 
 
+@pytest.mark.parametrize("damage", [b"J5", b'J{"version": -1, "value": 1}', b"Jnull", b"X?"])
+def test_a_damaged_recorded_answer_is_a_corrupt_record(
+    app: stalwart.Stalwart, raw_sql: Any, damage: bytes
+) -> None:
+    stop = {"on": True}
+
+    @app.workflow(name="agent")
+    def agent() -> int:
+        seen = stalwart.shared_get("plan")
+        if stop["on"]:
+            raise KeyboardInterrupt  # the process dies after the read was journaled
+        return seen.version
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(agent, workflow_id="w")
+    stop["on"] = False
+    raw_sql(app, "UPDATE journal SET output = :v WHERE kind = 'shared'", {"v": damage})
+    with pytest.raises(stalwart.CorruptRecord, match="seq 1") as info:
+        app.run(agent, workflow_id="w")
+    assert (info.value.workflow_id, info.value.seq) == ("w", 1)
+    assert app.handle("w").status() == "needs_attention"
+
+
 def test_bad_input_is_refused_in_one_line(app: stalwart.Stalwart) -> None:
     for call in (
         lambda: app.shared_get(""),
