@@ -123,6 +123,24 @@ def test_a_cas_retry_loop_in_a_workflow(app: stalwart.Stalwart) -> None:
     assert app.shared_get("count") == stalwart.Versioned(101, 2)
 
 
+def test_a_fork_reuses_the_answers_before_its_seq_and_asks_again_after(
+    app: stalwart.Stalwart,
+) -> None:
+    @app.workflow
+    def planner() -> int | None:
+        current = stalwart.shared_get("plan")  # seq 1
+        made = stalwart.shared_set("plan", "mine", if_version=current.version)  # seq 2
+        return None if made is None else made.version
+
+    assert app.run(planner, workflow_id="p") == 1
+    app.fork("p", from_seq=3, new_id="reuses-both")
+    assert app.run(planner, workflow_id="reuses-both") == 1  # the recorded write, not a new one
+    app.fork("p", from_seq=2, new_id="writes-again")
+    # It reuses the read of version 0, so its compare-and-set runs again and loses.
+    assert app.run(planner, workflow_id="writes-again") is None
+    assert [(w.version, w.by) for w in app.shared_history("plan")] == [(1, "p")]
+
+
 def test_in_a_step_the_calls_are_plain_store_calls(app: stalwart.Stalwart) -> None:
     calls = Counter[str]()
 
