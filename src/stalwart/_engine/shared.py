@@ -143,8 +143,7 @@ def _answer(inv: Invocation, rec: Recorded, *, lost_ok: bool) -> Versioned | Non
     raise inv.corrupt(rec, f"the recorded answer {value!r} is not a versioned value")
 
 
-def _entry(inv: Invocation, name: str, position: str, output: bytes | None) -> Entry:
-    now = inv.runtime.clock.time()
+def _entry(inv: Invocation, name: str, position: str, output: bytes | None, now: float) -> Entry:
     return Entry(
         kind=EntryKind.SHARED,
         name=name,
@@ -173,7 +172,7 @@ def read_journaled(inv: Invocation, key: str) -> Versioned:
     with inv.journaling():
         current = read(runtime, key)
     payload = runtime.codec.encode({"version": current.version, "value": current.value})
-    inv.append(_entry(inv, name, position, payload))
+    inv.append(_entry(inv, name, position, payload, runtime.clock.time()))
     return current
 
 
@@ -196,14 +195,15 @@ def write_journaled(
         answer = None if version is None else {"version": version, "value": value}
         return runtime.codec.encode(answer)
 
-    entry = _entry(inv, name, position, None)
+    now = runtime.clock.time()
+    entry = _entry(inv, name, position, None, now)
     with inv.journaling():
         outcome = runtime.store.write_shared(
             key,
             payload,
             if_version=if_version,
             by=inv.workflow_id,
-            now=entry.started_at or runtime.clock.time(),
+            now=now,
             workflow_id=inv.workflow_id,
             owner=inv.owner,
             entry=entry,
