@@ -60,11 +60,14 @@ from ._model import (
     JournalEntry,
     QueueInfo,
     RunDetail,
+    SharedWrite,
     Usage,
+    Versioned,
     WorkerInfo,
     WorkflowInfo,
 )
 from ._retry import Retry
+from ._shared import shared_get, shared_set
 
 __version__ = "0.1.0"
 
@@ -94,6 +97,7 @@ __all__ = [
     "RunDetail",
     "RunEnded",
     "SerializationError",
+    "SharedWrite",
     "Stalwart",
     "StalwartError",
     "StepError",
@@ -103,6 +107,7 @@ __all__ = [
     "UnsafeFork",
     "Usage",
     "UsageError",
+    "Versioned",
     "WorkerInfo",
     "WorkflowAlreadyExists",
     "WorkflowCancelled",
@@ -121,6 +126,8 @@ __all__ = [
     "run_child_async",
     "run_step",
     "run_step_async",
+    "shared_get",
+    "shared_set",
     "sleep",
     "sleep_async",
     "start_child",

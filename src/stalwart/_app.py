@@ -33,6 +33,7 @@ from ._registry import Registry
 from ._retry import Retry
 from ._runtime import Runtime
 from ._serde import make_codec
+from ._shared import SharedContext
 from ._store import Store, open_store, resolve_url
 from ._tracing import Tracing
 from ._views import Views
@@ -49,7 +50,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset)
 
 
-class Stalwart(Reads):
+class Stalwart(Reads, SharedContext):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(

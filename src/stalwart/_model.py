@@ -32,7 +32,9 @@ __all__ = [
     "QueueInfo",
     "RunDetail",
     "RunStatus",
+    "SharedWrite",
     "Usage",
+    "Versioned",
     "WorkerInfo",
     "WorkflowInfo",
     "from_epoch",
@@ -71,6 +73,7 @@ class EntryKind(StrEnum):
     COMPENSATION = "compensation"
     OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
     CHILD = "child"  # a child run this run started, and how it ended once the run saw it
+    SHARED = "shared"  # a read or compare-and-set of the shared context
 
 
 class EntryStatus(StrEnum):
@@ -458,3 +461,26 @@ def run_id(given: Any, *, label: str = "workflow_id") -> str:
             f"string of at most {MAX_ID_LENGTH} characters"
         )
     return given
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """A shared key's value and its version: 0 (and value ``None``) for a key never written,
+    then 1, 2, ... one per write. Pass ``version`` back as ``if_version`` to write only if
+    nobody wrote in between."""
+
+    value: Any
+    version: int
+
+
+@dataclass(frozen=True)
+class SharedWrite:
+    """One write of a shared key, as ``app.shared_history`` keeps it: the ``version`` it
+    made, the ``value`` written, ``by`` whom (the writing run's id, or the ``by`` of
+    ``app.shared_set``) and ``at`` what time."""
+
+    key: str
+    version: int
+    value: Any
+    by: str
+    at: _dt.datetime

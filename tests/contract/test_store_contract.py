@@ -899,6 +899,123 @@ def test_a_run_does_not_suspend_on_a_breaker_that_closed(store: Store) -> None:
     )
 
 
+# -- the shared context ----------------------------------------------------------------------
+
+
+def _shared_entry(seq: int = 1, name: str = "set plan") -> Entry:
+    return Entry(kind="shared", name=name, status="completed", seq=seq, position=str(seq - 1))
+
+
+def test_shared_writes_are_compare_and_set_on_a_version(store: Store) -> None:
+    assert store.read_shared("plan") is None and store.shared_history("plan") == []
+    first = store.write_shared("plan", b"J1", if_version=None, by="alice", now=100.0)
+    assert (first.held, first.version) == (True, 1)
+    assert store.write_shared("plan", b"J2", if_version=0, by="bob", now=101.0).version is None
+    assert store.write_shared("plan", b"J2", if_version=1, by="bob", now=102.0).version == 2
+    assert store.write_shared("plan", b"J3", if_version=None, by="carol", now=103.0).version == 3
+    row = store.read_shared("plan")
+    assert row is not None and (row.key, row.version, row.value, row.by, row.at) == (
+        "plan",
+        3,
+        b"J3",
+        "carol",
+        103.0,
+    )
+    history = [(r.version, r.value, r.by) for r in store.shared_history("plan")]
+    assert history == [(1, b"J1", "alice"), (2, b"J2", "bob"), (3, b"J3", "carol")]
+    assert store.read_shared("other") is None  # keys are separate
+
+
+def test_a_big_shared_value_lives_apart_and_reads_back_whole(store: Store) -> None:
+    big = b"J" + b'"' + b"x" * 100_000 + b'"'
+    assert store.write_shared("doc", big, if_version=0, by="a", now=1.0).version == 1
+    row = store.read_shared("doc")
+    assert row is not None and row.value == big
+    assert [r.value for r in store.shared_history("doc")] == [big]
+
+
+def test_a_runs_shared_write_is_journaled_in_its_transaction(store: Store) -> None:
+    _create(store)
+    answers: list[int | None] = []
+
+    def answer(version: int | None) -> bytes:
+        answers.append(version)
+        return b"Jnull" if version is None else f"J{version}".encode()
+
+    run = {"workflow_id": "r1", "owner": "w1", "encode_result": answer}
+    won = store.write_shared(
+        "plan", b"J1", if_version=0, by="r1", now=110.0, entry=_shared_entry(1), **run
+    )
+    lost = store.write_shared(
+        "plan", b"J2", if_version=0, by="r1", now=111.0, entry=_shared_entry(2), **run
+    )
+    assert (won.held, won.version, lost.held, lost.version) == (True, 1, True, None)
+    assert answers == [1, None]
+    shared = [(r.seq, r.kind, r.output) for r in store.journal("r1") if r.kind == "shared"]
+    assert shared == [(1, "shared", b"J1"), (2, "shared", b"Jnull")]
+    assert [r.by for r in store.shared_history("plan")] == ["r1"]
+
+
+def test_a_stale_owner_writes_nothing_shared(store: Store) -> None:
+    _create(store)
+    stale = store.write_shared(
+        "plan",
+        b"J1",
+        if_version=None,
+        by="r1",
+        now=110.0,
+        workflow_id="r1",
+        owner="w0",
+        entry=_shared_entry(),
+        encode_result=lambda version: b"Jnull",
+    )
+    assert (stale.held, stale.version) == (False, None)
+    assert store.read_shared("plan") is None
+    assert [r.kind for r in store.journal("r1")] == ["run"]
+
+
+def test_racing_compare_and_set_writers_lose_no_update(store_url: str, store: Store) -> None:
+    # Each thread has a store of its own where the backend can share (SQLite file, PostgreSQL);
+    # memory:// is one process's store, so its threads share the instance.
+    writers, rounds = 4, 15
+    stores = [store] * writers
+    if not store_url.startswith("memory"):
+        stores = [open_store(store_url) for _ in range(writers)]
+    lost: list[int] = []
+
+    def increment(s: Store, name: str) -> None:
+        for _ in range(rounds):
+            while True:
+                row = s.read_shared("counter")
+                version = 0 if row is None else row.version
+                count = 0 if row is None else int(row.value[1:])
+                done = s.write_shared(
+                    "counter", f"J{count + 1}".encode(), if_version=version, by=name, now=1.0
+                )
+                if done.version is not None:
+                    break
+                lost.append(version)
+
+    threads = [
+        threading.Thread(target=increment, args=(stores[i], f"t{i}")) for i in range(writers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    try:
+        history = store.shared_history("counter")
+        assert [r.version for r in history] == list(range(1, writers * rounds + 1))
+        assert [int(r.value[1:]) for r in history] == [r.version for r in history]
+        assert sorted(r.by for r in history) == sorted(
+            f"t{i}" for i in range(writers) for _ in range(rounds)
+        )
+    finally:
+        for other in stores:
+            if other is not store:
+                other.close()
+
+
 # -- lease fencing, verb by verb -------------------------------------------------------------
 
 # Every verb that takes the caller's lease ``owner``, called by a stale owner: what it returns.
@@ -935,6 +1052,18 @@ STALE: dict[str, Callable[[Store], object]] = {
         s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
     ),
     "start_child": lambda s: _start_child(s, "r1/0", owner="w0"),
+    "write_shared": lambda s: (
+        s.write_shared(
+            "plan",
+            b"J1",
+            if_version=None,
+            by="r1",
+            now=110,
+            workflow_id="r1",
+            owner="w0",
+            entry=_shared_entry(),
+        ).held
+    ),
 }
 REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost", "start_child": "lost"}
 

@@ -68,6 +68,10 @@ CONTRACT = {
     "start_child_async",
     "run_child",
     "run_child_async",
+    "shared_get",  # 0.2: shared context
+    "shared_set",
+    "Versioned",
+    "SharedWrite",
 }
 
 

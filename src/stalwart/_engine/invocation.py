@@ -117,6 +117,7 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.CHILD: frozenset(
         {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
     ),
+    EntryKind.SHARED: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),  # a fork's copy
 }
 
 

@@ -25,6 +25,9 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   the workers serving the store (each refreshes its row as it renews leases).
 - ``BreakerStore``: circuit breakers shared by the fleet: their failures in a sliding window,
   opening, the one half-open probe, closing (which wakes the runs waiting on the breaker).
+- ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
+  on (key, version), written by compare-and-set (journaled with the writer's entry when a run
+  writes).
 
 Run status transitions, each done by one verb whose ``WHERE`` clause holds the precondition
 (``held``: ``lease_owner = owner``):
@@ -72,6 +75,8 @@ from .rows import (
     QueueLimits,
     QueueRow,
     RunRow,
+    SharedRow,
+    SharedSet,
     UsageRow,
     WaitDecision,
     WorkerRow,
@@ -99,6 +104,9 @@ __all__ = [
     "ReadStore",
     "RunRow",
     "RunStore",
+    "SharedRow",
+    "SharedSet",
+    "SharedStore",
     "Store",
     "UsageRow",
     "WaitDecision",
@@ -107,7 +115,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 class RunStore(Protocol):
@@ -477,6 +485,34 @@ class ChildStore(Protocol):
         """Make a failed, cancelled or needs_attention child of ``parent_id`` pending again."""
 
 
+class SharedStore(Protocol):
+    """The shared context: versioned keys any run or client reads and writes."""
+
+    def read_shared(self, key: str) -> SharedRow | None:
+        """The latest write of ``key``; ``None`` when it was never written."""
+
+    def shared_history(self, key: str) -> list[SharedRow]:
+        """Every write of ``key``, oldest first."""
+
+    def write_shared(
+        self,
+        key: str,
+        value: bytes,
+        *,
+        if_version: int | None,
+        by: str,
+        now: float,
+        workflow_id: str | None = None,
+        owner: str | None = None,
+        entry: Entry | None = None,
+        encode_result: Callable[[int | None], bytes] | None = None,
+    ) -> SharedSet:
+        """Write ``key`` as its next version, only if its version is still ``if_version``
+        (when given); done once even when retried after a lost acknowledgement. With
+        ``entry``, journal it for run ``workflow_id`` in the same transaction, fenced by
+        ``owner``'s lease, its output ``encode_result(version written or None)``."""
+
+
 class Store(
     RunStore,
     LeaseStore,
@@ -486,6 +522,7 @@ class Store(
     BreakerStore,
     ReadStore,
     ChildStore,
+    SharedStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -20,6 +20,8 @@ __all__ = [
     "QueueLimits",
     "QueueRow",
     "RunRow",
+    "SharedRow",
+    "SharedSet",
     "UsageRow",
     "WaitDecision",
     "WorkerRow",
@@ -252,3 +254,24 @@ class WaitDecision:
 
     winner: str
     data: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRow:
+    """One write of a shared key as stored; the latest one is the key's current value."""
+
+    key: str
+    version: int
+    value: bytes  # the encoded value (payloads resolved)
+    by: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class SharedSet:
+    """What a compare-and-set of a shared key decided: ``version`` is the version it wrote,
+    ``None`` when ``if_version`` no longer matched; ``held`` is ``False`` when the writing
+    run's lease was lost (then nothing was written)."""
+
+    held: bool
+    version: int | None

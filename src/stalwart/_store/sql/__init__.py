@@ -2,7 +2,7 @@
 their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``, ``breakers``, ``reads``) over the plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``, ``reads``, ``shared``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -18,12 +18,21 @@ from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
+from .shared import SharedVerbs
 from .waits import WaitVerbs
 
 __all__ = ["SQLStore"]
 
 
 class SQLStore(
-    RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs, ReadVerbs, ChildVerbs
+    RunVerbs,
+    LeaseVerbs,
+    JournalVerbs,
+    WaitVerbs,
+    AdminVerbs,
+    BreakerVerbs,
+    ReadVerbs,
+    SharedVerbs,
+    ChildVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -486,3 +486,28 @@ SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
     waiting_for = NULL, retrying = NULL, updated_at = :now
 WHERE workflow_id = :workflow_id AND parent_id = :parent_id
   AND status IN ('failed', 'cancelled', 'needs_attention');
+
+-- name: read_shared
+-- A shared key's latest write (its value), read from the end of its primary key.
+SELECT key, version, value, by, at FROM shared_writes
+WHERE key = :key ORDER BY version DESC LIMIT 1;
+
+-- name: shared_history
+SELECT key, version, value, by, at FROM shared_writes WHERE key = :key ORDER BY version;
+
+-- name: lock_shared
+-- Serialize the writers of one key, so a writer reads the version the last one committed.
+SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/shared/' || :key));
+
+-- name: shared_version
+SELECT COALESCE(MAX(version), 0) FROM shared_writes WHERE key = :key;
+
+-- name: insert_shared
+-- Compare-and-set: the next version, only while the key's version is still :expected.
+INSERT INTO shared_writes (key, version, value, by, at, call_id)
+SELECT :key, :expected + 1, :value, :by, :now, :call_id
+WHERE (SELECT COALESCE(MAX(version), 0) FROM shared_writes WHERE key = :key) = :expected;
+
+-- name: shared_write_of_call
+-- The version a write with this call id made (a retry after a lost acknowledgement).
+SELECT version FROM shared_writes WHERE key = :key AND call_id = :call_id;
