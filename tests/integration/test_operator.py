@@ -233,6 +233,31 @@ def test_irreversible_without_verify_has_one_attempt(app: stalwart.Stalwart) -> 
         app.step(verify=lambda: None)
 
 
+def test_a_fork_replays_the_recorded_values_and_waits_it_reuses(app: stalwart.Stalwart) -> None:
+    calls = Counter[str]()
+
+    @app.step(name="write")
+    def write(stamp: str, token: str) -> str:
+        calls["write"] += 1
+        return f"{stamp} {token}"
+
+    @app.workflow(name="stamped")
+    def stamped() -> list[str]:
+        stamp = stalwart.now().isoformat()
+        token = str(stalwart.uuid4())
+        roll = stalwart.random()
+        stalwart.sleep(0)
+        return [write(stamp, token), str(roll)]
+
+    first = app.run(stamped, workflow_id="v0")
+    last = max(e.seq for e in app.journal("v0") if e.seq is not None)
+    forked = app.fork("v0", last, new_id="v1")
+    assert app.run(stamped, workflow_id=forked.workflow_id) == first
+    assert calls["write"] == 2  # the step at from_seq runs again; what came before is reused
+    kinds = {e.kind for e in app.journal("v1") if e.status == "reused"}
+    assert {"now", "uuid", "random", "sleep"} <= kinds
+
+
 def test_fork_reuses_the_journal_and_refuses_to_repeat_irreversible_steps(
     app: stalwart.Stalwart,
 ) -> None:

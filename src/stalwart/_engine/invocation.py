@@ -104,20 +104,22 @@ CURRENT_STEP: contextvars.ContextVar[StepScope | None] = contextvars.ContextVar(
 )
 
 
-# The statuses each kind of positioned journal row can have; anything else is damage.
-_WAIT_STATUSES = frozenset({EntryStatus.SCHEDULED, EntryStatus.COMPLETED})
+# The statuses each kind of positioned journal row can have; anything else is damage. A fork's
+# copy of a row it reuses is "reused".
+_WAIT_STATUSES = frozenset({EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.REUSED})
+_VALUE_STATUSES = frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED})
 _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.STEP: frozenset(EntryStatus),
     EntryKind.SLEEP: _WAIT_STATUSES,
     EntryKind.EVENT: _WAIT_STATUSES,
     EntryKind.APPROVAL: _WAIT_STATUSES,
-    EntryKind.NOW: frozenset({EntryStatus.COMPLETED}),
-    EntryKind.UUID: frozenset({EntryStatus.COMPLETED}),
-    EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED}),
+    EntryKind.NOW: _VALUE_STATUSES,
+    EntryKind.UUID: _VALUE_STATUSES,
+    EntryKind.RANDOM: _VALUE_STATUSES,
     EntryKind.CHILD: frozenset(
         {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
     ),
-    EntryKind.SHARED: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),  # a fork's copy
+    EntryKind.SHARED: _VALUE_STATUSES,
 }
 
 
