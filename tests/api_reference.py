@@ -111,11 +111,22 @@ def members(cls: type) -> Iterator[tuple[str, Any]]:
     """The public methods and properties a class defines (not dataclass or tuple machinery)."""
     if issubclass(cls, BaseException) or not cls.__module__.startswith("stalwart"):
         return
-    for name, value in vars(cls).items():
-        if name.startswith("_") or name in getattr(cls, "_fields", ()):
-            continue
-        if isinstance(value, property | staticmethod | classmethod) or inspect.isfunction(value):
-            yield name, getattr(cls, name) if not isinstance(value, property) else value
+    import stalwart
+
+    # and those of its private bases (the app's mixins: Reads, SharedContext, ...)
+    own = [cls] + [
+        base
+        for base in cls.__mro__[1:]
+        if base.__module__.startswith("stalwart") and base.__name__ not in stalwart.__all__
+    ]
+    seen: set[str] = set()
+    for klass in own:
+        for name, value in vars(klass).items():
+            if name.startswith("_") or name in getattr(cls, "_fields", ()) or name in seen:
+                continue
+            if isinstance(value, property | staticmethod | classmethod) or inspect.isfunction(value):
+                seen.add(name)
+                yield name, getattr(cls, name) if not isinstance(value, property) else value
 
 
 def entries(module: Any, prefix: str) -> Iterator[tuple[str, str, str, list[tuple[str, str, str]]]]:
