@@ -26,6 +26,7 @@ from ._engine.observe import fields
 from ._errors import UsageError, mask_url
 from ._leases import HOST, holder_is_gone
 from ._store.base import WorkerRow
+from ._ticks import Ticker
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
@@ -78,6 +79,7 @@ class Worker:
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
+        self._ticks = Ticker(self.runtime, [], 0.0)  # serve() makes the real one
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
 
@@ -124,6 +126,7 @@ class Worker:
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
             self._start_threads(pool)
             self._started_at = self.runtime.clock.time()
+            self._ticks = Ticker(self.runtime, names, self._started_at)
             self._beat()
             try:
                 self._loop(names, pool)
@@ -196,6 +199,7 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
+            self._ticks.poll()  # schedules: one comparison unless one is due
             self.runtime.wakeup.wait(IDLE_POLL_SECONDS)
 
     def _beat(self) -> None:

@@ -62,6 +62,7 @@ CONTRACT = {
     "UsageError",
     "WorkflowAlreadyExists",
     "NotDurableWarning",
+    "Schedule",  # 0.2: schedules
 }
 
 

@@ -76,6 +76,7 @@ from .rows import (
     WaitDecision,
     WorkerRow,
 )
+from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 
 __all__ = [
     "AdminStore",
@@ -98,6 +99,9 @@ __all__ = [
     "ReadStore",
     "RunRow",
     "RunStore",
+    "ScheduleRow",
+    "ScheduleStore",
+    "ScheduledRun",
     "Store",
     "UsageRow",
     "WaitDecision",
@@ -106,7 +110,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 15
 
 
 class RunStore(Protocol):
@@ -438,6 +442,14 @@ class ReadStore(Protocol):
 
 
 class Store(
-    RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, BreakerStore, ReadStore, Protocol
+    RunStore,
+    LeaseStore,
+    JournalStore,
+    WaitStore,
+    AdminStore,
+    BreakerStore,
+    ReadStore,
+    ScheduleStore,
+    Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -2,7 +2,7 @@
 their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``, ``breakers``, ``reads``) over the plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``, ``reads``, ``schedules``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -17,10 +17,20 @@ from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
+from .schedules import ScheduleVerbs
 from .waits import WaitVerbs
 
 __all__ = ["SQLStore"]
 
 
-class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs, ReadVerbs):
+class SQLStore(
+    RunVerbs,
+    LeaseVerbs,
+    JournalVerbs,
+    WaitVerbs,
+    AdminVerbs,
+    BreakerVerbs,
+    ReadVerbs,
+    ScheduleVerbs,
+):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""
