@@ -60,6 +60,14 @@ class Ticker:
             return
         self._due = self._ask()
 
+    def last_look(self) -> None:
+        """At a graceful stop: start every tick that came due while this worker ran (the
+        workers' rows no longer show it once it is gone)."""
+        try:
+            self.fire()
+        except Exception:
+            log.warning("worker %s: firing schedules failed", self.runtime.owner, exc_info=True)
+
     def _ask(self) -> float | None:
         try:
             return self.runtime.store.next_schedule_due(names=self.names)

@@ -132,6 +132,7 @@ class Worker:
                 self._loop(names, pool)
             finally:
                 self._shut_down(pool)
+            self._ticks.last_look()  # ticks due until now came due while this worker ran
         finally:
             self._stop_metrics()
             restore()
