@@ -15,6 +15,7 @@ without stopping); the asking worker runs from its own start until now. Pure dec
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -35,38 +36,53 @@ MAX_ADVANCES = 100  # ticks one schedule handles per turn of the loop (a long ba
 
 
 class Ticker:
-    """Fires the due schedules of one worker's workflows."""
+    """Fires the due schedules of one worker's workflows; ``started_at``: when the worker
+    started (the start of the span it has been running)."""
 
-    def __init__(self, runtime: Runtime, names: list[str], started_at: float) -> None:
+    def __init__(self, runtime: Runtime, started_at: float = 0.0) -> None:
         self.runtime = runtime
-        self.names = names
         self.started_at = started_at
         self._due: float | None = None
         self._next_look = 0.0
 
-    def poll(self) -> None:
-        """Handle what is due; cheap when nothing is (called on every turn of the loop)."""
+    @property
+    def names(self) -> list[str]:
+        """The workflows whose schedules this worker fires: the ones its app registers."""
+        return sorted(self.runtime.registry.workflows)
+
+    def poll(self, started_at: float, wait: float) -> float:
+        """Handle what is due (cheap when nothing is: called on every turn of the loop);
+        returns how long the loop may wait, ``wait`` or less when a tick comes sooner."""
+        self.started_at = started_at
         mono = time.monotonic()
         if mono >= self._next_look:
             self._next_look = mono + LOOK_SECONDS
             self._due = self._ask()
-        if self._due is None or self._due > self.runtime.clock.time():
-            return
+        if self._due is None:
+            return wait
+        until = self._due - self.runtime.clock.time()
+        if until > 0:
+            return min(wait, until)
         try:
             self.fire()
         except Exception:  # the store is away, say: the next look tries again
             log.warning("worker %s: firing schedules failed", self.runtime.owner, exc_info=True)
             self._due = None
-            return
+            return wait
         self._due = self._ask()
+        return 0.0 if self._due is not None and self._due <= self.runtime.clock.time() else wait
 
-    def last_look(self) -> None:
-        """At a graceful stop: start every tick that came due while this worker ran (the
-        workers' rows no longer show it once it is gone)."""
-        try:
-            self.fire()
-        except Exception:
-            log.warning("worker %s: firing schedules failed", self.runtime.owner, exc_info=True)
+    def leave(self, started_at: float) -> None:
+        """The worker stops: start every tick that came due while it ran (once its row is
+        gone, nothing shows that it ran), then drop its row (one left behind ages out)."""
+        if started_at > 0:  # it served
+            self.started_at = started_at
+            try:
+                self.fire()
+            except Exception:
+                log.warning("worker %s: firing schedules failed", self.runtime.owner, exc_info=True)
+        with contextlib.suppress(Exception):
+            self.runtime.store.drop_worker(self.runtime.owner)
 
     def _ask(self) -> float | None:
         try:

@@ -79,7 +79,7 @@ class Worker:
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
-        self._ticks = Ticker(self.runtime, [], 0.0)  # serve() makes the real one
+        self._ticks = Ticker(self.runtime)  # fires the app's schedules (_ticks)
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
 
@@ -126,18 +126,15 @@ class Worker:
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
             self._start_threads(pool)
             self._started_at = self.runtime.clock.time()
-            self._ticks = Ticker(self.runtime, names, self._started_at)
             self._beat()
             try:
                 self._loop(names, pool)
             finally:
                 self._shut_down(pool)
-            self._ticks.last_look()  # ticks due until now came due while this worker ran
         finally:
             self._stop_metrics()
             restore()
-            with contextlib.suppress(Exception):  # a worker row left behind ages out
-                self.runtime.store.drop_worker(self.runtime.owner)
+            self._ticks.leave(self._started_at)  # last ticks, then drop this worker's row
         log.info("worker %s: stopped", self.runtime.owner, extra=fields(None, self.runtime.owner))
 
     def _start_metrics(self) -> None:
@@ -200,8 +197,7 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
-            self._ticks.poll()  # schedules: one comparison unless one is due
-            self.runtime.wakeup.wait(IDLE_POLL_SECONDS)
+            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, IDLE_POLL_SECONDS))
 
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as

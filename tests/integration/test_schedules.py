@@ -34,7 +34,7 @@ def job(app: stalwart.Stalwart) -> Any:
 def _ticker(app: stalwart.Stalwart, started_at: float | None = None) -> Ticker:
     """What a worker of ``app`` that started at ``started_at`` (default: now) fires with."""
     runtime = app._runtime
-    return Ticker(runtime, ["job"], runtime.clock.time() if started_at is None else started_at)
+    return Ticker(runtime, runtime.clock.time() if started_at is None else started_at)
 
 
 def _started(app: stalwart.Stalwart) -> list[str]:
@@ -226,3 +226,28 @@ def test_schedules_json_and_table(tmp_path: Path) -> None:
         check=False,
     )
     assert missing.returncode == 1 and missing.stderr.startswith("error: no store at")
+
+
+def test_the_worker_loop_waits_for_the_next_tick_and_a_leaving_worker_starts_what_came_due(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any
+) -> None:
+    app.schedule(job, EVERY_2S, catch_up="none")
+    ticker = Ticker(app._runtime)
+    started = clock.time()
+    assert ticker.poll(started, 0.01) == 0.01  # the tick is 2 s away: the usual wait
+    clock.advance(1.995)
+    assert ticker.poll(started, 0.01) == pytest.approx(
+        0.005, abs=1e-6
+    )  # woken in time for the tick
+    assert _started(app) == []
+    clock.advance(0.005)
+    ticker.poll(started, 0.01)
+    assert _started(app) == [f"job@{_at(2)}"]
+    # Busy until it stops: the ticks 4 and 6 came due while it ran, and start as it leaves.
+    clock.advance(5)
+    ticker.leave(started)
+    assert _started(app) == [f"job@{_at(s)}" for s in (2, 4, 6)]
+    # A worker that never served (its loop never started) starts nothing as it leaves.
+    clock.advance(10)
+    Ticker(app._runtime).leave(0.0)
+    assert _started(app) == [f"job@{_at(s)}" for s in (2, 4, 6)]
