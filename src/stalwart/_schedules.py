@@ -94,7 +94,10 @@ class Schedules:
             now=now,
             next_due=next_tick(cron, timezone, now),
         )
-        return next(s for s in self.schedules() if s.name == name)
+        found = [s for s in self.schedules() if s.name == name]
+        if not found:  # removed by another process since
+            raise InvalidOperation(f"schedule {name!r} was removed while it was declared")
+        return found[0]
 
     def schedules(self) -> list[Schedule]:
         """Every schedule in the store, by name, with its next tick
