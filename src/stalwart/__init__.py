@@ -6,6 +6,7 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 """
 
 from ._app import Handle, Stalwart
+from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
 from ._context import (
     attempt,
     heartbeat,
@@ -75,6 +76,7 @@ __all__ = [
     "BreakerState",
     "Budget",
     "BudgetExceeded",
+    "ChildHandle",
     "CorruptRecord",
     "CurrentStep",
     "Handle",
@@ -117,10 +119,14 @@ __all__ = [
     "record_usage",
     "request_approval",
     "request_approval_async",
+    "run_child",
+    "run_child_async",
     "run_step",
     "run_step_async",
     "sleep",
     "sleep_async",
+    "start_child",
+    "start_child_async",
     "uuid4",
     "wait_for_event",
     "wait_for_event_async",

@@ -62,6 +62,12 @@ CONTRACT = {
     "UsageError",
     "WorkflowAlreadyExists",
     "NotDurableWarning",
+    # Multi-agent coordination: child runs
+    "ChildHandle",
+    "start_child",
+    "start_child_async",
+    "run_child",
+    "run_child_async",
     "Schedule",  # 0.2: schedules
 }
 

@@ -114,6 +114,9 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.NOW: frozenset({EntryStatus.COMPLETED}),
     EntryKind.UUID: frozenset({EntryStatus.COMPLETED}),
     EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED}),
+    EntryKind.CHILD: frozenset(
+        {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
+    ),
 }
 
 

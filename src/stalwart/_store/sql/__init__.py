@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .admin import AdminVerbs
 from .breakers import BreakerVerbs
+from .children import ChildVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .reads import ReadVerbs
@@ -31,6 +32,7 @@ class SQLStore(
     AdminVerbs,
     BreakerVerbs,
     ReadVerbs,
+    ChildVerbs,
     ScheduleVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -297,6 +297,11 @@ class SQLBase:
             "usage": entry.usage,
         }
 
+    def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:
+        """Inside the transaction that ends a run: wake its parent if it waits on it."""
+        key = {"workflow_id": workflow_id, "now": now, "waiting_for": f"child:{workflow_id}"}
+        conn.execute(self._q["wake_parent"], key)
+
     def _journal_in(self, conn: Any, workflow_id: str, entry: Entry) -> None:
         """Inside a transaction that already decided: journal ``entry`` unfenced."""
         conn.execute(self._q["append_entry"], self._entry_params(conn, workflow_id, entry, None))

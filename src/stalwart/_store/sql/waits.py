@@ -39,6 +39,7 @@ class WaitVerbs(SQLBase):
             "event_name": key if kind == "event" else None,
             "approval_id": key if kind == "approval" else None,
             "breaker_name": key if kind == "breaker" else None,
+            "child_id": key if kind == "child" else None,
         }
 
         def work(conn: Any) -> bool:

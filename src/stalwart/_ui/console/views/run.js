@@ -5,7 +5,8 @@ import * as api from "../api.js";
 import { h, message, replace } from "../dom.js";
 import { TERMINAL, badge, between, duration, errorType, fullTime, timeEl, usageText, valueBlock } from "../format.js";
 import { runActions } from "./actions.js";
-import { finished } from "./forms.js";
+import { needs, why } from "./attention.js";
+import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
 import { timeline } from "./timeline.js";
 
 function fact(label, value, testid) {
@@ -25,6 +26,13 @@ function current(step) {
       step.heartbeat === null || step.heartbeat === undefined
         ? fact("Heartbeat", h("span", { class: "muted", text: "none yet" }))
         : fact("Heartbeat", valueBlock(step.heartbeat, "heartbeat"), "heartbeat")));
+}
+
+/** What the run waits for: its wait, what it needs from an operator, or nothing. */
+function waitingFor(detail, entries, terminal) {
+  if (detail.waiting_for) return detail.waiting_for;
+  if (detail.status === "needs_attention") return needs(detail.error, inDoubtSteps(entries));
+  return h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" });
 }
 
 export default function run(ctx, id) {
@@ -64,8 +72,8 @@ export default function run(ctx, id) {
       fact("Created", timeEl(detail.created_at)),
       fact("Updated", timeEl(detail.updated_at)),
       fact("Duration", `${duration(between(detail.created_at, terminal ? detail.updated_at : null))}${terminal ? "" : " so far"}`),
-      fact("Usage", usageText(detail.usage)),
-      fact("Waiting for", detail.waiting_for || h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" }), "waiting-for")));
+      fact("Usage", usageText(detail.usage, { interrupted: interruptedAttempts(entries), terminal }), "usage"),
+      fact("Waiting for", waitingFor(detail, entries, terminal), "waiting-for")));
 
     const end = finished(entries);
     const parts = [];
@@ -73,6 +81,7 @@ export default function run(ctx, id) {
       const type = errorType(detail.error);
       parts.push(h("section", { class: ["outcome", "bad"], "aria-label": "Error" },
         h("h2", { text: detail.status === "needs_attention" ? `Needs attention${type ? `: ${type}` : ""}` : `Error${type ? `: ${type}` : ""}` }),
+        detail.status === "needs_attention" ? h("p", { class: "why", text: why(detail.error) }) : null,
         valueBlock(detail.error, "error")));
     } else if (detail.status === "completed" && end) {
       parts.push(h("section", { class: ["outcome", "good"], "aria-label": "Result" },
