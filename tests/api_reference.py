@@ -124,7 +124,8 @@ def members(cls: type) -> Iterator[tuple[str, Any]]:
         for name, value in vars(klass).items():
             if name.startswith("_") or name in getattr(cls, "_fields", ()) or name in seen:
                 continue
-            if isinstance(value, property | staticmethod | classmethod) or inspect.isfunction(value):
+            kinds = property | staticmethod | classmethod
+            if isinstance(value, kinds) or inspect.isfunction(value):
                 seen.add(name)
                 yield name, getattr(cls, name) if not isinstance(value, property) else value
 

@@ -32,6 +32,7 @@ from ._reads import Reads
 from ._registry import Registry
 from ._retry import Retry
 from ._runtime import Runtime
+from ._schedules import Schedules
 from ._serde import make_codec
 from ._shared import SharedContext
 from ._store import Store, open_store, resolve_url
@@ -50,7 +51,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset)
 
 
-class Stalwart(Reads, SharedContext):
+class Stalwart(Reads, SharedContext, Schedules):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(

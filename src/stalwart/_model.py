@@ -32,6 +32,7 @@ __all__ = [
     "QueueInfo",
     "RunDetail",
     "RunStatus",
+    "Schedule",
     "SharedWrite",
     "Usage",
     "Versioned",
@@ -484,3 +485,18 @@ class SharedWrite:
     value: Any
     by: str
     at: _dt.datetime
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A schedule as the store keeps it: its name, the workflow its ticks start, its cron
+    expression and time zone, its catch-up policy (``"latest"``, ``"all"`` or ``"none"``),
+    and the next tick the fleet will start, an aware datetime in the schedule's time zone (in
+    the past while no worker runs; its run id is ``"<name>@<tick in UTC>"``)."""
+
+    name: str
+    workflow: str
+    cron: str
+    timezone: str
+    catch_up: str
+    next_tick: _dt.datetime

@@ -20,6 +20,7 @@ from ._model import (
     JournalEntry,
     QueueInfo,
     RunDetail,
+    Schedule,
     Usage,
     WorkerInfo,
     WorkflowInfo,
@@ -35,6 +36,7 @@ __all__ = [
     "iso",
     "jsonable",
     "queue_json",
+    "schedule_json",
     "usage_json",
     "worker_json",
 ]
@@ -172,4 +174,11 @@ def worker_json(worker: WorkerInfo) -> dict[str, Any]:
     fields = dataclasses.asdict(worker)
     fields["started_at"] = iso(worker.started_at)
     fields["seen_at"] = iso(worker.seen_at)
+    return fields
+
+
+def schedule_json(schedule: Schedule) -> dict[str, Any]:
+    """A schedule: its workflow, cron expression, time zone, catch-up policy and next tick."""
+    fields = dataclasses.asdict(schedule)
+    fields["next_tick"] = iso(schedule.next_tick)
     return fields

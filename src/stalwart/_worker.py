@@ -26,6 +26,7 @@ from ._engine.observe import fields
 from ._errors import UsageError, mask_url
 from ._leases import HOST, holder_is_gone
 from ._store.base import WorkerRow
+from ._ticks import Ticker
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
@@ -78,6 +79,7 @@ class Worker:
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
+        self._ticks = Ticker(self.runtime)  # fires the app's schedules (_ticks)
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
 
@@ -132,8 +134,7 @@ class Worker:
         finally:
             self._stop_metrics()
             restore()
-            with contextlib.suppress(Exception):  # a worker row left behind ages out
-                self.runtime.store.drop_worker(self.runtime.owner)
+            self._ticks.leave(self._started_at)  # last ticks, then drop this worker's row
         log.info("worker %s: stopped", self.runtime.owner, extra=fields(None, self.runtime.owner))
 
     def _start_metrics(self) -> None:
@@ -196,7 +197,7 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
-            self.runtime.wakeup.wait(IDLE_POLL_SECONDS)
+            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, IDLE_POLL_SECONDS))
 
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as

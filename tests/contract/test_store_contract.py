@@ -28,6 +28,7 @@ from stalwart._store.base import (
     ForkCandidate,
     HeldRun,
     QueueLimits,
+    ScheduledRun,
     WaitDecision,
     WorkerRow,
 )
@@ -1095,6 +1096,128 @@ def _protocol_verbs() -> list[str]:
         if role.__module__ == Store.__module__
         for name, value in vars(role).items()
         if callable(value) and not name.startswith("_")
+    )
+
+
+# -- schedules ------------------------------------------------------------------------------
+
+
+def _declare(store: Store, name: str = "nightly", **kwargs: Any) -> None:
+    fields: dict[str, Any] = {
+        "workflow": "agent",
+        "cron": "0 3 * * *",
+        "timezone": "UTC",
+        "catch_up": "latest",
+        "input": b"J[]",
+        "now": 100.0,
+        "next_due": 200.0,
+        **kwargs,
+    }
+    store.declare_schedule(name, **fields)
+
+
+def _tick_run(wid: str, now: float = 200.0) -> ScheduledRun:
+    entry = Entry(kind="run", name="started", status="completed", input=b"J[]")
+    return ScheduledRun(
+        workflow_id=wid, name="agent", queue="default", input=b"J[]", now=now, entry=entry
+    )
+
+
+def test_a_schedule_is_kept_and_declaring_it_again_keeps_its_last_tick(store: Store) -> None:
+    _declare(store)
+    (row,) = store.list_schedules()
+    assert (row.name, row.workflow, row.cron, row.catch_up, row.input) == (
+        "nightly",
+        "agent",
+        "0 3 * * *",
+        "latest",
+        b"J[]",
+    )
+    assert (row.last_tick, row.next_due, row.revision) == (100.0, 200.0, 1)
+    assert store.advance_schedule(
+        "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=None
+    )
+    _declare(store, cron="*/5 * * * *", catch_up="all", input=b"J[1]", now=250.0, next_due=400.0)
+    (row,) = store.list_schedules()
+    # The last tick stays; the new declaration is due at once, to be planned under its cron.
+    assert (row.cron, row.catch_up, row.input) == ("*/5 * * * *", "all", b"J[1]")
+    assert (row.last_tick, row.next_due, row.revision) == (200.0, 250.0, 2)
+
+
+def test_due_schedules_are_those_of_the_workflows_asked_for(store: Store) -> None:
+    _declare(store, "a", next_due=200.0)
+    _declare(store, "b", next_due=150.0)
+    _declare(store, "other", workflow="mailer", next_due=50.0)
+    assert store.next_schedule_due(names=["agent"]) == 150.0
+    assert store.next_schedule_due(names=["nobody"]) is None
+    assert [r.name for r in store.due_schedules(names=["agent"], now=160.0)] == ["b"]
+    assert [r.name for r in store.due_schedules(names=["agent"], now=200.0)] == ["b", "a"]
+    assert [r.name for r in store.due_schedules(names=["agent", "mailer"], now=60.0)] == ["other"]
+
+
+def test_advancing_a_schedule_starts_the_ticks_run_in_the_same_transaction(
+    store: Store,
+) -> None:
+    _declare(store)
+    run = _tick_run("nightly@t1")
+    assert store.advance_schedule(
+        "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=run
+    )
+    row = store.get_run("nightly@t1")
+    assert row is not None and (row.status, row.name, row.lease_owner) == ("pending", "agent", None)
+    assert [(e.kind, e.name) for e in store.journal("nightly@t1")] == [("run", "started")]
+    (schedule,) = store.list_schedules()
+    assert (schedule.last_tick, schedule.next_due) == (200.0, 300.0)
+    # From a last tick that is no longer the schedule's: nothing written, no run.
+    stale = _tick_run("nightly@t1-again")
+    assert not store.advance_schedule(
+        "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=stale
+    )
+    assert store.get_run("nightly@t1-again") is None
+    # Under a declaration that was replaced: nothing either.
+    _declare(store, now=250.0)
+    assert not store.advance_schedule(
+        "nightly", revision=1, last_tick=200.0, tick=300.0, next_due=400.0, run=None
+    )
+    assert store.list_schedules()[0].last_tick == 200.0
+
+
+def test_racing_advances_of_one_tick_start_one_run(shared_url: str) -> None:
+    stores = [open_store(shared_url) for _ in range(4)]
+    try:
+        _declare(stores[0])
+        barrier = threading.Barrier(len(stores))
+        won: list[bool] = []
+
+        def race(store: Store, n: int) -> None:
+            barrier.wait()
+            run = _tick_run(f"nightly@t1#{n}")  # ids differ: only the schedule's CAS decides
+            won.append(
+                store.advance_schedule(
+                    "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=run
+                )
+            )
+
+        threads = [threading.Thread(target=race, args=(s, n)) for n, s in enumerate(stores)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert sorted(won) == [False, False, False, True]
+        started = [stores[0].get_run(f"nightly@t1#{n}") for n in range(len(stores))]
+        assert sum(row is not None for row in started) == 1
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_dropped_schedule_is_gone(store: Store) -> None:
+    _declare(store)
+    assert store.drop_schedule("nightly")
+    assert not store.drop_schedule("nightly")
+    assert store.list_schedules() == []
+    assert not store.advance_schedule(
+        "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=None
     )
 
 

@@ -72,6 +72,7 @@ CONTRACT = {
     "shared_set",
     "Versioned",
     "SharedWrite",
+    "Schedule",  # 0.2: schedules
 }
 
 

@@ -81,6 +81,7 @@ from .rows import (
     WaitDecision,
     WorkerRow,
 )
+from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 
 __all__ = [
     "AdminStore",
@@ -104,6 +105,9 @@ __all__ = [
     "ReadStore",
     "RunRow",
     "RunStore",
+    "ScheduleRow",
+    "ScheduleStore",
+    "ScheduledRun",
     "SharedRow",
     "SharedSet",
     "SharedStore",
@@ -115,7 +119,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 
 class RunStore(Protocol):
@@ -523,6 +527,7 @@ class Store(
     ReadStore,
     ChildStore,
     SharedStore,
+    ScheduleStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -32,6 +32,7 @@ from .._wire import (
     info_json,
     iso,
     queue_json,
+    schedule_json,
     worker_json,
 )
 from .errors import ApiError, declared, not_found
@@ -51,6 +52,7 @@ from .schemas import (
     ResolveBody,
     RunDetail,
     RunPage,
+    ScheduleList,
     Status,
     WorkerList,
 )
@@ -297,6 +299,12 @@ def list_workers(app: Reader) -> JSONResponse:
 def list_breakers(app: Reader) -> JSONResponse:
     """The fleet's circuit breakers that have counted a failure."""
     return JSONResponse({"breakers": [breaker_json(b) for b in app.breakers()]})
+
+
+@router.get("/schedules", response_model=ScheduleList, responses=_READ, summary="Schedules")
+def list_schedules(app: Reader) -> JSONResponse:
+    """The schedules kept in the store, by name, with their next tick."""
+    return JSONResponse({"schedules": [schedule_json(s) for s in app.schedules()]})
 
 
 @router.get("/health", response_model=Health, summary="Whether the server answers")

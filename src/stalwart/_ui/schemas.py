@@ -27,6 +27,7 @@ __all__ = [
     "ResolveBody",
     "RunDetail",
     "RunPage",
+    "ScheduleList",
     "Status",
     "Text",
     "WorkerList",
@@ -229,6 +230,23 @@ class WorkerList(_Answer):
     """The live workers of the store."""
 
     workers: list[Worker]
+
+
+class Schedule(_Answer):
+    """A schedule: the workflow its ticks start, when, and what it does after an outage."""
+
+    name: str
+    workflow: str
+    cron: str
+    timezone: str
+    catch_up: str
+    next_tick: _dt.datetime
+
+
+class ScheduleList(_Answer):
+    """The schedules of the store, by name."""
+
+    schedules: list[Schedule]
 
 
 class Breaker(_Answer):

@@ -2,7 +2,8 @@
 their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``, ``breakers``, ``reads``, ``shared``) over the plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``) over the
+plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -18,6 +19,7 @@ from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
+from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
 from .waits import WaitVerbs
 
@@ -34,5 +36,6 @@ class SQLStore(
     ReadVerbs,
     SharedVerbs,
     ChildVerbs,
+    ScheduleVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

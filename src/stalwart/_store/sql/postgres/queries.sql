@@ -511,3 +511,38 @@ WHERE (SELECT COALESCE(MAX(version), 0) FROM shared_writes WHERE key = :key) = :
 -- name: shared_write_of_call
 -- The version a write with this call id made (a retry after a lost acknowledgement).
 SELECT version FROM shared_writes WHERE key = :key AND call_id = :call_id;
+
+-- name: declare_schedule
+-- A new schedule starts counting ticks from its declaration; declaring it again keeps its last
+-- tick and makes it due now, so a worker plans its next tick under the new declaration.
+INSERT INTO schedules (name, workflow, cron, timezone, catch_up, input, last_tick, next_due,
+                       revision, declared_at)
+VALUES (:name, :workflow, :cron, :timezone, :catch_up, :input, :now, :next_due, 1, :now)
+ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, cron = excluded.cron,
+    timezone = excluded.timezone, catch_up = excluded.catch_up, input = excluded.input,
+    next_due = excluded.declared_at, revision = schedules.revision + 1,
+    declared_at = excluded.declared_at;
+
+-- name: list_schedules
+SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, revision,
+       declared_at
+FROM schedules ORDER BY name;
+
+-- name: drop_schedule
+DELETE FROM schedules WHERE name = :name;
+
+-- name: next_schedule_due
+SELECT next_due FROM schedules WHERE workflow = ANY(:names) ORDER BY next_due LIMIT 1;
+
+-- name: due_schedules
+SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, revision,
+       declared_at
+FROM schedules WHERE next_due <= :now AND workflow = ANY(:names)
+ORDER BY next_due, name;
+
+-- name: advance_schedule
+-- Handle a tick: only from the last tick and the declaration the caller read, so of workers
+-- racing for one tick exactly one moves it (and creates the tick's run in the same
+-- transaction).
+UPDATE schedules SET last_tick = :tick, next_due = :next_due
+WHERE name = :name AND last_tick = :last_tick AND revision = :revision;

@@ -1,0 +1,32 @@
+"""``stalwart schedules``: the schedules kept in the store and their next ticks."""
+
+from __future__ import annotations
+
+import click
+
+from .._format import Table, local_time
+from .._wire import dumps, schedule_json
+from . import cli, open_app, url_option
+
+__all__: list[str] = []
+
+
+@cli.command("schedules")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
+@url_option
+@click.pass_context
+def schedules_command(ctx: click.Context, as_json: bool) -> None:
+    """List the schedules (app.schedule): workflow, cron, time zone, catch-up, next tick."""
+    with open_app(ctx) as app:
+        schedules = app.schedules()
+    if as_json:
+        for s in schedules:
+            click.echo(dumps(schedule_json(s)))
+        return
+    if not schedules:
+        click.echo("no schedules (declare one with app.schedule(workflow, cron))")
+        return
+    table = Table("SCHEDULE", "WORKFLOW", "CRON", "TIMEZONE", "CATCH UP", "NEXT TICK")
+    for s in schedules:
+        table.add(s.name, s.workflow, s.cron, s.timezone, s.catch_up, local_time(s.next_tick))
+    table.echo()
