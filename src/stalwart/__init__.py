@@ -6,11 +6,13 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 """
 
 from ._app import Handle, Stalwart
+from ._checks import CheckResult
 from ._context import (
     attempt,
     heartbeat,
     idempotency_key,
     now,
+    patched,
     random,
     record_usage,
     request_approval,
@@ -74,6 +76,7 @@ __all__ = [
     "BreakerState",
     "Budget",
     "BudgetExceeded",
+    "CheckResult",
     "CorruptRecord",
     "CurrentStep",
     "Handle",
@@ -111,6 +114,7 @@ __all__ = [
     "heartbeat",
     "idempotency_key",
     "now",
+    "patched",
     "random",
     "record_usage",
     "request_approval",

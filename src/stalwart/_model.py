@@ -70,6 +70,7 @@ class EntryKind(StrEnum):
     RUN = "run"  # the run's own milestones: started, rolling_back, finished, needs_attention
     COMPENSATION = "compensation"
     OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
+    PATCH = "patch"  # a patched() point this run reached with the code that has the patch
 
 
 class EntryStatus(StrEnum):

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ._engine.driver import Driver
+from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError, mask_url
@@ -119,6 +120,7 @@ class Worker:
             extra=fields(None, self.runtime.owner),
         )
         try:
+            warn_stranded(self.runtime, self.queues)
             self._start_metrics()
             self.runtime.store.reserve_connections(self.concurrency + 4)
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")

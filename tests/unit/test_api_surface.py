@@ -62,6 +62,8 @@ CONTRACT = {
     "UsageError",
     "WorkflowAlreadyExists",
     "NotDurableWarning",
+    "patched",  # 0.2: safe evolution
+    "CheckResult",
 }
 
 

@@ -448,3 +448,10 @@ ORDER BY id;
 -- name: event_delivered
 -- Whether a run already got an event with this dedup key.
 SELECT 1 FROM events WHERE workflow_id = :workflow_id AND dedup_key = :dedup_key;
+
+-- name: live_run_names
+-- The workflow names of the runs that have not ended, by queue (a worker warns at start about
+-- the names its app does not register: runs nothing will execute).
+SELECT queue, name, count(*) AS runs FROM runs
+WHERE status NOT IN ('completed', 'failed', 'cancelled')
+GROUP BY queue, name;
