@@ -136,4 +136,4 @@ def _fail(message: str, ctx: click.Context | None, code: int) -> None:
 
 
 # The commands, each module adding its own to ``cli`` (they import what is above).
-from . import operate, runs, serve, ui  # noqa: E402, F401
+from . import check, operate, runs, serve, ui  # noqa: E402, F401
