@@ -51,6 +51,7 @@ def serve(
 ) -> None:
     """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port``."""
     worker = Worker(driver, concurrency=concurrency, queues=queues)
+    warn_stranded(driver.runtime, worker.queues)
     if metrics_port is not None:
         worker.serve_metrics(metrics_host, metrics_port)
     worker.serve()
@@ -120,7 +121,6 @@ class Worker:
             extra=fields(None, self.runtime.owner),
         )
         try:
-            warn_stranded(self.runtime, self.queues)
             self._start_metrics()
             self.runtime.store.reserve_connections(self.concurrency + 4)
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")

@@ -221,3 +221,18 @@ def test_patched_needs_a_workflow_and_a_name(app: stalwart.Stalwart) -> None:
         app.run(bad_id)
     with pytest.raises(stalwart.WorkflowFailed, match="inside a step"):
         app.run(in_step)
+
+
+def test_a_fork_reuses_recorded_values_and_patch_decisions(app: stalwart.Stalwart) -> None:
+    @app.step
+    def count() -> int:
+        return 1
+
+    @app.workflow(name="forked")
+    def forked() -> list[Any]:
+        return [stalwart.now(), stalwart.uuid4(), stalwart.patched("p"), count()]
+
+    first = app.run(forked, workflow_id="src")
+    app.fork("src", from_seq=4, new_id="copy")
+    assert app.run(forked, workflow_id="copy") == first  # replayed, not read as damage
+    assert [e.status for e in app.journal("copy") if e.seq in (1, 2, 3)] == ["reused"] * 3

@@ -111,10 +111,11 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.SLEEP: _WAIT_STATUSES,
     EntryKind.EVENT: _WAIT_STATUSES,
     EntryKind.APPROVAL: _WAIT_STATUSES,
-    EntryKind.NOW: frozenset({EntryStatus.COMPLETED}),
-    EntryKind.UUID: frozenset({EntryStatus.COMPLETED}),
-    EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED}),
-    EntryKind.PATCH: frozenset({EntryStatus.COMPLETED}),
+    # A fork copies the recorded values it reuses as 'reused' rows.
+    EntryKind.NOW: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
+    EntryKind.UUID: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
+    EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
+    EntryKind.PATCH: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
 }
 
 
