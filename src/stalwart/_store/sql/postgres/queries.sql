@@ -451,7 +451,8 @@ SELECT 1 FROM events WHERE workflow_id = :workflow_id AND dedup_key = :dedup_key
 
 -- name: live_run_names
 -- The workflow names of the runs that have not ended, by queue (a worker warns at start about
--- the names its app does not register: runs nothing will execute).
+-- the names its app does not register: runs nothing will execute). The statuses are listed so
+-- that runs_by_status reads the live runs only, never the history of ended ones.
 SELECT queue, name, count(*) AS runs FROM runs
-WHERE status NOT IN ('completed', 'failed', 'cancelled')
+WHERE status IN ('pending', 'running', 'suspended', 'needs_attention')
 GROUP BY queue, name;
