@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from fake_provider import FakeProvider, fake_provider
 from stalwart import testing
 from stalwart.testing import FakeClock
 from store_urls import NO_POSTGRES, POSTGRES_URL, postgres_schema_url
@@ -75,6 +76,13 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'shared.db'}"
     else:
         yield from postgres_schema_url()
+
+
+@pytest.fixture
+def provider() -> Iterator[FakeProvider]:
+    """A fake OpenAI-compatible server on 127.0.0.1 (tests/fake_provider.py)."""
+    with fake_provider() as running:
+        yield running
 
 
 @pytest.fixture

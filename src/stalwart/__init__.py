@@ -7,6 +7,7 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 
 from ._app import Handle, Stalwart
 from ._checks import CheckResult
+from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
 from ._context import (
     attempt,
     heartbeat,
@@ -77,6 +78,7 @@ __all__ = [
     "Budget",
     "BudgetExceeded",
     "CheckResult",
+    "ChildHandle",
     "CorruptRecord",
     "CurrentStep",
     "Handle",
@@ -119,10 +121,14 @@ __all__ = [
     "record_usage",
     "request_approval",
     "request_approval_async",
+    "run_child",
+    "run_child_async",
     "run_step",
     "run_step_async",
     "sleep",
     "sleep_async",
+    "start_child",
+    "start_child_async",
     "uuid4",
     "wait_for_event",
     "wait_for_event_async",

@@ -70,6 +70,7 @@ class EntryKind(StrEnum):
     RUN = "run"  # the run's own milestones: started, rolling_back, finished, needs_attention
     COMPENSATION = "compensation"
     OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
+    CHILD = "child"  # a child run this run started, and how it ended once the run saw it
     PATCH = "patch"  # a patched() point this run reached with the code that has the patch
 
 
@@ -223,6 +224,7 @@ class WorkflowInfo:
     created_at: _dt.datetime
     updated_at: _dt.datetime
     error: str | None
+    parent_id: str | None = None  # the run that started this one as its child
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import logging
 from typing import Any
 
 from ._engine.budget import Spend
+from ._engine.children import cancel_children, retry_children
 from ._engine.keeper import LeaseKeeper
 from ._engine.lifecycle import lifecycle
 from ._errors import (
@@ -38,7 +39,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ForkCandidate, IndexRow
+from ._store.base import ForkCandidate, IndexRow, RunRow
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -335,6 +336,7 @@ class Operator:
             raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
         self.keeper.request_cancel(workflow_id)
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)
+        cancel_children(self.runtime, workflow_id, by=who)
 
     def retry(self, workflow_id: str, by: str | None = None, budget: Budget | None = None) -> None:
         row = self.views.row(workflow_id)
@@ -355,17 +357,30 @@ class Operator:
             detail["budget"] = larger_budget(self.runtime, row.workflow_id, row.name, error, budget)
         now = self.runtime.clock.time()
         who = _who(by)
-        rollback = self.runtime.store.rollback_in_progress(workflow_id)
-        continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
-        index = [] if continues else self.runtime.store.replay_index(workflow_id)
-        note = self._entry("retry", now, who, detail)
-        entries = redrive_plan(error, index, rollback, note, now=now, who=who)
+        entries = self._redrive_entries(row, error, detail, now=now, who=who)
+        if error.type != ErrorType.COMPENSATION_FAILED:  # children that failed are retried too
+
+            def plan(child: RunRow) -> list[Entry]:
+                about = {"from_status": child.status, "with_parent": workflow_id}
+                return self._redrive_entries(child, run_error(child), about, now=now, who=who)
+
+            entries = [*retry_children(self.runtime, workflow_id, plan), *entries]
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(
                 f"run {workflow_id!r} changed while it was being retried; look again"
             )
         self.runtime.wakeup.set()
         log.info("run %s: retried by %s", workflow_id, who)
+
+    def _redrive_entries(
+        self, row: RunRow, error: ErrorRecord, detail: dict[str, Any], *, now: float, who: str
+    ) -> list[Entry]:
+        """The journal entries that redrive ``row`` (see :func:`redrive_plan`)."""
+        rollback = self.runtime.store.rollback_in_progress(row.workflow_id)
+        continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
+        index = [] if continues else self.runtime.store.replay_index(row.workflow_id)
+        note = self._entry("retry", now, who, detail)
+        return redrive_plan(error, index, rollback, note, now=now, who=who)
 
     def resolve(
         self,

@@ -34,11 +34,32 @@ class Reads:
         *,
         queue: str | None = None,
         since: Any = None,
+        parent_id: str | None = None,
     ) -> list[WorkflowInfo]:
         """Runs, newest first. To page back, pass the last run of a page (its
         :class:`WorkflowInfo`) as ``before``, exact even when runs share a creation time, or a
-        time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time."""
-        return self._views.list_workflows(status, name, limit, before, queue=queue, since=since)
+        time (a datetime or epoch seconds). ``since`` keeps runs created at or after a time;
+        ``parent_id`` keeps the child runs of that run."""
+        return self._views.list_workflows(
+            status, name, limit, before, queue=queue, since=since, parent_id=parent_id
+        )
+
+    def _list_waiting(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
+        parent_id: str | None = None,
+    ) -> list[tuple[WorkflowInfo, str | None]]:
+        """:meth:`list_workflows` with ``describe().waiting_for`` of each run, read with the
+        page (for the CLI's and the console's run lists)."""
+        return self._views.list_waiting(
+            status, name, limit, before, queue=queue, since=since, parent_id=parent_id
+        )
 
     def count_workflows(
         self,
@@ -49,6 +70,18 @@ class Reads:
     ) -> int:
         """How many runs match, with the filters of :meth:`list_workflows`."""
         return self._views.count_workflows(status, name, queue, since)
+
+    def _count_children(
+        self,
+        status: str | None,
+        name: str | None,
+        queue: str | None,
+        since: Any,
+        parent_id: str | None,
+    ) -> int:
+        """:meth:`count_workflows` of the child runs of ``parent_id`` (every run when
+        ``None``), for the CLI's and the console's run lists."""
+        return self._views.count_workflows(status, name, queue, since, parent_id)
 
     def describe(self, workflow_id: str) -> RunDetail:
         """The run as an operator sees it: what it waits on, the step it executes now (name,

@@ -97,6 +97,7 @@ def info_of(row: RunRow) -> WorkflowInfo:
         created_at=from_epoch(row.created_at),  # type: ignore[arg-type]
         updated_at=from_epoch(row.updated_at),  # type: ignore[arg-type]
         error=error_text(row.error),
+        parent_id=row.parent_id,
     )
 
 
@@ -191,12 +192,52 @@ class Views:
         *,
         queue: str | None = None,
         since: Any = None,
+        parent_id: str | None = None,
     ) -> list[WorkflowInfo]:
+        rows = self._page(
+            status, name, limit, before, queue=queue, since=since, parent_id=parent_id
+        )
+        return [info_of(r) for r in rows]
+
+    def list_waiting(
+        self,
+        status: str | None = None,
+        name: str | None = None,
+        limit: int = 100,
+        before: Any = None,
+        *,
+        queue: str | None = None,
+        since: Any = None,
+        parent_id: str | None = None,
+    ) -> list[tuple[WorkflowInfo, str | None]]:
+        """``list_workflows`` with what each run waits on, read with the page (one read of
+        the queues and one per approval waited on, not a ``describe`` per run)."""
+        rows = self._page(
+            status, name, limit, before, queue=queue, since=since, parent_id=parent_id
+        )
+        declared = None
+        if any(r.status == RunStatus.PENDING for r in rows):
+            declared = {q.name for q in self.runtime.store.list_queues()}
+        return [(info_of(r), self._waiting_for(r, declared)) for r in rows]
+
+    def _page(
+        self,
+        status: str | None,
+        name: str | None,
+        limit: int,
+        before: Any,
+        *,
+        queue: str | None,
+        since: Any,
+        parent_id: str | None = None,
+    ) -> list[RunRow]:
         _check_filters(status, queue)
+        if parent_id is not None and not isinstance(parent_id, str):
+            raise UsageError(f"parent_id={parent_id!r}: pass a run id (a str), or None")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         before_at, before_id = _cursor(before)
-        rows = self.runtime.store.list_runs(
+        return self.runtime.store.list_runs(
             status=status,
             name=name,
             limit=limit,
@@ -204,8 +245,8 @@ class Views:
             before_id=before_id,
             queue=queue,
             since=_when(since, "since"),
+            parent_id=parent_id,
         )
-        return [info_of(r) for r in rows]
 
     def count_workflows(
         self,
@@ -213,10 +254,11 @@ class Views:
         name: str | None = None,
         queue: str | None = None,
         since: Any = None,
+        parent_id: str | None = None,
     ) -> int:
         _check_filters(status, queue)
         return self.runtime.store.count_runs(
-            status=status, name=name, queue=queue, since=_when(since, "since")
+            status=status, name=name, queue=queue, since=_when(since, "since"), parent_id=parent_id
         )
 
     def describe(self, workflow_id: str) -> RunDetail:
@@ -228,9 +270,10 @@ class Views:
             usage=self._usage(workflow_id),
         )
 
-    def _waiting_for(self, row: RunRow) -> str | None:
+    def _waiting_for(self, row: RunRow, declared: set[str] | None = None) -> str | None:
         if row.status == RunStatus.PENDING:
-            declared = {q.name for q in self.runtime.store.list_queues()}
+            if declared is None:
+                declared = {q.name for q in self.runtime.store.list_queues()}
             return f"queue {row.queue}" if row.queue in declared else None
         if row.status != RunStatus.SUSPENDED:
             return None

@@ -86,6 +86,7 @@ def info_json(info: WorkflowInfo) -> dict[str, Any]:
         "created_at": iso(info.created_at),
         "updated_at": iso(info.updated_at),
         "error": info.error,
+        "parent_id": info.parent_id,
     }
 
 

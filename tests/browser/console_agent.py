@@ -121,9 +121,14 @@ def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
     def research(topic: str) -> list[str]:
         return browse(topic)
 
+    @app.workflow(name="digest", queue="llm")
+    def digest(tickets: list[str]) -> list[str]:
+        children = [stalwart.start_child(summarize, t) for t in tickets]
+        return [child.result() for child in children]
+
     return {
         wf.__name__: wf
-        for wf in (refund_agent, enrich_lead, charge_card, summarize, triage, research)
+        for wf in (refund_agent, enrich_lead, charge_card, summarize, triage, research, digest)
     }
 
 

@@ -25,6 +25,21 @@ pytestmark = pytest.mark.timeout(120)
 
 LIVE_S = 15_000  # ms: a live update arrives within a couple of polls, far inside this
 
+# Records every message shown in the page, however briefly, in <html data-said>: read with
+# expect (page.wait_for_function would evaluate a string, which the console's CSP forbids).
+RECORD_STATUS = """() => {
+  const said = [];
+  const note = () => {
+    for (const el of document.querySelectorAll("main [role=status]")) {
+      if (!el.hidden && el.textContent) said.push(el.textContent);
+    }
+    document.documentElement.dataset.said = said.join("\\n");
+  };
+  new MutationObserver(note).observe(document.getElementById("main"), {
+    subtree: true, childList: true, characterData: true, attributes: true,
+  });
+}"""
+
 
 def sign_in(page: Any, token: str = TOKEN, name: str = "Grace Hopper") -> None:
     """Answer the console's token prompt."""
@@ -61,6 +76,11 @@ def test_find_a_waiting_run_approve_it_with_a_reason_and_watch_it_complete(
 
     expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
     assert page.evaluate("window.__sameDocument") is True  # a live update, not a reload
+    # The approval's form went with the request; what was done is still said, naming the run.
+    control = page.get_by_role("region", name="Run", exact=True)
+    expect(control.get_by_role("status")).to_have_text(
+        "Approved “Refund 129.00 USD on order A-1001” for run refund-A-1001."
+    )
     result = page.get_by_role("region", name="Result")
     expect(result).to_contain_text('"refund": "rf_A-1001"')
     timeline = page.get_by_role("list").filter(has_text="issue_refund")
@@ -77,14 +97,30 @@ def test_retry_the_dead_letter_queue_from_the_failed_list(page: Any, fleet: Flee
     expect(page.get_by_role("heading", name="Failed runs")).to_be_visible()
     expect(page.get_by_role("row").filter(has_text="crm.internal:443 refused")).to_have_count(2)
     screenshot(page, "failed")
-    (fleet.workdir / "crm-up").touch()  # the cause is fixed
 
+    # Retried from its page while the CRM is still down, lead-ada fails again: "Retried" was
+    # said, and went once the run moved on (it is not left standing beside a failed run).
+    page.get_by_role("link", name="lead-ada").click()
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    page.evaluate(RECORD_STATUS)
+    control = page.get_by_role("region", name="Run", exact=True)
+    control.get_by_role("button", name="Retry").click()
+    sign_in(page)
+    expect(page.locator("html")).to_have_attribute("data-said", re.compile("^Retried", re.M))
+    expect(control.get_by_role("status")).to_have_count(0, timeout=LIVE_S)
+    expect(page.get_by_test_id("run-status")).to_have_text("failed")
+    finished = [
+        e for e in fleet.app.journal("lead-ada") if e.kind == "run" and e.name == "finished"
+    ]
+    assert len(finished) == 2  # it really ran again
+
+    (fleet.workdir / "crm-up").touch()  # the cause is fixed
+    page.get_by_role("link", name=re.compile("^Failed")).click()
     page.get_by_label("Select lead-ada").check()
     page.get_by_label("Select lead-bob").check()
     retry = page.get_by_role("button", name="Retry selected")
     expect(retry).to_have_text("Retry selected (2)")
-    retry.click()
-    sign_in(page)
+    retry.click()  # signed in already (the tab keeps the token)
     expect(page.get_by_role("status").filter(has_text="Retried 2 runs")).to_be_visible()
     expect(page.get_by_text("The dead-letter queue is empty")).to_be_visible(timeout=LIVE_S)
 
@@ -94,6 +130,16 @@ def test_retry_the_dead_letter_queue_from_the_failed_list(page: Any, fleet: Flee
 
 
 def test_resolve_an_in_doubt_irreversible_step(page: Any, fleet: Fleet) -> None:
+    # The run's page says what it needs, and counts the interrupted attempt of charge.
+    page.goto(f"{fleet.console_url}#/run/order-in-doubt")
+    expect(page.get_by_test_id("waiting-for")).to_have_text(
+        "an operator to resolve the in-doubt step #2 charge"
+    )
+    expect(page.get_by_test_id("usage")).to_have_text("2 step attempts (1 interrupted)")
+    expect(page.get_by_role("region", name="Error")).to_contain_text(
+        "nobody knows whether its effect happened"
+    )
+
     page.get_by_role("link", name=re.compile("^Needs attention")).click()
     card = page.get_by_role("article", name="order-in-doubt")
     expect(card).to_contain_text("nobody knows whether its effect happened")
@@ -108,6 +154,11 @@ def test_resolve_an_in_doubt_irreversible_step(page: Any, fleet: Fleet) -> None:
     sign_in(page)
     expect(card).to_have_count(0, timeout=LIVE_S)  # it left needs_attention
     expect(page.get_by_text("Nothing needs attention.")).to_be_visible()
+    done = page.get_by_role("main").get_by_role("status")  # what was done outlives the card
+    expect(done).to_have_text(
+        'Resolved step #2 charge with result "ch_manual_7" in run order-in-doubt.'
+    )
+    expect(done.get_by_role("link", name="order-in-doubt")).to_be_visible()
 
     result = fleet.app.handle("order-in-doubt").result(timeout=30)
     assert result == {"charge": "ch_manual_7", "receipt": "receipt for ch_manual_7"}
@@ -123,13 +174,15 @@ def test_an_unsafe_fork_is_refused_with_its_reason(page: Any, fleet: Fleet) -> N
     refusal = fork.get_by_role("alert")
     expect(refusal).to_contain_text("UnsafeFork")
     expect(refusal).to_contain_text("charge")  # the irreversible step that would run again
+    allow = "Allow re-execution of irreversible steps"  # the way out, in the console's words
+    expect(refusal).to_contain_text(f"In the console: tick “{allow}” and click Fork again.")
     page.locator("details.entry.k-step.st-completed").filter(has_text="charge").locator(
         "summary"
     ).click()
     screenshot(page, "run")
 
     fork.get_by_label("New run id").fill("order-paid-again")
-    fork.get_by_label("Allow re-execution of irreversible steps").check()
+    fork.get_by_label(allow).check()
     fork.get_by_role("button", name="Fork").click()
     expect(page).to_have_url(re.compile(r"#/run/order-paid-again$"))
     expect(page.get_by_role("status").filter(has_text="Forked from order-paid")).to_be_visible()
@@ -156,6 +209,18 @@ def test_a_hostile_step_output_is_shown_as_text(page: Any, fleet: Fleet) -> None
     expect(page.get_by_role("heading", name=odd)).to_be_visible()
     expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
     assert page.locator("main b").count() == 0
+
+
+def test_a_parent_links_its_children_and_a_child_its_parent(page: Any, fleet: Fleet) -> None:
+    fleet.start("digest", ["ticket 1", "ticket 2"], workflow_id="digest-1")
+    page.goto(f"{fleet.console_url}#/run/digest-1")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    children = page.get_by_test_id("children")
+    expect(children.get_by_role("link")).to_have_text(["digest-1/0", "digest-1/1"])
+    children.get_by_role("link", name="digest-1/1").click()
+    expect(page.get_by_role("heading", name="digest-1/1")).to_be_visible()
+    page.get_by_test_id("parent").get_by_role("link", name="digest-1").click()
+    expect(page.get_by_role("heading", name="digest-1")).to_be_visible()
 
 
 def test_runs_filter_page_and_refresh_live_in_the_browsers_zone(page: Any, fleet: Fleet) -> None:
@@ -200,8 +265,17 @@ def test_send_an_event_and_cancel(page: Any, fleet: Fleet) -> None:
     assert fleet.app.handle("triage-18").result(timeout=30) == {"text": "thanks, it arrived"}
 
     page.goto(f"{fleet.console_url}#/run/triage-19")
-    page.get_by_role("region", name="Run", exact=True).get_by_role("button", name="Cancel").click()
+    control = page.get_by_role("region", name="Run", exact=True)
+    control.get_by_role("button", name="Cancel").click()  # asks first, in the page
+    asking = control.get_by_role("group", name="Confirm cancel")
+    expect(asking).to_contain_text("Cancel run triage-19?")
+    asking.get_by_role("button", name="Keep the run").click()
+    expect(asking).to_be_hidden()
+    assert fleet.status("triage-19") == "suspended"
+    control.get_by_role("button", name="Cancel").click()
+    asking.get_by_role("button", name="Cancel").click()
     expect(page.get_by_test_id("run-status")).to_have_text("cancelled", timeout=LIVE_S)
+    expect(control.get_by_role("button", name="Cancel")).to_have_count(0)
 
 
 def test_the_fleet_queues_workers_and_breakers(page: Any, fleet: Fleet) -> None:
@@ -234,6 +308,11 @@ def test_reject_from_the_approvals_inbox_and_see_the_decisions(page: Any, fleet:
     card.get_by_label("Reason").fill("duplicate of A-1001")
     card.get_by_role("button", name="Reject").click()
     sign_in(page, name="Ada")
+    said = page.get_by_role("status").filter(has_text="Rejected")
+    expect(said).to_have_text("Rejected “Refund 42.50 USD on order A-5005” for run refund-A-5005.")
+    expect(said.get_by_role("link", name="refund-A-5005")).to_have_attribute(
+        "href", "#/run/refund-A-5005"
+    )
     expect(card).to_have_count(0, timeout=LIVE_S)
     rejected = decided.get_by_role("row").filter(has_text="refund-A-5005")
     expect(rejected).to_contain_text("rejected")

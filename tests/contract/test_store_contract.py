@@ -934,8 +934,9 @@ STALE: dict[str, Callable[[Store], object]] = {
     "take_lease": lambda s: (
         s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
     ),
+    "start_child": lambda s: _start_child(s, "r1/0", owner="w0"),
 }
-REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost"}
+REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost", "start_child": "lost"}
 
 
 @pytest.mark.parametrize("verb", sorted(STALE))
@@ -973,6 +974,98 @@ def test_every_protocol_verb_has_a_contract_test() -> None:
     untested = [verb for verb in _protocol_verbs() if not re.search(rf"\.{verb}\(", source)]
     assert untested == [], f"verbs with no contract test: {untested}"
     assert len(_protocol_verbs()) >= 38
+
+
+# -- child runs ---------------------------------------------------------------------------
+
+
+def _start_child(store: Store, child: str, *, parent: str = "r1", owner: str = "w1") -> str:
+    return store.start_child(
+        parent,
+        _step(1, None, kind="child", status="scheduled", input=b"Jspec"),
+        owner=owner,
+        workflow_id=child,
+        name="kid",
+        queue="default",
+        input=b"Jnull",
+        now=101.0,
+        started=Entry(kind="run", name="started", status="completed"),
+        deadline=500.0,
+    )
+
+
+def test_start_child_creates_the_child_and_journals_it_in_the_held_parent(store: Store) -> None:
+    _create(store)
+    assert _start_child(store, "r1/0", owner="stale") == "lost"
+    assert store.get_run("r1/0") is None
+    assert _start_child(store, "r1/0") == "started"
+    child = store.get_run("r1/0")
+    assert child is not None and (child.status, child.parent_id, child.deadline) == (
+        "pending",
+        "r1",
+        500.0,
+    )
+    assert _start_child(store, "r1/0") == "exists"  # a replay of its own start
+    assert [r.kind for r in store.replay_index("r1")].count("child") == 2
+    _create(store, "other", name="kid")
+    assert _start_child(store, "other") == "taken"  # nobody's child
+    _create(store, "r2")
+    assert _start_child(store, "r1/0", parent="r2") == "taken"  # another parent's
+    assert [
+        r.workflow_id
+        for r in store.list_runs(status=None, name=None, limit=9, before=None, parent_id="r1")
+    ] == ["r1/0"]
+
+
+def test_child_runs_lists_a_parents_children_and_their_end_wakes_it(store: Store) -> None:
+    _create(store)
+    for i in range(3):
+        assert _start_child(store, f"r1/{i}") == "started"
+    assert [c.workflow_id for c in store.child_runs("r1")] == ["r1/0", "r1/1", "r1/2"]
+    assert store.child_runs("r1/0") == []
+    assert store.suspend_run("r1", owner="w1", wake_at=None, waiting_for="child:r1/0", now=102.0)
+    assert store.take_lease(
+        "r1/0", owner="w2", expected_owner=None, now=103.0, lease_until=200.0
+    ).taken
+    assert not store.claimable("r1", now=104.0)
+    assert store.finish_run(
+        "r1/0",
+        owner="w2",
+        status="completed",
+        output=b"J1",
+        error=None,
+        now=105.0,
+        entry=Entry(kind="run", name="finished", status="completed"),
+    )
+    assert store.claimable("r1", now=105.0)  # woken by the child's end, in its transaction
+
+
+def test_suspend_on_a_child_that_already_ended_does_not_suspend(store: Store) -> None:
+    _create(store)
+    _start_child(store, "r1/0")
+    error = '{"type": "WorkflowCancelled", "message": "x"}'
+    entry = Entry(kind="operator", name="cancel", status="completed")
+    assert store.cancel_run("r1/0", now=102.0, error=error, entry=entry) == "cancelled"
+    assert not store.suspend_run(
+        "r1", owner="w1", wake_at=None, waiting_for="child:r1/0", now=103.0
+    )
+
+
+def test_redrive_child_restarts_a_failed_or_cancelled_child_of_that_parent(store: Store) -> None:
+    _create(store)
+    _start_child(store, "r1/0")
+    note = Entry(kind="operator", name="retry", status="completed")
+    assert not store.redrive_child("r1/0", parent_id="r1", now=102.0, entries=[note])  # pending
+    entry = Entry(kind="operator", name="cancel", status="completed")
+    store.cancel_run("r1/0", now=102.0, error='{"type": "WorkflowCancelled"}', entry=entry)
+    assert not store.redrive_child("r1/0", parent_id="r2", now=103.0, entries=[note])
+    assert store.redrive_child("r1/0", parent_id="r1", now=103.0, entries=[note])
+    child = store.get_run("r1/0")
+    assert child is not None and (child.status, child.error, child.cancel_requested) == (
+        "pending",
+        None,
+        0,
+    )
 
 
 def test_live_run_names_count_the_runs_not_ended_by_queue_and_name(store: Store) -> None:

@@ -112,6 +112,11 @@ class Harness:
         ]
         for step in hang:
             cmd += ["--hang", step]
+        return self.spawn_program(cmd)
+
+    def spawn_program(self, cmd: list[str]) -> subprocess.Popen[str]:
+        """Start ``cmd`` as a child this harness kills and reaps (in the work directory, with
+        this interpreter's path)."""
         proc = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,

@@ -380,3 +380,38 @@ def test_a_worker_warns_at_start_about_stranded_runs_in_its_queues(
 def test_a_worker_of_other_queues_does_not_warn(sqlite_fleet: str, tmp_path: Path) -> None:
     lines = _worker_start(tmp_path, sqlite_fleet, "renames:app", "--queue", "elsewhere")
     assert not [line for line in lines if "stranded" in line]
+
+
+def test_child_starts_are_compared_and_replayed_past_while_the_children_run(
+    store_url: str,
+) -> None:
+    """A started child whose end the parent has not seen yet replays without acting, so a change
+    in a later start is found; the children are runs in flight too and are checked as such."""
+    with stalwart.Stalwart(store_url) as app:
+        version = {"v": 1}
+
+        @app.workflow(name="kid")
+        def kid(tag: str) -> str:
+            return f"{tag}: {stalwart.wait_for_event('go')}"
+
+        @app.workflow(name="other_kid")
+        def other_kid(tag: str) -> str:
+            return tag
+
+        @app.workflow(name="parent")
+        def parent() -> list[Any]:
+            first = stalwart.start_child(kid, "a")
+            second = stalwart.start_child(kid if version["v"] == 1 else other_kid, "b")
+            return [first.result(), second.result()]
+
+        app.start(parent, workflow_id="p")
+        with _serving(app):
+            for wid in ("p", "p/0", "p/1"):
+                _until(app, wid, "suspended")
+        before = _snapshot(app)
+        assert app.check() == [stalwart.CheckResult(w, True) for w in ("p", "p/0", "p/1")]
+        version["v"] = 2
+        assert app.check(["p"]) == [
+            stalwart.CheckResult("p", False, 2, "child kid", "child other_kid", "diverged")
+        ]
+        assert _snapshot(app) == before

@@ -7,7 +7,6 @@ import math
 import os
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +15,9 @@ import openai
 import pytest
 
 import stalwart
-from fake_provider import FakeProvider, Reply, error, fake_provider, malformed, reset, slow
+from fake_provider import FakeProvider, Reply, error, malformed, reset, slow
 from stalwart import testing
 from stalwart.testing import FakeClock
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with fake_provider() as running:
-        yield running
 
 
 def test_httpx_429_with_retry_after_waits_what_the_server_said(

@@ -16,13 +16,7 @@ import pytest
 
 import stalwart
 import stalwart.testing
-from fake_provider import FakeProvider, Reply, completion, error, fake_provider
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with fake_provider() as running:
-        yield running
+from fake_provider import FakeProvider, Reply, completion, error
 
 
 @pytest.fixture

@@ -38,16 +38,7 @@ class GraphHarness(Harness):
     ) -> subprocess.Popen[str]:
         cmd = [sys.executable, str(PROGRAM), self.url, str(self.workdir), thread]
         cmd += ["--durability", durability] + (["--hang", hang] if hang else [])
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=self.workdir,
-            env=self._env(),
-        )
-        self._children.append(proc)
-        return proc
+        return self.spawn_program(cmd)
 
 
 @pytest.fixture

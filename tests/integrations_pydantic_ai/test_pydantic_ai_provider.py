@@ -8,28 +8,20 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
 
 import openai
-import pytest
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import stalwart
-from fake_provider import FakeProvider, fake_provider
+from fake_provider import FakeProvider
 from stalwart import testing
 from stalwart.integrations.pydantic_ai import StalwartDurability
 
 THROTTLE_S = 7.0
 RUNS = 4
 MODEL_STEP = "assistant__model.request"
-
-
-@pytest.fixture
-def provider() -> Iterator[FakeProvider]:
-    with fake_provider() as running:
-        yield running
 
 
 def test_a_throttle_window_is_waited_out_and_no_run_is_dead_lettered(

@@ -35,11 +35,15 @@ def _names(app: stalwart.Stalwart, wid: str) -> list[str]:
     return [e.name for e in app.journal(wid) if e.kind == "step" and e.status == "completed"]
 
 
-def _later(seconds: float, action: Callable[[], Any]) -> None:
-    """Play the operator from another thread after ``seconds``."""
+def _later(seconds: float, action: Callable[[], Any], app: stalwart.Stalwart) -> None:
+    """Play the operator from another thread after ``seconds``, once the app shows a pending
+    approval (a slow machine may take longer to get there)."""
 
     def run() -> None:
         time.sleep(seconds)
+        deadline = time.monotonic() + 30
+        while not app.approvals() and time.monotonic() < deadline:
+            time.sleep(0.05)
         action()
 
     threading.Thread(target=run, daemon=True).start()
@@ -318,7 +322,7 @@ def test_a_rejected_tool_call_is_denied_and_the_model_is_told_why(
         assert pending.details["args"] == {"order": "o-9"}
         real_app.reject("denied", by="ops", reason="already refunded")
 
-    _later(0.3, reject)
+    _later(0.3, reject, real_app)
     answer = real_app.run(run, workflow_id="denied")
     assert answer == "The call of 'refund' was denied by ops: already refunded"
     assert refunded == []

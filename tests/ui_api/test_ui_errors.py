@@ -3,6 +3,7 @@ with 400, 404, 405, 409 or 415, never 422 and never 500."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
@@ -137,3 +138,28 @@ def test_an_event_payload_json_cannot_hold_is_refused_before_the_store(ui: Scene
         headers={"Content-Type": "application/json"},
     )
     assert _error(answer, 400)["type"] == "SerializationError"
+
+
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_a_body_with_a_number_json_has_not_is_400(ui: Scene, constant: bytes) -> None:
+    answer = ui.writer().post(
+        "/api/v1/runs/paid/events",
+        content=b'{"name": "ping", "payload": {"score": ' + constant + b"}}",
+        headers={"Content-Type": "application/json"},
+    )
+    assert "NaN or Infinity" in _error(answer, 400)["message"]
+
+
+def test_refusals_of_the_guard_are_serialised_as_every_other_answer(ui: Scene) -> None:
+    refused = ui.writer().post("/api/v1/runs/paid/fork", content=b"{}")  # no content type
+    routed = ui.reader().get("/api/v1/runs/nope")
+    for answer in (refused, routed):
+        assert answer.content == json.dumps(answer.json(), separators=(",", ":")).encode()
+
+
+def test_head_answers_like_get_without_a_body(ui: Scene) -> None:
+    for path in ("/api/v1/runs", "/api/v1/health", "/"):
+        head, get = ui.reader().head(path), ui.reader().get(path)
+        assert head.status_code == get.status_code == 200, path
+        assert head.content == b""
+        assert head.headers["content-type"] == get.headers["content-type"]

@@ -62,6 +62,12 @@ CONTRACT = {
     "UsageError",
     "WorkflowAlreadyExists",
     "NotDurableWarning",
+    # Multi-agent coordination: child runs
+    "ChildHandle",
+    "start_child",
+    "start_child_async",
+    "run_child",
+    "run_child_async",
     "patched",  # 0.2: safe evolution
     "CheckResult",
 }

@@ -23,17 +23,17 @@ __all__: list[str] = []
 _ENDED = ("completed", "failed", "cancelled", "needs_attention")
 
 
-def run_json(app: Any, r: Any) -> dict[str, Any]:
+def run_json(app: Any, r: Any, waiting_for: str | None) -> dict[str, Any]:
     """A run as ``ls --json`` prints it (one object per line; the keys are stable)."""
-    detail = app.describe(r.workflow_id)
-    fields = info_json(r)
-    return {**fields, "waiting_for": detail.waiting_for, "usage": usage_json(detail.usage)}
+    usage = app.usage(r.workflow_id)
+    return {**info_json(r), "waiting_for": waiting_for, "usage": usage_json(usage)}
 
 
 @cli.command("ls")
 @click.option("--status", default=None, type=click.Choice(STATUSES), help="Only this status.")
 @click.option("--name", default=None, help="Only runs of this workflow.")
 @click.option("--queue", default=None, help="Only runs of this queue.")
+@click.option("--parent", default=None, help="Only the child runs of this run.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--before", default=None, help="Created before T: ISO 8601 or 15m, 2h, 7d ago.")
 @click.option("--since", default=None, help="Created at or after T (same forms).")
@@ -45,6 +45,7 @@ def ls_command(
     status: str | None,
     name: str | None,
     queue: str | None,
+    parent: str | None,
     limit: int,
     before: str | None,
     since: str | None,
@@ -54,29 +55,23 @@ def ls_command(
     until = None if before is None else parse_when(before, "--before")
     after = None if since is None else parse_when(since, "--since")
     with open_app(ctx) as app:
-        runs = app.list_workflows(status, name, limit, until, queue=queue, since=after)
+        page = app._list_waiting(
+            status, name, limit, until, queue=queue, since=after, parent_id=parent
+        )
+        runs = [info for info, _ in page]
         more = 0
         if runs:
-            matching = app.count_workflows(status, name, queue, after)
-            newer = app.count_workflows(status, name, queue, runs[-1].created_at)
+            matching = app._count_children(status, name, queue, after, parent)
+            newer = app._count_children(status, name, queue, runs[-1].created_at, parent)
             more = max(0, matching - newer)
         if as_json:
-            for r in runs:
-                click.echo(dumps(run_json(app, r)))
+            for r, waiting in page:
+                click.echo(dumps(run_json(app, r, waiting)))
         else:
             table = Table(
                 "WORKFLOW ID", "NAME", "STATUS", "QUEUE", "WAITING FOR", "CREATED", "ERROR"
             )
-            for r in runs:
-                waiting = (
-                    app.describe(r.workflow_id).waiting_for
-                    if r.status
-                    in (
-                        "pending",
-                        "suspended",
-                    )
-                    else None
-                )
+            for r, waiting in page:
                 table.add(
                     r.workflow_id,
                     r.name,
@@ -145,6 +140,8 @@ def show_command(
             return
         for line in header(detail):
             click.echo(line)
+        for line in children_lines(app, workflow_id):
+            click.echo(line)
         click.echo("")
         timeline(entries, full=full).echo()
         if not follow:
@@ -200,6 +197,8 @@ def header(detail: Any) -> list[str]:
     ]
     if info.error:
         lines.append(f"  error      {short_error(info.error, 200)}")
+    if info.parent_id is not None:
+        lines.append(f"  parent     {info.parent_id} (stalwart show {info.parent_id})")
     current = detail.current
     if current is not None:
         elapsed = (_dt.datetime.now(_dt.UTC) - current.started_at).total_seconds()
@@ -211,6 +210,20 @@ def header(detail: Any) -> list[str]:
             lines.append(f"  heartbeat  {short(current.heartbeat, 200)}")
         lines.append(f"  held by    {current.holder}")
     return lines
+
+
+def children_lines(app: Any, workflow_id: str, limit: int = 20) -> list[str]:
+    """The header lines naming a run's child runs (the newest ``limit``) and their status."""
+    children = app.list_workflows(parent_id=workflow_id, limit=limit + 1)
+    if not children:
+        return []
+    shown = ", ".join(f"{c.workflow_id} ({c.status})" for c in reversed(children[:limit]))
+    more = (
+        f", and more (app.list_workflows(parent_id={workflow_id!r}))"
+        if len(children) > limit
+        else ""
+    )
+    return [f"  children   {shown}{more}"]
 
 
 def _run_detail_json(detail: Any, entries: list[Any]) -> dict[str, Any]:

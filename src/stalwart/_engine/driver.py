@@ -32,6 +32,7 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
 from .._store.base import IndexRow
+from .children import help_children
 from .executor import Outcome, execute
 from .invocation import Invocation
 from .keeper import LeaseKeeper
@@ -251,6 +252,8 @@ class Driver:
                 if taken is not None:
                     return taken, row
                 # another process was faster, or the run's queue is at its limit: wait a little
+            if row.status == RunStatus.SUSPENDED and help_children(self, wid):
+                continue  # app.run executes the children of its run that no worker took
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
             if row.status == RunStatus.SUSPENDED:

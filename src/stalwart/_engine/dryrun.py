@@ -28,7 +28,7 @@ import logging
 from dataclasses import dataclass
 
 from .._errors import CorruptRecord, NonDeterminismError, StoreError
-from .._model import EntryStatus
+from .._model import EntryKind, EntryStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._signals import Abort, EngineSignal, StoreFailed
@@ -78,10 +78,23 @@ def _call(kind: str, name: str) -> str:
     return f"{kind} {name}"
 
 
+# Kinds whose call is answered from a record that is not (yet) completed: a child start that
+# is ``scheduled`` (started, its end not yet seen) or ``failed`` replays without acting. A kind
+# not listed here is answered only from a completed record, the safe default: the dry replay
+# stops (as at a frontier) rather than let the engine act.
+_ANSWERED: dict[str, frozenset[str]] = {
+    EntryKind.CHILD: frozenset({EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED}),
+}
+
+
 def _settled(rec: Recorded) -> bool:
-    """Whether replay answers the call from this record alone (no attempt, no wait)."""
+    """Whether replay answers the call from this record alone (no attempt, no wait, no write)."""
+    answered = _ANSWERED.get(rec.kind)
+    if answered is not None:
+        return rec.status in answered
     if rec.status == EntryStatus.COMPLETED:
         return True
+    # A step's failure for good is raised again; a failed attempt with retries left would run.
     return rec.status == EntryStatus.FAILED and rec.error is not None and rec.error.final
 
 

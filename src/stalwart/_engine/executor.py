@@ -24,6 +24,7 @@ from .._runtime import Runtime
 from .._serde import UnsupportedValue
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
+from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from .observe import finished, suspended
@@ -242,6 +243,7 @@ def _roll_back(
     the workflow (whose compensated steps would otherwise run again)."""
     try:
         with inv.journaling():
+            cancel_children(runtime, inv.workflow_id, by=f"parent {inv.workflow_id}")
             if not started and _has_compensations(runtime, inv):
                 now = runtime.clock.time()
                 inv.append(

@@ -116,6 +116,9 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.UUID: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
     EntryKind.RANDOM: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
     EntryKind.PATCH: frozenset({EntryStatus.COMPLETED, EntryStatus.REUSED}),
+    EntryKind.CHILD: frozenset(
+        {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
+    ),
 }
 
 

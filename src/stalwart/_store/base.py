@@ -83,6 +83,7 @@ __all__ = [
     "ApprovalRow",
     "BreakerRow",
     "BreakerStore",
+    "ChildStore",
     "ClaimCandidate",
     "CompensationRow",
     "CountRow",
@@ -108,7 +109,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 class RunStore(Protocol):
@@ -161,8 +162,10 @@ class RunStore(Protocol):
         before_id: str | None = None,
         queue: str | None = None,
         since: float | None = None,
+        parent_id: str | None = None,
     ) -> list[RunRow]:
-        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``."""
+        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``;
+        ``parent_id``: only the children of that run."""
 
     def finish_run(
         self,
@@ -411,7 +414,13 @@ class ReadStore(Protocol):
     """What operators read about the fleet: counts, declared queues, live workers."""
 
     def count_runs(
-        self, *, status: str | None, name: str | None, queue: str | None, since: float | None
+        self,
+        *,
+        status: str | None,
+        name: str | None,
+        queue: str | None,
+        since: float | None,
+        parent_id: str | None = None,
     ) -> int:
         """How many runs match."""
 
@@ -442,7 +451,46 @@ class ReadStore(Protocol):
         """How many runs that have not ended each queue has of each workflow name."""
 
 
+class ChildStore(Protocol):
+    """Child runs: started by a parent that holds its lease, found by their parent."""
+
+    def start_child(
+        self,
+        parent_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        workflow_id: str,
+        name: str,
+        queue: str,
+        input: bytes,
+        now: float,
+        started: Entry,
+        deadline: float | None = None,
+        trace_context: str | None = None,
+    ) -> str:
+        """Create a pending child run and journal ``entry`` in the held parent, in one
+        transaction: ``"started"``, ``"exists"`` (this parent's child of that workflow),
+        ``"taken"`` (another workflow's or parent's id; nothing written) or ``"lost"``."""
+
+    def child_runs(self, parent_id: str) -> list[RunRow]:
+        """The children of a run, oldest first."""
+
+    def redrive_child(
+        self, workflow_id: str, *, parent_id: str, now: float, entries: list[Entry]
+    ) -> bool:
+        """Make a failed, cancelled or needs_attention child of ``parent_id`` pending again."""
+
+
 class Store(
-    RunStore, LeaseStore, JournalStore, WaitStore, AdminStore, BreakerStore, ReadStore, Protocol
+    RunStore,
+    LeaseStore,
+    JournalStore,
+    WaitStore,
+    AdminStore,
+    BreakerStore,
+    ReadStore,
+    ChildStore,
+    Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -376,14 +376,10 @@ class PostgresStore(SQLStore):
     def _list(self, values: list[str]) -> list[str]:
         return list(values)
 
-    def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+    def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
         # One round trip for all of a payload tree's level, not one per piece.
         rows = conn.execute(self._q["get_payloads"], {"digests": list(set(digests))}).fetchall()
-        found = {bytes(digest): bytes(data) for digest, data in rows}
-        for digest in digests:
-            if digest not in found:
-                raise KeyError(digest.hex())
-        return found
+        return {bytes(digest): bytes(data) for digest, data in rows}
 
     def _lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> bool:
         query = self._q["lock_run_skip_locked" if skip_locked else "lock_run"]

@@ -15,12 +15,11 @@ import re
 from importlib import resources
 from typing import NamedTuple
 
-__all__ = ["OPTIONAL", "Migration", "load_migrations", "load_queries", "specialize"]
+__all__ = ["Migration", "has_optional", "load_migrations", "load_queries", "specialize"]
 
 _BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
 _USE = re.compile(r"\{\{(\w+)\}\}")
 _OLDEST = re.compile(r"^-- oldest-compatible: (\d+)\s*$", re.MULTILINE)
-OPTIONAL = " IS NULL OR "
 # "(:x IS NULL OR " in either placeholder style (SQLite's :x, psycopg's %(x)s)
 _OPTIONAL = re.compile(r"\((?::(\w+)|%\((\w+)\)s) IS NULL OR ")
 
@@ -81,6 +80,13 @@ def _closing(sql: str, start: int) -> int:
         if depth == 0:
             return pos
     raise ValueError(f"an optional condition is not closed in {sql!r}")
+
+
+@functools.lru_cache(maxsize=1024)
+def has_optional(sql: str) -> bool:
+    """Whether ``sql`` has an optional condition for :func:`specialize` to resolve (most
+    statements, the claim and the journal appends among them, have none)."""
+    return _OPTIONAL.search(sql) is not None
 
 
 @functools.lru_cache(maxsize=1024)

@@ -60,6 +60,7 @@ class RunRow:
     progress: bytes | None = None  # the last heartbeat's details, encoded
     current_step: str | None = None  # JSON: the step its holder executes now
     trace_context: str | None = None  # the caller's W3C trace context at start, as JSON
+    parent_id: str | None = None  # the run that started this one as its child
 
 
 @dataclass(frozen=True, slots=True)

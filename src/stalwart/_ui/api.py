@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import dataclasses
 import datetime as _dt
 import hmac
@@ -23,7 +22,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .. import __version__
-from .._errors import UsageError, WorkflowNotFound, mask_url
+from .._errors import UsageError, mask_url
 from .._model import STATUSES, WorkflowInfo
 from .._wire import (
     approval_json,
@@ -37,6 +36,7 @@ from .._wire import (
 )
 from .errors import ApiError, declared, not_found
 from .schemas import (
+    NO_NUL,
     ApprovalList,
     BreakerList,
     DecideBody,
@@ -203,14 +203,6 @@ def _since(text: str | None) -> _dt.datetime | None:
 # -- reads ------------------------------------------------------------------------------------
 
 
-def _list_item(app: Any, info: WorkflowInfo) -> dict[str, Any]:
-    waiting = None
-    if info.status in ("pending", "suspended"):
-        with contextlib.suppress(WorkflowNotFound):  # a run gone meanwhile shows no wait
-            waiting = app.describe(info.workflow_id).waiting_for
-    return {**info_json(info), "waiting_for": waiting}
-
-
 @router.get(
     "/runs", response_model=RunPage, responses=_READ_PARAMS, summary="List runs, newest first"
 )
@@ -220,6 +212,15 @@ def list_runs(
     status: Status | None = None,
     name: Annotated[Name | None, Query(description="Only runs of this workflow.")] = None,
     queue: Annotated[Name | None, Query(description="Only runs of this queue.")] = None,
+    parent_id: Annotated[
+        str | None,
+        Query(
+            min_length=1,
+            max_length=2000,
+            pattern=NO_NUL,
+            description="Only the child runs of this run.",
+        ),
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     before: Annotated[
         str | None,
@@ -233,17 +234,19 @@ def list_runs(
     number of runs per status for the filters other than ``status``."""
     cursor, after = _before(before), _since(since)
     try:
-        runs = app.list_workflows(status, name, limit + 1, cursor, queue=queue, since=after)
-        counts = {s: app.count_workflows(s, name, queue, after) for s in STATUSES}
+        runs = app._list_waiting(
+            status, name, limit + 1, cursor, queue=queue, since=after, parent_id=parent_id
+        )
+        counts = {s: app._count_children(s, name, queue, after, parent_id) for s in STATUSES}
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
     page = runs[:limit]
     more = len(runs) > limit
     return JSONResponse(
         {
-            "runs": [_list_item(app, r) for r in page],
+            "runs": [{**info_json(info), "waiting_for": waiting} for info, waiting in page],
             "more": more,
-            "next_before": encode_cursor(page[-1]) if more else None,
+            "next_before": encode_cursor(page[-1][0]) if more else None,
             "counts": counts,
         }
     )
@@ -317,34 +320,31 @@ def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONResponse:
     return JSONResponse({**detail_json(app.describe(workflow_id)), **extra})
 
 
-@router.post(
-    "/runs/{workflow_id:path}/approve",
-    response_model=RunDetail,
-    responses=_WRITE,
-    summary="Approve a request",
-)
-def approve(
-    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
-) -> JSONResponse:
-    """Approve the run's pending approval request (or the one named ``approval_id``)."""
-    body = body or DecideBody()
-    w.app.approve(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
-    return _detail(w.app, workflow_id)
+def _decision(verb: str) -> None:
+    """The route that approves (or rejects) a run's pending request."""
+
+    def decide(
+        w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
+    ) -> JSONResponse:
+        body = body or DecideBody()
+        getattr(w.app, verb)(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
+        return _detail(w.app, workflow_id)
+
+    decide.__doc__ = (
+        f"{verb.capitalize()} the run's pending approval request (or the one named "
+        "``approval_id``)."
+    )
+    router.post(
+        f"/runs/{{workflow_id:path}}/{verb}",
+        response_model=RunDetail,
+        responses=_WRITE,
+        summary=f"{verb.capitalize()} a request",
+        name=verb,
+    )(decide)
 
 
-@router.post(
-    "/runs/{workflow_id:path}/reject",
-    response_model=RunDetail,
-    responses=_WRITE,
-    summary="Reject a request",
-)
-def reject(
-    w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
-) -> JSONResponse:
-    """Reject the run's pending approval request (or the one named ``approval_id``)."""
-    body = body or DecideBody()
-    w.app.reject(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
-    return _detail(w.app, workflow_id)
+_decision("approve")
+_decision("reject")
 
 
 @router.post(

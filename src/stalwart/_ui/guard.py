@@ -60,8 +60,24 @@ def _is_json(scope: Scope) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _non_standard(body: bytes) -> bool:
+    """Whether ``body`` is JSON only to Python's parser (it holds NaN or Infinity, which no
+    other client reads back); malformed JSON is left to the route, which says what it wanted."""
+    try:
+        json.loads(body, parse_constant=_no_constant)
+    except ValueError as exc:
+        return "is not JSON" in str(exc)
+    return False
+
+
 async def _refuse(send: Send, status: int, type_: str, message: str) -> None:
-    body = json.dumps({"error": {"type": type_, "message": message}}).encode()
+    # serialised as every other answer is (Starlette's JSONResponse)
+    error = {"error": {"type": type_, "message": message}}
+    body = json.dumps(error, ensure_ascii=False, separators=(",", ":")).encode()
     await send(
         {
             "type": "http.response.start",
@@ -104,9 +120,19 @@ class Guard:
                 send, 415, "UnsupportedMediaType", "send the body as Content-Type: application/json"
             )
             return
+        if api and body[0] and _non_standard(body[0]):
+            await _refuse(
+                send, 400, "BadRequest", "the body holds NaN or Infinity: send numbers JSON has"
+            )
+            return
         replay = _replay(receive, *body)
+        head = scope.get("method") == "HEAD"
+        if head:  # answered as GET, without the body
+            scope = {**scope, "method": "GET"}
 
         async def send_with_headers(message: Message) -> None:
+            if head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
                 headers.append((b"x-content-type-options", b"nosniff"))

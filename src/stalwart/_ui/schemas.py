@@ -93,6 +93,7 @@ class RunInfo(_Answer):
     updated_at: _dt.datetime
     error: str | None
     waiting_for: str | None
+    parent_id: str | None
 
 
 class CurrentStep(_Answer):
@@ -119,6 +120,7 @@ class RunDetail(_Answer):
     waiting_for: str | None
     current: CurrentStep | None
     usage: Usage
+    parent_id: str | None
 
 
 class EventResult(RunDetail):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .admin import AdminVerbs
 from .breakers import BreakerVerbs
+from .children import ChildVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .reads import ReadVerbs
@@ -22,5 +23,7 @@ from .waits import WaitVerbs
 __all__ = ["SQLStore"]
 
 
-class SQLStore(RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs, ReadVerbs):
+class SQLStore(
+    RunVerbs, LeaseVerbs, JournalVerbs, WaitVerbs, AdminVerbs, BreakerVerbs, ReadVerbs, ChildVerbs
+):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -8,10 +8,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..._errors import StoreError, mask_url
+from ..._errors import CorruptRecord, StoreError, mask_url
 from ..base import SCHEMA_VERSION, Entry
 from ..payloads import INLINE_LIMIT, pack, unpack
-from ..queries import OPTIONAL, load_migrations, specialize
+from ..queries import has_optional, load_migrations, specialize
 
 __all__ = ["SQLBase"]
 
@@ -35,6 +35,14 @@ def _typed(cur: Any, row_type: Callable[..., R]) -> list[R]:
     query's ``SELECT`` list does not matter, only its column names."""
     names = [column[0] for column in cur.description]
     return [row_type(**dict(zip(names, row, strict=True))) for row in cur.fetchall()]
+
+
+class _Miss(Exception):
+    """A payload piece not read yet (see ``SQLBase._load_all``)."""
+
+    def __init__(self, digests: list[bytes]) -> None:
+        super().__init__(len(digests))
+        self.digests = digests
 
 
 class SQLBase:
@@ -159,7 +167,7 @@ class SQLBase:
         (see :func:`~stalwart._store.queries.specialize`), so its plan can use the index of
         each filter given."""
         query = self._q[name]
-        if OPTIONAL not in query:
+        if not has_optional(query):
             return query
         return specialize(query, frozenset(key for key, value in params.items() if value is None))
 
@@ -194,13 +202,20 @@ class SQLBase:
 
         return pack(payload, put, tree=tree)
 
-    def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+    def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+        """The stored pieces among ``digests`` (the missing ones left out)."""
         found = {}
         for digest in dict.fromkeys(digests):
             row = conn.execute(self._q["get_payload"], {"digest": digest}).fetchone()
-            if row is None:
+            if row is not None:
+                found[digest] = bytes(row[0])
+        return found
+
+    def _fetch_on(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
+        found = self._fetch_found(conn, digests)
+        for digest in digests:
+            if digest not in found:
                 raise KeyError(digest.hex())
-            found[digest] = bytes(row[0])
         return found
 
     def load_payload(self, stored: bytes, conn: Any = None) -> bytes:
@@ -217,6 +232,47 @@ class SQLBase:
     def _loaded(self, stored: bytes | None) -> bytes | None:
         """``load_payload`` for a column that may be empty."""
         return None if stored is None else self.load_payload(bytes(stored))
+
+    def _load_all(
+        self,
+        conn: Any,
+        columns: list[bytes | None],
+        named: Callable[[int, CorruptRecord], CorruptRecord] = lambda _i, exc: exc,
+    ) -> list[bytes | None]:
+        """``_loaded`` of many columns read on ``conn``, in rounds: each round fetches what
+        every unfinished payload needs next in one batch, so a long journal costs a read per
+        level of its deepest tree, and a piece shared by several payloads (the unchanged
+        prefix of a conversation) is read once. A column that cannot be resolved raises
+        ``named(its index, the CorruptRecord)``."""
+        known: dict[bytes, bytes | None] = {}
+
+        def cached(digests: list[bytes]) -> dict[bytes, bytes]:
+            if missing := [digest for digest in digests if digest not in known]:
+                raise _Miss(missing)
+            found = {digest: known[digest] for digest in digests}
+            for digest, data in found.items():
+                if data is None:
+                    raise KeyError(digest)
+            return cast(dict[bytes, bytes], found)
+
+        out: list[Any] = list(columns)
+        todo = [i for i, column in enumerate(columns) if column is not None]
+        while todo:
+            wanted: dict[bytes, None] = {}
+            waiting = []
+            for i in todo:
+                try:
+                    out[i] = unpack(bytes(columns[i]), cached)  # type: ignore[arg-type]
+                except _Miss as miss:
+                    wanted.update(dict.fromkeys(miss.digests))
+                    waiting.append(i)
+                except CorruptRecord as exc:
+                    raise named(i, exc) from exc
+            if wanted:
+                found = self._fetch_found(conn, list(wanted))
+                known.update({digest: found.get(digest) for digest in wanted})
+            todo = waiting
+        return out
 
     def _entry_params(
         self, conn: Any, workflow_id: str, entry: Entry, owner: str | None
@@ -240,6 +296,11 @@ class SQLBase:
             "call_id": entry.call_id,
             "usage": entry.usage,
         }
+
+    def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:
+        """Inside the transaction that ends a run: wake its parent if it waits on it."""
+        key = {"workflow_id": workflow_id, "now": now, "waiting_for": f"child:{workflow_id}"}
+        conn.execute(self._q["wake_parent"], key)
 
     def _journal_in(self, conn: Any, workflow_id: str, entry: Entry) -> None:
         """Inside a transaction that already decided: journal ``entry`` unfenced."""

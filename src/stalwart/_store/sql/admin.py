@@ -27,6 +27,7 @@ class AdminVerbs(SQLBase):
                 verdict = "cancelled"
                 close = {"workflow_id": workflow_id, "now": now, "reason": "run cancelled"}
                 conn.execute(self._q["close_approvals"], close)
+                self._wake_parent(conn, workflow_id, now)
             elif conn.execute(self._q["cancel_to_roll_back"], key).rowcount == 1:
                 verdict = "requested"  # its compensations run first: the next executor does it
             elif conn.execute(self._q["request_cancel"], key).rowcount == 1:

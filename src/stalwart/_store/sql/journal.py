@@ -7,7 +7,7 @@ from typing import Any
 
 from ..._errors import CorruptRecord
 from ..base import CompensationRow, Entry, IndexRow, JournalRow
-from ._base import SQLBase, _Fenced, _inline
+from ._base import SQLBase, _Fenced, _inline, _typed
 
 __all__ = ["JournalVerbs"]
 
@@ -53,29 +53,48 @@ class JournalVerbs(SQLBase):
         return self._records("replay_index", {"workflow_id": workflow_id}, IndexRow)
 
     def journal(self, workflow_id: str) -> list[JournalRow]:
-        """All journal rows with payloads resolved."""
-        out = []
-        for row in self._records("journal", {"workflow_id": workflow_id}, JournalRow):
-            try:
-                loaded_input, loaded_output = self._loaded(row.input), self._loaded(row.output)
-            except CorruptRecord as exc:
-                raise CorruptRecord(
+        """All journal rows with payloads resolved, read on one connection."""
+        query = self._q["journal"]
+
+        def work(conn: Any) -> list[JournalRow]:
+            rows = _typed(conn.execute(query, {"workflow_id": workflow_id}), JournalRow)
+
+            def named(column: int, exc: CorruptRecord) -> CorruptRecord:
+                row = rows[column // 2]
+                return CorruptRecord(
                     f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): "
                     f"{exc}; restore the payloads table from a backup",
                     workflow_id=workflow_id,
                     seq=row.seq,
-                ) from exc
-            out.append(dataclasses.replace(row, input=loaded_input, output=loaded_output))
-        return out
+                )
+
+            columns = [column for row in rows for column in (row.input, row.output)]
+            values = self._load_all(conn, columns, named)
+            return [
+                dataclasses.replace(row, input=loaded_input, output=loaded_output)
+                for row, loaded_input, loaded_output in zip(
+                    rows, values[::2], values[1::2], strict=True
+                )
+            ]
+
+        return self._run(work)
 
     def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
         """Journal rows of compensable steps and of compensations, in order, payloads
         resolved."""
-        rows = self._records("compensation_plan", {"workflow_id": workflow_id}, CompensationRow)
-        return [
-            dataclasses.replace(row, input=self._loaded(row.input), output=self._loaded(row.output))
-            for row in rows
-        ]
+        query = self._q["compensation_plan"]
+
+        def work(conn: Any) -> list[CompensationRow]:
+            rows = _typed(conn.execute(query, {"workflow_id": workflow_id}), CompensationRow)
+            values = self._load_all(conn, [c for row in rows for c in (row.input, row.output)])
+            return [
+                dataclasses.replace(row, input=loaded_input, output=loaded_output)
+                for row, loaded_input, loaded_output in zip(
+                    rows, values[::2], values[1::2], strict=True
+                )
+            ]
+
+        return self._run(work)
 
     def rollback_in_progress(self, workflow_id: str) -> bytes | None:
         """The output of the run's last 'rolling_back' entry, unless a retry came after it."""

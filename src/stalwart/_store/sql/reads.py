@@ -14,10 +14,22 @@ class ReadVerbs(SQLBase):
     """The ``ReadStore`` verbs over SQL."""
 
     def count_runs(
-        self, *, status: str | None, name: str | None, queue: str | None, since: float | None
+        self,
+        *,
+        status: str | None,
+        name: str | None,
+        queue: str | None,
+        since: float | None,
+        parent_id: str | None = None,
     ) -> int:
         """How many runs match."""
-        params = {"status": status, "name": name, "queue": queue, "since": since}
+        params = {
+            "status": status,
+            "name": name,
+            "queue": queue,
+            "since": since,
+            "parent_id": parent_id,
+        }
         return int(self._rows("count_runs", params)[0][0])
 
     def run_counts(self) -> list[CountRow]:

@@ -70,8 +70,10 @@ class RunVerbs(SQLBase):
         before_id: str | None = None,
         queue: str | None = None,
         since: float | None = None,
+        parent_id: str | None = None,
     ) -> list[RunRow]:
-        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``."""
+        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``;
+        ``parent_id``: only the children of that run."""
         params = {
             "status": status,
             "name": name,
@@ -80,6 +82,7 @@ class RunVerbs(SQLBase):
             "before_id": before_id,
             "queue": queue,
             "since": since,
+            "parent_id": parent_id,
         }
         return self._records("list_runs", params, RunRow)
 
@@ -115,6 +118,7 @@ class RunVerbs(SQLBase):
             self._journal_in(conn, workflow_id, entry)
             close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
             conn.execute(self._q["close_approvals"], close)
+            self._wake_parent(conn, workflow_id, now)
             return True
 
         return self._once(workflow_id, entry, work)

@@ -39,6 +39,7 @@ class WaitVerbs(SQLBase):
             "event_name": key if kind == "event" else None,
             "approval_id": key if kind == "approval" else None,
             "breaker_name": key if kind == "breaker" else None,
+            "child_id": key if kind == "child" else None,
         }
 
         def work(conn: Any) -> bool:
@@ -202,7 +203,8 @@ class WaitVerbs(SQLBase):
 
     def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
         """Approval requests, oldest first."""
-        params = {"pending": int(pending), "workflow_id": workflow_id}
+        # an optional condition, so the undecided ones are read through approvals_pending
+        params = {"pending": 1 if pending else None, "workflow_id": workflow_id}
         return self._records("list_approvals", params, ApprovalRow)
 
     def decide_approval(

@@ -78,21 +78,24 @@ export function field(labelText, control, hint) {
   return h("div", { class: "field" }, parts);
 }
 
-/** A message line: kind "ok" is a polite status, "error" an alert; "" clears it. */
+/**
+ * A message line: kind "ok" is a polite status, "error" an alert; clear() hides it. The text
+ * may be several parts (strings as text, nodes such as a link to a run), as h's children.
+ */
 export function message() {
   const el = h("p", { class: "msg", hidden: true });
   return {
     el,
-    ok(text) {
+    ok(...parts) {
       el.setAttribute("role", "status");
       el.className = "msg ok";
-      el.textContent = text;
+      replace(el, parts);
       el.hidden = false;
     },
-    error(text) {
+    error(...parts) {
       el.setAttribute("role", "alert");
       el.className = "msg error";
-      el.textContent = text;
+      replace(el, parts);
       el.hidden = false;
     },
     clear() {

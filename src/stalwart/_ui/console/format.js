@@ -104,15 +104,24 @@ export function badge(status, extra = {}) {
   return h("span", { class: ["badge", `s-${status}`], text: status.replace("_", " "), ...extra });
 }
 
-/** Token counts and cost in words. */
-export function usageText(usage) {
+/**
+ * Token counts, cost and step attempts in words. For a run's totals, interrupted counts the
+ * attempts the totals leave out (interrupted mid-attempt, so in doubt), and terminal says
+ * whether the run has ended: a run without any attempt says so instead of "0 step attempts".
+ */
+export function usageText(usage, { interrupted = 0, terminal = false } = {}) {
   if (!usage) return "—";
   const parts = [];
   if (usage.input_tokens || usage.output_tokens) {
     parts.push(`${usage.input_tokens.toLocaleString()} in / ${usage.output_tokens.toLocaleString()} out tokens`);
   }
   if (usage.cost) parts.push(`$${usage.cost.toFixed(4)}`);
-  parts.push(`${usage.attempts} step attempt${usage.attempts === 1 ? "" : "s"}`);
+  const attempts = usage.attempts + interrupted;
+  if (attempts || parts.length) {
+    parts.push(`${attempts} step attempt${attempts === 1 ? "" : "s"}${interrupted ? ` (${interrupted} interrupted)` : ""}`);
+  } else {
+    parts.push(terminal ? "no step attempts" : "no step attempts yet");
+  }
   return parts.join(" · ");
 }
 

@@ -32,7 +32,7 @@ SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND {{claimable}};
 -- name: get_run
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step, trace_context
+       cancel_requested, retrying, progress, current_step, trace_context, parent_id
 FROM runs WHERE workflow_id = :workflow_id;
 
 -- name: take_lease
@@ -113,9 +113,10 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 -- so that a deep page starts its index scan there instead of filtering every newer run.
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step
+       cancel_requested, retrying, progress, current_step, parent_id
 FROM runs
 WHERE {{run_filter}}
+  AND (:parent_id IS NULL OR parent_id = :parent_id)
   AND (:before IS NULL OR (created_at <= :before + 0.0000005
                             AND (created_at < :before - 0.0000005
                                  OR (:before_id IS NOT NULL AND workflow_id < :before_id))))
@@ -123,7 +124,8 @@ ORDER BY created_at DESC, workflow_id DESC
 LIMIT :limit;
 
 -- name: count_runs
-SELECT count(*) FROM runs WHERE {{run_filter}};
+SELECT count(*) FROM runs WHERE {{run_filter}}
+  AND (:parent_id IS NULL OR parent_id = :parent_id);
 
 -- name: run_counts
 SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
@@ -189,7 +191,10 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
                     AND approvals.approval_id = :approval_id
                     AND approvals.decided_at IS NOT NULL)
   AND NOT EXISTS (SELECT 1 FROM breakers
-                  WHERE breakers.name = :breaker_name AND breakers.state = 'closed');
+                  WHERE breakers.name = :breaker_name AND breakers.state = 'closed')
+  AND NOT EXISTS (SELECT 1 FROM runs AS child
+                  WHERE child.workflow_id = :child_id
+                    AND child.status IN ('completed', 'failed', 'cancelled'));
 
 -- name: insert_event
 INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
@@ -231,7 +236,7 @@ FROM approvals WHERE workflow_id = :workflow_id AND approval_id = :approval_id;
 SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
        approved, by, reason
 FROM approvals
-WHERE (:pending = 0 OR decided_at IS NULL)
+WHERE (:pending IS NULL OR decided_at IS NULL)
   AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
 ORDER BY requested_at, workflow_id, approval_id;
 
@@ -413,6 +418,39 @@ ORDER BY id;
 -- name: event_delivered
 -- Whether a run already got an event with this dedup key.
 SELECT 1 FROM events WHERE workflow_id = :workflow_id AND dedup_key = :dedup_key;
+
+-- name: create_child_run
+-- A child run, started by its parent (whose lease the caller checked in the same transaction).
+INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
+                  deadline, trace_context, parent_id)
+VALUES (:workflow_id, :name, 'pending', :queue, 0, :input, round(:now, 6), :now,
+        :deadline, :trace_context, :parent_id)
+ON CONFLICT (workflow_id) DO NOTHING;
+
+-- name: child_owner
+SELECT name, parent_id FROM runs WHERE workflow_id = :workflow_id;
+
+-- name: wake_parent
+-- A child ended: its parent, if it waits on this child, becomes due now.
+UPDATE runs SET wake_at = :now, updated_at = :now
+WHERE workflow_id = (SELECT parent_id FROM runs WHERE workflow_id = :workflow_id)
+  AND status = 'suspended' AND waiting_for = :waiting_for;
+
+-- name: child_runs
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested, retrying, progress, current_step, parent_id
+FROM runs WHERE parent_id = :parent_id
+ORDER BY created_at, workflow_id;
+
+-- name: redrive_child
+-- A parent's retry retries its failed and cancelled children too.
+UPDATE runs
+SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
+    cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
+    waiting_for = NULL, retrying = NULL, updated_at = :now
+WHERE workflow_id = :workflow_id AND parent_id = :parent_id
+  AND status IN ('failed', 'cancelled', 'needs_attention');
 
 -- name: live_run_names
 -- The workflow names of the runs that have not ended, by queue (a worker warns at start about

@@ -4,8 +4,10 @@
 
 import * as api from "../api.js";
 import { act, field, h, message, replace, show } from "../dom.js";
-import { TERMINAL } from "../format.js";
+import { TERMINAL, parse } from "../format.js";
 import { approvalForm, inDoubtSteps, parseJson, resolveForm } from "./forms.js";
+
+const ALLOW = "Allow re-execution of irreversible steps"; // the fork's checkbox
 
 function panel(title, ...children) {
   return h("section", { class: "panel", "aria-label": title }, h("h3", { text: title }), children);
@@ -14,22 +16,58 @@ function panel(title, ...children) {
 export function runActions(ctx, id) {
   const after = () => ctx.refresh();
 
-  // -- cancel and retry
+  // -- cancel (asked first, in the page) and retry
   const cancel = h("button", { type: "button", class: "danger", text: "Cancel" });
   const retry = h("button", { type: "button", class: "primary", text: "Retry" });
   const controlMsg = message();
   const controlNote = h("p", { class: "small muted" });
-  cancel.addEventListener("click", () => act(cancel, controlMsg, async () => {
-    await api.post(api.runPath(id, "/cancel"));
+  const cancelYes = h("button", { type: "button", class: "danger", text: "Cancel" });
+  const cancelNo = h("button", { type: "button", text: "Keep the run" });
+  const asking = h("div", { class: "confirm", role: "group", "aria-label": "Confirm cancel", hidden: true },
+    h("p", { class: "small", text: `Cancel run ${id}? It stops at its next step boundary (at once if it waits), and its compensations run.` }),
+    h("div", { class: "buttons" }, cancelYes, cancelNo));
+  let ended = false; // the run is terminal: nothing to cancel
+  let askingCancel = false;
+  const ask = (yes) => {
+    askingCancel = yes;
+    show(cancel, !ended && !yes);
+    show(asking, !ended && yes);
+  };
+  // What the control message says about the run's state (Retried, Cancelled) holds until the
+  // run changes after the answer: since is the answer's updated_at; null for a plain fact.
+  let since = null;
+  const confirm = (parts, when = null) => {
+    controlMsg.ok(parts);
+    since = when;
+  };
+  cancel.addEventListener("click", () => {
+    controlMsg.clear();
+    ask(true);
+    cancelNo.focus(); // not the final button: a double click does not cancel
+  });
+  cancelNo.addEventListener("click", () => {
+    ask(false);
+    cancel.focus();
+  });
+  asking.addEventListener("keydown", (e) => {
+    if (e.key === "Escape") cancelNo.click();
+  });
+  cancelYes.addEventListener("click", () => act(cancelYes, controlMsg, async () => {
+    const answer = await api.post(api.runPath(id, "/cancel"));
+    ask(false);
     after();
-    return "Cancelled: the run stops at its next step boundary, and its compensations run.";
+    confirm("Cancelled: the run stops at its next step boundary, and its compensations run.", answer.updated_at);
   }));
   retry.addEventListener("click", () => act(retry, controlMsg, async () => {
-    await api.post(api.runPath(id, "/retry"));
+    const answer = await api.post(api.runPath(id, "/retry"));
     after();
-    return "Retried: a worker picks the run up again.";
+    confirm("Retried: a worker picks the run up again.", answer.updated_at);
   }));
-  const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), controlMsg.el);
+  const control = panel("Run", controlNote, h("div", { class: "buttons" }, retry, cancel), asking, controlMsg.el);
+  const decided = (parts) => { // an approval's or a resolution's form goes: say it here
+    confirm(parts);
+    after();
+  };
 
   // -- approvals (one form per pending request of this run)
   const approvalsBox = h("div");
@@ -37,7 +75,7 @@ export function runActions(ctx, id) {
   const approvalForms = new Map();
 
   // -- resolve
-  const resolver = resolveForm(ctx, id, after);
+  const resolver = resolveForm(ctx, id, decided);
   const resolvePanel = panel("Resolve an in-doubt step",
     h("p", { class: "small" }, "An irreversible step was interrupted mid-attempt: nobody knows whether its effect happened."),
     resolver.el);
@@ -73,13 +111,19 @@ export function runActions(ctx, id) {
   forkButton.addEventListener("click", () => act(forkButton, forkMsg, async () => {
     const body = { from_seq: Number(fromSeq.value), allow_reexecute: allow.checked };
     if (newId.value.trim()) body.new_id = newId.value.trim();
-    const run = await api.post(api.runPath(id, "/fork"), body);
+    let run;
+    try {
+      run = await api.post(api.runPath(id, "/fork"), body);
+    } catch (err) {
+      if (err.type === "UnsafeFork" && !allow.checked) err.message += `\n\nIn the console: tick “${ALLOW}” and click Fork again.`;
+      throw err;
+    }
     ctx.navigate(ctx.link("run", {}, run.workflow_id), `Forked from ${id} at #${body.from_seq}.`);
   }));
   const forkPanel = panel("Fork",
     h("p", { class: "small muted" }, "A new run that reuses this run's journal before the chosen step and executes from there."),
     field("From step", fromSeq), field("New run id", newId),
-    h("label", { class: "inline" }, allow, " Allow re-execution of irreversible steps"),
+    h("label", { class: "inline" }, allow, ` ${ALLOW}`),
     h("div", { class: "buttons" }, forkButton), forkMsg.el);
 
   const el = h("aside", { class: "actions", "aria-label": "Actions" },
@@ -92,7 +136,12 @@ export function runActions(ctx, id) {
     update(run, entries, approvals) {
       const terminal = TERMINAL.has(run.status);
       const doubts = run.status === "needs_attention" ? inDoubtSteps(entries) : [];
-      show(cancel, !terminal);
+      ended = terminal;
+      ask(askingCancel);
+      if (since && parse(run.updated_at) > parse(since)) { // what it said no longer holds
+        controlMsg.clear();
+        since = null;
+      }
       show(retry, run.status === "failed" || (run.status === "needs_attention" && !doubts.length));
       controlNote.textContent = terminal && run.status !== "failed"
         ? `This run is ${run.status}; fork it to run it again.`
@@ -107,7 +156,7 @@ export function runActions(ctx, id) {
       }
       for (const a of mine) {
         if (!approvalForms.has(a.approval_id)) {
-          const form = approvalForm(ctx, a, after);
+          const form = approvalForm(ctx, a, decided);
           approvalForms.set(a.approval_id, form);
           approvalsBox.append(form.el);
         }

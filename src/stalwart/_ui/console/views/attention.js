@@ -4,7 +4,7 @@
 import * as api from "../api.js";
 import { act, h, message, replace, show } from "../dom.js";
 import { errorType, timeEl, valueBlock } from "../format.js";
-import { inDoubtSteps, resolveForm } from "./forms.js";
+import { inDoubtSteps, resolveForm, runLink } from "./forms.js";
 
 const LIMIT = 100;
 
@@ -18,15 +18,40 @@ const WHY = {
   CompensationFailed: "A compensation exhausted its retries while the run was being rolled back. Fix the cause, then retry to continue the rollback.",
 };
 
-function why(error) {
+/** What a run needs from an operator, in a few words, from its error's type. */
+const NEEDS = {
+  InDoubt: "an operator to resolve its in-doubt step",
+  BudgetExceeded: "an operator to retry it with a larger budget",
+  LoopDetected: "a fix of the agent's loop, then a retry with a larger budget",
+  NonDeterminismError: "code that matches its journal, then a retry",
+  EngineError: "an operator to retry it",
+  CompensationFailed: "a fix of the failing compensation, then a retry",
+};
+
+function typeOf(error) {
   const type = errorType(error);
-  if (type && WHY[type]) return WHY[type];
-  if (/compensat/i.test(error || "")) return WHY.CompensationFailed;
-  return "The run stopped and waits for an operator. Its error says why; retry when the cause is fixed.";
+  if (type && WHY[type]) return type;
+  return /compensat/i.test(error || "") ? "CompensationFailed" : null;
+}
+
+/** Why a run in needs_attention waits for an operator, in words. */
+export function why(error) {
+  const type = typeOf(error);
+  return type ? WHY[type] : "The run stopped and waits for an operator. Its error says why; retry when the cause is fixed.";
+}
+
+/** What a run in needs_attention waits for, in a few words; doubts are its in-doubt steps. */
+export function needs(error, doubts = []) {
+  if (doubts.length) {
+    const steps = doubts.map((s) => `#${s.seq} ${s.name}`).join(", ");
+    return `an operator to resolve the in-doubt step${doubts.length === 1 ? "" : "s"} ${steps}`;
+  }
+  return NEEDS[typeOf(error)] || "an operator to retry it once the cause is fixed";
 }
 
 export default function attention(ctx) {
   const error = message();
+  const flash = message(); // what was done: it stays when the card of the run has gone
   const list = h("div", { class: "rows" });
   const empty = h("p", { class: "empty", text: "Nothing needs attention." });
   const summary = h("p", { class: "muted" });
@@ -34,22 +59,22 @@ export default function attention(ctx) {
 
   const el = h("section", { class: "view" },
     h("h1", { text: "Needs attention" }), summary,
-    error.el, empty, list);
+    flash.el, error.el, empty, list);
 
   function card(run) {
     const reason = h("p", { class: "why" });
     const errorBox = h("div");
     const retry = h("button", { type: "button", text: "Retry" });
     const msg = message();
-    const resolver = resolveForm(ctx, run.workflow_id, (text) => {
-      msg.ok(text);
+    const resolver = resolveForm(ctx, run.workflow_id, (parts) => {
+      flash.ok(parts);
       ctx.refresh();
     });
     const resolveBox = h("div", { class: "resolve" }, h("h3", { text: "Resolve" }), resolver.el);
     retry.addEventListener("click", () => act(retry, msg, async () => {
       await api.post(api.runPath(run.workflow_id, "/retry"));
+      flash.ok("Retried run ", runLink(ctx, run.workflow_id), ".");
       ctx.refresh();
-      return "Retried: a worker picks the run up again.";
     }));
     const meta = h("p", { class: "muted small" });
     const node = h("article", { class: "card attention", "aria-label": run.workflow_id, data: { id: run.workflow_id } },

@@ -3,7 +3,7 @@
 
 import * as api from "../api.js";
 import { act, field, h, message, replace, show, uid } from "../dom.js";
-import { fullTime, timeEl, valueBlock } from "../format.js";
+import { fullTime, oneLine, timeEl, valueBlock } from "../format.js";
 
 /** JSON text as a value; a clear error (for a person) when it is not JSON. */
 export function parseJson(text, what) {
@@ -21,6 +21,22 @@ export function inDoubtSteps(entries) {
   return [...last.values()].filter((e) => e.status === "in_doubt").sort((a, b) => a.seq - b.seq);
 }
 
+/**
+ * How many step attempts of a journal were interrupted with no outcome recorded since (in
+ * doubt): the run's usage totals count only attempts that completed or failed.
+ */
+export function interruptedAttempts(entries) {
+  const settled = new Set();
+  const doubted = new Set();
+  for (const e of entries) {
+    if (e.kind !== "step" || e.seq === null) continue;
+    const key = `${e.seq}/${e.attempt}`;
+    if (e.status === "in_doubt") doubted.add(key);
+    else if (e.status === "completed" || e.status === "failed") settled.add(key);
+  }
+  return [...doubted].filter((key) => !settled.has(key)).length;
+}
+
 /** What the journal says a run finished with (its result, or its last error). */
 export function finished(entries) {
   for (let i = entries.length - 1; i >= 0; i -= 1) {
@@ -30,9 +46,15 @@ export function finished(entries) {
   return null;
 }
 
+/** A link to a run, for a confirmation that names it. */
+export function runLink(ctx, workflowId) {
+  return h("a", { class: "id", href: ctx.link("run", {}, workflowId), text: workflowId });
+}
+
 /**
- * Approve or reject one approval request with a reason. onDone(text) after a decision.
- * Returns {el}; the form keeps what the person typed across refreshes of the page around it.
+ * Approve or reject one approval request with a reason. onDone(parts) after a decision, with
+ * the confirmation (it names the run); without onDone the form shows it itself. Returns {el};
+ * the form keeps what the person typed across refreshes of the page around it.
  */
 export function approvalForm(ctx, approval, onDone) {
   const reason = h("textarea", { rows: 2, maxlength: 10000, placeholder: "Why (recorded with the decision)" });
@@ -43,10 +65,12 @@ export function approvalForm(ctx, approval, onDone) {
     const body = { approval_id: approval.approval_id };
     if (reason.value.trim()) body.reason = reason.value.trim();
     await api.post(api.runPath(approval.workflow_id, `/${verb}`), body);
-    const done = `${verb === "approve" ? "Approved" : "Rejected"}: ${approval.subject}`;
+    const done = [`${verb === "approve" ? "Approved" : "Rejected"} “${approval.subject}” for run `,
+      runLink(ctx, approval.workflow_id), "."];
     reason.value = "";
-    if (onDone) onDone(done);
-    return done;
+    if (!onDone) return done;
+    onDone(done); // the form goes once the request is decided: the caller keeps the message
+    return null;
   });
   approve.addEventListener("click", () => decide("approve", approve));
   reject.addEventListener("click", () => decide("reject", reject));
@@ -64,7 +88,9 @@ export function approvalForm(ctx, approval, onDone) {
 
 /**
  * Settle an in-doubt irreversible step: record what happened (a JSON result) or run it again.
- * update(steps) refreshes the choice of steps, keeping what the person typed.
+ * onDone(parts) after it, with the confirmation (it names the run and the step); without
+ * onDone the form shows it itself. update(steps) refreshes the choice of steps, keeping what
+ * the person typed.
  */
 export function resolveForm(ctx, workflowId, onDone) {
   const group = uid("how");
@@ -96,13 +122,18 @@ export function resolveForm(ctx, workflowId, onDone) {
 
   button.addEventListener("click", () => act(button, msg, async () => {
     const seq = Number(step.value);
+    const chosen = steps.find((s) => s.seq === seq);
+    const what = `#${seq}${chosen ? ` ${chosen.name}` : ""}`;
     const body = { seq };
     if (rerun.checked) body.rerun = true;
     else body.result = parseJson(result.value.trim(), "The result");
     await api.post(api.runPath(workflowId, "/resolve"), body);
-    const done = rerun.checked ? `Step #${seq} will run again.` : `Step #${seq} resolved with the given result.`;
-    if (onDone) onDone(done);
-    return done;
+    const done = [
+      rerun.checked ? `Rerun of step ${what} requested` : `Resolved step ${what} with result ${oneLine(JSON.stringify(body.result), 200)}`,
+      " in run ", runLink(ctx, workflowId), "."];
+    if (!onDone) return done;
+    onDone(done); // the form goes once nothing is in doubt: the caller keeps the message
+    return null;
   }));
 
   const el = h("div", { class: "resolve-form" },

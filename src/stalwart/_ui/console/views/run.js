@@ -5,7 +5,8 @@ import * as api from "../api.js";
 import { h, message, replace } from "../dom.js";
 import { TERMINAL, badge, between, duration, errorType, fullTime, timeEl, usageText, valueBlock } from "../format.js";
 import { runActions } from "./actions.js";
-import { finished } from "./forms.js";
+import { needs, why } from "./attention.js";
+import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
 import { timeline } from "./timeline.js";
 
 function fact(label, value, testid) {
@@ -25,6 +26,28 @@ function current(step) {
       step.heartbeat === null || step.heartbeat === undefined
         ? fact("Heartbeat", h("span", { class: "muted", text: "none yet" }))
         : fact("Heartbeat", valueBlock(step.heartbeat, "heartbeat"), "heartbeat")));
+}
+
+/** What the run waits for: its wait, what it needs from an operator, or nothing. */
+function waitingFor(detail, entries, terminal) {
+  if (detail.waiting_for) return detail.waiting_for;
+  if (detail.status === "needs_attention") return needs(detail.error, inDoubtSteps(entries));
+  return h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" });
+}
+
+/** Links to a run's parent and to its child runs (with their status), when it has any. */
+function family(ctx, detail, children) {
+  const link = (wid) => h("a", { class: "id", href: ctx.link("run", {}, wid), text: wid });
+  const facts = [];
+  if (detail.parent_id) facts.push(fact("Parent", link(detail.parent_id), "parent"));
+  const kids = children.runs || [];
+  if (kids.length) {
+    const total = Object.values(children.counts || {}).reduce((a, b) => a + b, 0);
+    const more = total > kids.length ? h("span", { class: "muted", text: ` and ${total - kids.length} more` }) : null;
+    facts.push(fact(`Children (${total})`, h("span", { class: "children" },
+      kids.slice().reverse().map((c) => h("span", { class: "child" }, link(c.workflow_id), " ", badge(c.status))), more), "children"));
+  }
+  return facts;
 }
 
 export default function run(ctx, id) {
@@ -55,7 +78,7 @@ export default function run(ctx, id) {
 
   let seen = "";
 
-  function render(detail, entries, approvals) {
+  function render(detail, entries, approvals, children) {
     const terminal = TERMINAL.has(detail.status);
     replace(head, h("dl", { class: "facts" },
       fact("Workflow", detail.name),
@@ -64,8 +87,9 @@ export default function run(ctx, id) {
       fact("Created", timeEl(detail.created_at)),
       fact("Updated", timeEl(detail.updated_at)),
       fact("Duration", `${duration(between(detail.created_at, terminal ? detail.updated_at : null))}${terminal ? "" : " so far"}`),
-      fact("Usage", usageText(detail.usage)),
-      fact("Waiting for", detail.waiting_for || h("span", { class: "muted", text: terminal ? "nothing (finished)" : "nothing" }), "waiting-for")));
+      fact("Usage", usageText(detail.usage, { interrupted: interruptedAttempts(entries), terminal }), "usage"),
+      fact("Waiting for", waitingFor(detail, entries, terminal), "waiting-for"),
+      family(ctx, detail, children)));
 
     const end = finished(entries);
     const parts = [];
@@ -73,6 +97,7 @@ export default function run(ctx, id) {
       const type = errorType(detail.error);
       parts.push(h("section", { class: ["outcome", "bad"], "aria-label": "Error" },
         h("h2", { text: detail.status === "needs_attention" ? `Needs attention${type ? `: ${type}` : ""}` : `Error${type ? `: ${type}` : ""}` }),
+        detail.status === "needs_attention" ? h("p", { class: "why", text: why(detail.error) }) : null,
         valueBlock(detail.error, "error")));
     } else if (detail.status === "completed" && end) {
       parts.push(h("section", { class: ["outcome", "good"], "aria-label": "Result" },
@@ -91,8 +116,10 @@ export default function run(ctx, id) {
     let detail;
     let journal;
     let approvals = { data: { approvals: [] }, text: "" };
+    let children;
     try {
-      [detail, journal] = await Promise.all([api.get(api.runPath(id)), api.get(api.runPath(id, "/journal"))]);
+      [detail, journal, children] = await Promise.all([
+        api.get(api.runPath(id)), api.get(api.runPath(id, "/journal")), api.get("/runs", { parent_id: id, limit: 200 })]);
       if (!TERMINAL.has(detail.data.status)) approvals = await api.get("/approvals");
     } catch (err) {
       error.error(err.status === 404 ? `No run ${id}: ${err.message}` : `Cannot read the run: ${err.message}`);
@@ -100,10 +127,10 @@ export default function run(ctx, id) {
       return;
     }
     error.clear();
-    const key = detail.text + journal.text + approvals.text;
+    const key = detail.text + journal.text + approvals.text + children.text;
     if (key === seen && TERMINAL.has(detail.data.status)) return;
     seen = key;
-    render(detail.data, journal.data.entries, approvals.data.approvals);
+    render(detail.data, journal.data.entries, approvals.data.approvals, children.data);
   }
 
   return { el, title: id, refresh };

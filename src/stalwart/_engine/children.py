@@ -1,0 +1,318 @@
+"""Child runs, from the parent's side.
+
+A start is one journaled call (``kind`` ``child``, named for the child's workflow): the
+transaction that journals it in the parent also creates the child, ``pending``, for any worker.
+Its default id is the parent's id, ``/`` and the start's position (the form of idempotency
+keys), so a replay finds the same child. Waiting on a child is a durable wait: the parent
+suspends ``waiting_for`` ``child:<id>`` and holds nothing; the transaction that ends the child
+wakes it, and the parent records the child's outcome at the start's position the first time it
+sees it, so that every later replay returns the same answer.
+
+A parent that ends failed or cancelled cancels its unfinished children (their compensations
+run), and so does an operator's cancel; a parent's retry redrives its failed and cancelled
+children and reopens its waits on them. ``app.run`` executes the children of its run that no
+worker has claimed (:func:`help_children`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .._errors import WorkflowAlreadyExists, WorkflowCancelled, WorkflowFailed
+from .._model import TERMINAL, EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus
+from .._registry import WorkflowDef
+from .._runtime import Runtime
+from .._signals import LeaseLost
+from .._store import Entry, RunRow
+from .invocation import Invocation, Recorded, guarded, step_key
+from .lifecycle import lifecycle
+from .observe import carried
+
+__all__ = [
+    "ChildRef",
+    "cancel_children",
+    "help_children",
+    "result",
+    "retry_children",
+    "start",
+]
+
+log = logging.getLogger("stalwart")
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRef:
+    """A child run as its parent's journal names it."""
+
+    workflow_id: str
+    name: str
+    position: str
+    seq: int
+
+
+def _recorded_id(inv: Invocation, rec: Recorded) -> str:
+    """The child id a recorded start names (in its spec while open, in its outcome after)."""
+    stored = rec.input if rec.status == EntryStatus.SCHEDULED else rec.output
+    if stored is None:
+        raise inv.corrupt(rec, "the recorded child start names no child run")
+    value = inv.decode_recorded(rec, "child", stored)
+    if not isinstance(value, dict) or not isinstance(value.get("workflow_id"), str):
+        raise inv.corrupt(rec, f"the recorded child {value!r} names no child run")
+    return str(value["workflow_id"])
+
+
+def _deadline(inv: Invocation, wf: WorkflowDef, now: float) -> float | None:
+    """The child's own deadline, or its parent's if that comes first."""
+    own = None if wf.timeout is None else now + wf.timeout
+    if inv.deadline is None:
+        return own
+    return inv.deadline if own is None else min(own, inv.deadline)
+
+
+@guarded
+def start(
+    inv: Invocation, wf: WorkflowDef, payload: bytes, workflow_id: str | None, queue: str | None
+) -> ChildRef:
+    """Start child run ``wf`` (or find the one this position started before)."""
+    inv.check_alive()
+    position = inv.next_position()
+    rec = inv.lookup(position, EntryKind.CHILD, wf.name)
+    if rec is not None:
+        return ChildRef(_recorded_id(inv, rec), wf.name, position, rec.seq)
+    runtime = inv.runtime
+    child_id = step_key(inv.workflow_id, position) if workflow_id is None else workflow_id
+    now = runtime.clock.time()
+    seq = inv.alloc_seq()
+    spec = runtime.codec.encode({"workflow_id": child_id})
+    entry = Entry(
+        kind=EntryKind.CHILD,
+        name=wf.name,
+        status=EntryStatus.SCHEDULED,
+        seq=seq,
+        position=position,
+        started_at=now,
+        input=spec,
+    )
+    with inv.journaling():
+        verdict = runtime.store.start_child(
+            inv.workflow_id,
+            entry,
+            owner=inv.owner,
+            workflow_id=child_id,
+            name=wf.name,
+            queue=wf.queue if queue is None else queue,
+            input=payload,
+            now=now,
+            started=lifecycle("started", now, input=payload),
+            deadline=_deadline(inv, wf, now),
+            trace_context=carried(runtime) if runtime.observers else None,
+        )
+    if verdict == "lost":
+        inv.lease_lost.set()
+        raise LeaseLost()
+    if verdict == "taken":
+        raise WorkflowAlreadyExists(
+            f"run {child_id!r} already exists and is not a {wf.name!r} child of run "
+            f"{inv.workflow_id!r}; pass another workflow_id= to start_child"
+        )
+    inv.recovering = False
+    inv.recorded[position] = Recorded(
+        seq, position, EntryKind.CHILD, wf.name, EntryStatus.SCHEDULED, 0, None, None, spec
+    )
+    runtime.wakeup.set()
+    log.info("run %s: started child %s (%s)", inv.workflow_id, child_id, wf.name)
+    return ChildRef(child_id, wf.name, position, seq)
+
+
+@guarded
+def result(inv: Invocation, ref: ChildRef) -> Any:
+    """The child's result, or its failure as ``WorkflowFailed`` / ``WorkflowCancelled``;
+    suspends the parent until the child ends."""
+    inv.check_alive()
+    rec = inv.recorded.get(ref.position)
+    if rec is None or rec.seq != ref.seq:
+        raise RuntimeError(
+            f"child {ref.workflow_id!r} was not started by this execution of run "
+            f"{inv.workflow_id!r}; wait on a ChildHandle in the workflow run that started it"
+        )
+    if rec.status == EntryStatus.SCHEDULED:
+        with inv.journaling():
+            row = inv.runtime.store.get_run(ref.workflow_id)
+        if row is None:
+            raise inv.corrupt(rec, f"its child run {ref.workflow_id!r} does not exist")
+        if row.status not in TERMINAL:
+            raise inv.suspend(wake_at=None, waiting_for=f"child:{ref.workflow_id}")
+        rec = _settle(inv, rec, ref, row)
+    if rec.status == EntryStatus.COMPLETED:
+        return _value(inv, rec, ref)
+    raise _failure(inv, rec, ref)
+
+
+def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recorded:
+    """Journal how the child ended, at its start's position, while the parent is held."""
+    runtime = inv.runtime
+    now = runtime.clock.time()
+    if row.status == RunStatus.COMPLETED:
+        with inv.journaling():
+            stored = None if row.output is None else runtime.store.load_payload(row.output)
+        value = None if stored is None else runtime.codec.decode(stored)
+        output = runtime.codec.encode({"workflow_id": ref.workflow_id, "result": value})
+        status, error = EntryStatus.COMPLETED, None
+    else:
+        cancelled = row.status == RunStatus.CANCELLED
+        output = runtime.codec.encode({"workflow_id": ref.workflow_id, "cancelled": cancelled})
+        status = EntryStatus.FAILED
+        error = (
+            row.error
+            or ErrorRecord(
+                ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
+            ).to_json()
+        )
+    inv.append(
+        Entry(
+            kind=EntryKind.CHILD,
+            name=rec.name,
+            status=status,
+            seq=rec.seq,
+            position=rec.position,
+            attempt=1,
+            started_at=now,
+            finished_at=now,
+            output=output,
+            error=error,
+        )
+    )
+    inv.recovering = False
+    record = None if error is None else ErrorRecord.from_json(error)
+    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, record)
+    inv.recorded[rec.position] = settled
+    return settled
+
+
+def _outcome(inv: Invocation, rec: Recorded) -> dict[str, Any]:
+    value = None if rec.output is None else inv.load_value(rec)
+    if not isinstance(value, dict):
+        raise inv.corrupt(rec, f"the recorded child outcome {value!r} is not one")
+    return value
+
+
+def _value(inv: Invocation, rec: Recorded, ref: ChildRef) -> Any:
+    value = _outcome(inv, rec).get("result")
+    wf = inv.runtime.registry.workflows.get(ref.name)
+    return wf.restore(value) if wf is not None and wf.restore is not None else value
+
+
+def _failure(inv: Invocation, rec: Recorded, ref: ChildRef) -> Exception:
+    error = rec.error or ErrorRecord("Error", "the child run failed")
+    if _outcome(inv, rec).get("cancelled"):
+        return WorkflowCancelled(f"child run {ref.workflow_id!r} was cancelled: {error.message}")
+    return WorkflowFailed(ref.workflow_id, error.type or "Error", error.message)
+
+
+def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> None:
+    """Cancel the unfinished children of ``parent_id`` (a child cancelled at once, having
+    nothing to undo, has its own children cancelled here too; one that must roll back first
+    cancels them when its holder processes the cancel)."""
+    for child in runtime.store.child_runs(parent_id):
+        if child.status in TERMINAL or child.cancel_requested:
+            continue
+        now = runtime.clock.time()
+        error = ErrorRecord(
+            ErrorType.WORKFLOW_CANCELLED,
+            f"run {child.workflow_id!r} was cancelled with its parent {parent_id!r}",
+        ).to_json()
+        entry = Entry(
+            kind=EntryKind.OPERATOR,
+            name="cancel",
+            status=EntryStatus.COMPLETED,
+            started_at=now,
+            finished_at=now,
+            input=runtime.codec.encode({"parent": parent_id}),
+            by=by,
+        )
+        verdict = runtime.store.cancel_run(child.workflow_id, now=now, error=error, entry=entry)
+        log.info("run %s: cancel with its parent %s: %s", child.workflow_id, parent_id, verdict)
+        if verdict == "cancelled":
+            cancel_children(runtime, child.workflow_id, by=by)
+    runtime.wakeup.set()
+
+
+def retry_children(
+    runtime: Runtime, parent_id: str, plan: Callable[[RunRow], list[Entry]]
+) -> list[Entry]:
+    """Redrive the failed and cancelled children of a parent being retried (theirs first),
+    each with the entries ``plan`` gives it; returns the parent's entries that reopen its
+    waits on children whose failure it recorded."""
+    now = runtime.clock.time()
+    for child in runtime.store.child_runs(parent_id):
+        if child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
+            continue
+        entries = [*retry_children(runtime, child.workflow_id, plan), *plan(child)]
+        runtime.store.redrive_child(
+            child.workflow_id, parent_id=parent_id, now=now, entries=entries
+        )
+        log.info("run %s: retried with its parent %s", child.workflow_id, parent_id)
+    latest: dict[str, Any] = {}
+    for row in runtime.store.replay_index(parent_id):
+        latest[row.position] = row
+    reopen = []
+    for row in latest.values():
+        if row.kind != EntryKind.CHILD or row.status != EntryStatus.FAILED or row.output is None:
+            continue
+        outcome = runtime.codec.decode(runtime.store.load_payload(row.output))
+        child_id = outcome.get("workflow_id") if isinstance(outcome, dict) else None
+        if not isinstance(child_id, str):
+            continue
+        reopen.append(
+            Entry(
+                kind=EntryKind.CHILD,
+                name=row.name,
+                status=EntryStatus.SCHEDULED,
+                seq=row.seq,
+                position=row.position,
+                started_at=now,
+                input=runtime.codec.encode({"workflow_id": child_id}),
+            )
+        )
+    return reopen
+
+
+class Driving(Protocol):
+    """What :func:`help_children` needs of the driver (which sits above this module)."""
+
+    runtime: Runtime
+
+    def claimable(self, row: RunRow, now: float) -> bool: ...
+
+    def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None: ...
+
+    def drive(self, inv: Invocation, row: RunRow) -> Any: ...
+
+
+def help_children(driver: Driving, parent_id: str) -> bool:
+    """Execute in this thread, each until it ends or parks, the descendants of ``parent_id``
+    that nobody holds (a worker that claimed one first keeps it); ``True`` if any ran."""
+    runtime = driver.runtime
+    ran = False
+    parents = [parent_id]
+    while parents:
+        for child in runtime.store.child_runs(parents.pop(0)):
+            if child.status in TERMINAL:
+                continue
+            parents.append(child.workflow_id)
+            wf = runtime.registry.workflows.get(child.name)
+            now = runtime.clock.time()
+            if wf is None or not driver.claimable(child, now):
+                continue
+            inv = driver.take(wf, child, now)
+            if inv is None:
+                continue
+            ran = True
+            try:
+                driver.drive(inv, child)
+            except Exception as exc:  # the child's problem, not its parent's: say so, go on
+                log.error("run %s: child %s stopped: %s", parent_id, child.workflow_id, exc)
+    return ran

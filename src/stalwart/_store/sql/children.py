@@ -1,0 +1,91 @@
+"""Child runs: a parent starts one in the transaction that journals the start, finds its
+children by index, and redrives them when it is retried. (A child's end wakes its parent
+inside the transaction that ends it: ``finish_run`` and ``cancel_run``.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..base import Entry, RunRow
+from ._base import SQLBase
+
+__all__ = ["ChildVerbs"]
+
+
+class ChildVerbs(SQLBase):
+    """The ``ChildStore`` verbs over SQL."""
+
+    def start_child(
+        self,
+        parent_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        workflow_id: str,
+        name: str,
+        queue: str,
+        input: bytes,
+        now: float,
+        started: Entry,
+        deadline: float | None = None,
+        trace_context: str | None = None,
+    ) -> str:
+        """Create child run ``workflow_id`` (``pending``) and journal ``entry`` in its parent,
+        in one transaction, while ``owner`` holds the parent's lease.
+
+        ``"started"``; ``"exists"`` when the parent already owns a child of that id and
+        workflow (the entry is journaled all the same); ``"taken"`` when another workflow or
+        parent owns the id (nothing is written); ``"lost"`` without the parent's lease."""
+
+        def work(conn: Any) -> str:
+            self._lock_run(conn, parent_id)
+            held = {"workflow_id": parent_id, "owner": owner}
+            if conn.execute(self._q["lease_held"], held).fetchone() is None:
+                return "lost"
+            cur = conn.execute(
+                self._q["create_child_run"],
+                {
+                    "workflow_id": workflow_id,
+                    "name": name,
+                    "queue": queue,
+                    "input": self._stash(conn, input),
+                    "now": now,
+                    "deadline": deadline,
+                    "trace_context": trace_context,
+                    "parent_id": parent_id,
+                },
+            )
+            if cur.rowcount == 1:
+                verdict = "started"
+                self._journal_in(conn, workflow_id, started)
+            else:
+                found = conn.execute(self._q["child_owner"], {"workflow_id": workflow_id})
+                row = found.fetchone()
+                if row is None or row[0] != name or row[1] != parent_id:
+                    return "taken"
+                verdict = "exists"
+            self._journal_in(conn, parent_id, entry)
+            return verdict
+
+        return self._once(parent_id, entry, work)
+
+    def child_runs(self, parent_id: str) -> list[RunRow]:
+        """The children of run ``parent_id``, oldest first."""
+        return self._records("child_runs", {"parent_id": parent_id}, RunRow)
+
+    def redrive_child(
+        self, workflow_id: str, *, parent_id: str, now: float, entries: list[Entry]
+    ) -> bool:
+        """Make a failed, cancelled or needs_attention child of ``parent_id`` pending again,
+        journaling ``entries`` in the same transaction."""
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            params = {"workflow_id": workflow_id, "parent_id": parent_id, "now": now}
+            if conn.execute(self._q["redrive_child"], params).rowcount != 1:
+                return False
+            for entry in entries:
+                self._journal_in(conn, workflow_id, entry)
+            return True
+
+        return self._once(workflow_id, entries[-1] if entries else None, work)

@@ -1,0 +1,240 @@
+"""Child runs on every backend, executed by ``app.run`` with no worker: fan-out and fan-in,
+ids stable across replay, refused ids, failures and cancellations carried to the parent, a
+parent's deadline covering its children, retry and fork of a parent, and the read models."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import stalwart
+from stalwart import testing
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def declare(app: stalwart.Stalwart, flags: dict[str, Any]) -> dict[str, Any]:
+    ran: list[int] = []
+
+    @app.step()
+    def square(x: int) -> int:
+        ran.append(x)
+        if flags.get("fail") == x:
+            raise stalwart.NonRetryableError(f"no square for {x}")
+        return x * x
+
+    @app.workflow()
+    def child(x: int) -> int:
+        return square(x)
+
+    @app.workflow()
+    def waiting_child() -> Any:
+        return stalwart.wait_for_event("go")
+
+    @app.workflow()
+    def fan(n: int) -> list[Any]:
+        handles = [stalwart.start_child(child, i) for i in range(n)]
+        return [[h.workflow_id for h in handles], [h.result() for h in handles]]
+
+    @app.workflow()
+    async def async_fan(n: int) -> list[int]:
+        return list(await asyncio.gather(*(stalwart.run_child_async(child, i) for i in range(n))))
+
+    @app.workflow()
+    def catching(x: int) -> str:
+        try:
+            return str(stalwart.run_child(child, x))
+        except stalwart.WorkflowFailed as failed:
+            return f"{failed.workflow_id} {failed.cause_type}: {failed.cause_message}"
+
+    @app.workflow()
+    def pair(x: int) -> list[Any]:
+        first = stalwart.start_child(child, x)
+        second = stalwart.start_child(waiting_child)
+        return [first.result(), second.result()]
+
+    @app.workflow()
+    def named(child_id: str) -> str:
+        try:
+            return stalwart.start_child(child, 1, workflow_id=child_id).workflow_id
+        except stalwart.WorkflowAlreadyExists as refused:
+            return f"refused: {refused}"
+
+    @app.workflow()
+    def chain() -> list[int]:
+        first = stalwart.run_child(child, 1)
+        middle = square(2)
+        return [first, middle, stalwart.run_child(child, 3)]
+
+    @app.workflow()
+    def waits_on_one() -> Any:
+        return stalwart.run_child(waiting_child)
+
+    return {k: v for k, v in locals().items() if k not in ("app", "flags")}
+
+
+def test_app_run_executes_a_fan_out_of_children_with_ids_stable_across_replay(
+    app: stalwart.Stalwart,
+) -> None:
+    wf = declare(app, {})
+    ids, results = app.run(wf["fan"], 5, workflow_id="p")
+    assert ids == [f"p/{i}" for i in range(5)] and results == [i * i for i in range(5)]
+    assert sorted(wf["ran"]) == list(range(5))  # each child's step ran once
+    children = app.list_workflows(parent_id="p")
+    assert sorted(c.workflow_id for c in children) == ids
+    assert {(c.status, c.parent_id) for c in children} == {("completed", "p")}
+    assert app.list_workflows(parent_id="p", limit=2)[0].workflow_id == "p/4"
+    assert app.handle("p").status() == "completed"
+    journal = app.journal("p")
+    assert [e.kind for e in journal].count("child") == 10  # a start and an outcome each
+    assert any(e.kind == "run" and e.name == "resumed" for e in journal)  # it replayed
+    assert testing.store_of(app).get_run("p").parent_id is None
+
+
+def test_async_workflows_fan_out_with_gather(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {})
+    assert app.run(wf["async_fan"], 6, workflow_id="a") == [i * i for i in range(6)]
+    assert len(app.list_workflows(parent_id="a")) == 6
+
+
+def test_a_childs_failure_arrives_as_workflow_failed_with_its_error(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {"fail": 3})
+    caught = app.run(wf["catching"], 3, workflow_id="c")
+    assert caught.startswith("c/0 StepFailed") and "no square for 3" in caught
+    with pytest.raises(stalwart.WorkflowFailed) as failed:
+        app.run(wf["pair"], 3, workflow_id="f")
+    assert failed.value.cause_type == "WorkflowFailed"
+    assert "no square for 3" in failed.value.cause_message
+    # the parent's failure cancelled the sibling that still waited
+    assert app.handle("f/1").status() == "cancelled"
+
+
+def test_an_id_owned_by_another_workflow_or_parent_is_refused(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {})
+    app.start(wf["waiting_child"], workflow_id="taken")
+    assert app.run(wf["named"], "taken", workflow_id="n1").startswith("refused: run 'taken'")
+    assert app.run(wf["named"], "mine", workflow_id="n2") == "mine"
+    assert app.run(wf["named"], "mine", workflow_id="n3").startswith("refused: run 'mine'")
+
+
+def test_retry_of_a_parent_retries_its_failed_and_cancelled_children(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 4}
+    wf = declare(app, flags)
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(wf["pair"], 4, workflow_id="r")
+    assert [app.handle(c).status() for c in ("r/0", "r/1")] == ["failed", "cancelled"]
+    flags.clear()
+    app.retry("r")
+    assert [app.handle(c).status() for c in ("r/0", "r/1")] == ["pending", "pending"]
+    app.send_event("r/1", "go", "went")
+    assert app.run(wf["pair"], 4, workflow_id="r") == [16, "went"]
+    assert sorted(c.workflow_id for c in app.list_workflows(parent_id="r")) == ["r/0", "r/1"]
+
+
+def test_a_fork_reuses_finished_children_and_starts_later_ones_under_its_id(
+    app: stalwart.Stalwart,
+) -> None:
+    wf = declare(app, {})
+    assert app.run(wf["chain"], workflow_id="k") == [1, 4, 9]
+    third = next(e.seq for e in app.journal("k") if e.kind == "child" and e.seq != 1)
+    fork = app.fork("k", from_seq=third, new_id="kf")
+    assert app.run(wf["chain"], workflow_id=fork.workflow_id) == [1, 4, 9]
+    assert [c.workflow_id for c in app.list_workflows(parent_id="kf")] == ["kf/2"]
+    assert sorted(wf["ran"]) == [1, 2, 3, 3]  # child 1 and the step were reused, child 3 ran again
+
+
+def test_a_waiting_parent_describes_the_child_it_waits_on(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {})
+    outcome: list[Any] = []
+    runner = threading.Thread(
+        target=lambda: outcome.append(app.run(wf["waits_on_one"], workflow_id="w"))
+    )
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _waiting_for(app, "w") != "child w/0":
+            assert time.monotonic() < deadline, app.list_workflows()
+            time.sleep(0.01)
+        app.send_event("w/0", "go", 7)
+    finally:
+        runner.join(30)
+    assert outcome == [7]
+
+
+def _waiting_for(app: stalwart.Stalwart, workflow_id: str) -> str | None:
+    try:
+        return app.describe(workflow_id).waiting_for
+    except stalwart.WorkflowNotFound:
+        return None
+
+
+def test_a_parents_deadline_covers_its_children(store_url: str) -> None:
+    with stalwart.Stalwart(store_url) as app:  # a real clock: the deadline passes by itself
+
+        @app.workflow()
+        def sleeper() -> str:
+            stalwart.sleep(3600)
+            return "woke"
+
+        @app.workflow(timeout=0.3)
+        def hurried() -> str:
+            return str(stalwart.run_child(sleeper))
+
+        with pytest.raises(stalwart.WorkflowCancelled):
+            app.run(hurried, workflow_id="t")
+        assert app.handle("t/0").status() == "cancelled"
+        store = testing.store_of(app)
+        assert store.get_run("t/0").deadline == store.get_run("t").deadline
+
+
+def test_show_prints_a_runs_parent_and_children(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from stalwart._cli import cli
+
+    url = f"sqlite:///{tmp_path / 'show.db'}"
+    with stalwart.Stalwart(url) as app:
+        wf = declare(app, {})
+        app.run(wf["fan"], 2, workflow_id="s")
+    parent = CliRunner().invoke(cli, ["--url", url, "show", "s"])
+    assert "children   s/0 (completed), s/1 (completed)" in parent.output, parent.output
+    child = CliRunner().invoke(cli, ["--url", url, "show", "s/1"])
+    assert "parent     s (stalwart show s)" in child.output, child.output
+
+
+def test_ls_and_the_http_api_list_the_children_of_a_run(tmp_path: Any) -> None:
+    import asyncio
+    import json
+
+    import httpx
+    from click.testing import CliRunner
+
+    from stalwart._cli import cli
+    from stalwart._ui.asgi import create_app
+
+    url = f"sqlite:///{tmp_path / 'ls.db'}"
+    with stalwart.Stalwart(url) as app:
+        wf = declare(app, {})
+        app.run(wf["fan"], 3, workflow_id="p")
+        app.run(wf["fan"], 1, workflow_id="q")
+        listed = CliRunner().invoke(cli, ["--url", url, "ls", "--parent", "p", "--json"])
+        rows = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert sorted(r["workflow_id"] for r in rows) == ["p/0", "p/1", "p/2"]
+        assert {r["parent_id"] for r in rows} == {"p"}
+        paged = CliRunner().invoke(cli, ["--url", url, "ls", "--parent", "p", "--limit", "2"])
+        assert "1 more: add --before" in paged.output
+
+        async def page() -> Any:
+            transport = httpx.ASGITransport(app=create_app(app, token="t"))
+            async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+                return (await c.get("/api/v1/runs", params={"parent_id": "q"})).json()
+
+        answer = asyncio.run(page())
+        assert [r["workflow_id"] for r in answer["runs"]] == ["q/0"]
+        assert answer["counts"]["completed"] == 1
