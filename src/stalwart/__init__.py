@@ -6,12 +6,14 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 """
 
 from ._app import Handle, Stalwart
+from ._checks import CheckResult
 from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
 from ._context import (
     attempt,
     heartbeat,
     idempotency_key,
     now,
+    patched,
     random,
     record_usage,
     request_approval,
@@ -79,6 +81,7 @@ __all__ = [
     "BreakerState",
     "Budget",
     "BudgetExceeded",
+    "CheckResult",
     "ChildHandle",
     "CorruptRecord",
     "CurrentStep",
@@ -120,6 +123,7 @@ __all__ = [
     "heartbeat",
     "idempotency_key",
     "now",
+    "patched",
     "random",
     "record_usage",
     "request_approval",

@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
+from ._checks import Checks
 from ._clock import Clock, ServerClock
 from ._declare import (
     check_app_options,
@@ -51,7 +52,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset)
 
 
-class Stalwart(Reads, SharedContext, Schedules):
+class Stalwart(Reads, SharedContext, Schedules, Checks):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(

@@ -9,6 +9,7 @@ from typing import Any
 
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
+from ._engine.patches import patched as _patched
 from ._errors import UsageError, WorkflowCancelled
 from ._model import Approval
 
@@ -17,6 +18,7 @@ __all__ = [
     "heartbeat",
     "idempotency_key",
     "now",
+    "patched",
     "random",
     "request_approval",
     "request_approval_async",
@@ -216,3 +218,20 @@ def _subject(subject: str) -> str:
     if not isinstance(subject, str) or not subject:
         raise ValueError(f"approval subject {subject!r}: pass a non-empty str")
     return subject
+
+
+def patched(patch_id: str) -> bool:
+    """Whether this run takes the new code of patch ``patch_id`` at this point: ``True`` for a
+    run that reaches it with code that has the patch (recorded in the journal, kind
+    ``patch``), ``False`` on the replay of a run that went past it before the patch existed.
+    Old and new runs both replay deterministically; see docs/changing-code.md."""
+    if not isinstance(patch_id, str) or not patch_id:
+        raise ValueError(f"patch id {patch_id!r}: pass a non-empty str, e.g. 'check-facts'")
+    if CURRENT_STEP.get() is not None:
+        raise RuntimeError(
+            "stalwart.patched() was called inside a step; patch points belong in workflow code"
+        )
+    inv = CURRENT_RUN.get()
+    if inv is None:
+        raise RuntimeError("stalwart.patched() can only be called inside a workflow")
+    return _patched(inv, patch_id)

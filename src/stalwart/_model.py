@@ -75,6 +75,7 @@ class EntryKind(StrEnum):
     OPERATOR = "operator"  # what a person did: retry, cancel, resolve, fork, an event
     CHILD = "child"  # a child run this run started, and how it ended once the run saw it
     SHARED = "shared"  # a read or compare-and-set of the shared context
+    PATCH = "patch"  # a patched() point this run reached with the code that has the patch
 
 
 class EntryStatus(StrEnum):

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from ._engine.driver import Driver
+from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError, mask_url
@@ -51,6 +52,7 @@ def serve(
 ) -> None:
     """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port``."""
     worker = Worker(driver, concurrency=concurrency, queues=queues)
+    warn_stranded(driver.runtime, worker.queues)
     if metrics_port is not None:
         worker.serve_metrics(metrics_host, metrics_port)
     worker.serve()

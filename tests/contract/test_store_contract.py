@@ -1318,3 +1318,20 @@ def test_redrive_child_restarts_a_failed_or_cancelled_child_of_that_parent(store
         None,
         0,
     )
+
+
+def test_live_run_names_count_the_runs_not_ended_by_queue_and_name(store: Store) -> None:
+    assert store.live_run_names() == []
+    _create(store, "r1", owner=None)
+    _create(store, "r2", owner="w", name="old")
+    _create(store, "r3", owner=None, name="old", queue="llm")
+    _create(store, "r4", owner="w", name="old")
+    ended = Entry(kind="run", name="finished", status="completed")
+    assert store.finish_run(
+        "r4", owner="w", status="completed", output=None, error=None, now=101, entry=ended
+    )
+    assert sorted((r.queue, r.name, r.runs) for r in store.live_run_names()) == [
+        ("default", "agent", 1),
+        ("default", "old", 1),
+        ("llm", "old", 1),
+    ]

@@ -73,6 +73,8 @@ CONTRACT = {
     "Versioned",
     "SharedWrite",
     "Schedule",  # 0.2: schedules
+    "patched",  # 0.2: safe evolution
+    "CheckResult",
 }
 
 

@@ -137,6 +137,7 @@ def _fail(message: str, ctx: click.Context | None, code: int) -> None:
 
 # The commands, each module adding its own to ``cli`` (they import what is above).
 from . import (  # noqa: E402, F401
+    check,
     operate,
     runs,
     schedules,

@@ -116,6 +116,7 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
     EntryKind.NOW: _VALUE_STATUSES,
     EntryKind.UUID: _VALUE_STATUSES,
     EntryKind.RANDOM: _VALUE_STATUSES,
+    EntryKind.PATCH: _VALUE_STATUSES,
     EntryKind.CHILD: frozenset(
         {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
     ),
@@ -251,6 +252,13 @@ class Invocation:
             n = self.counters.get(path, 0)
             self.counters[path] = n + 1
         return f"{path}{n}"
+
+    def peek_position(self) -> str:
+        """The position :meth:`next_position` would return now, without taking it (``patched``
+        takes it only when the run records the patch there)."""
+        path = self._task_path()
+        with self._lock:
+            return f"{path}{self.counters.get(path, 0)}"
 
     def adopt_task(self, task: asyncio.Task[Any], *, parent: asyncio.Task[Any] | None) -> None:
         """Give a task that workflow code created its path: its place among its parent's

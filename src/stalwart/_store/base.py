@@ -72,6 +72,7 @@ from .rows import (
     IndexRow,
     JournalRow,
     LeaseClaim,
+    LiveNameRow,
     QueueLimits,
     QueueRow,
     RunRow,
@@ -100,6 +101,7 @@ __all__ = [
     "JournalStore",
     "LeaseClaim",
     "LeaseStore",
+    "LiveNameRow",
     "QueueLimits",
     "QueueRow",
     "ReadStore",
@@ -456,6 +458,9 @@ class ReadStore(Protocol):
 
     def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
         """The workers seen since ``stale_before`` (older rows are dropped)."""
+
+    def live_run_names(self) -> list[LiveNameRow]:
+        """How many runs that have not ended each queue has of each workflow name."""
 
 
 class ChildStore(Protocol):

@@ -17,6 +17,7 @@ __all__ = [
     "IndexRow",
     "JournalRow",
     "LeaseClaim",
+    "LiveNameRow",
     "QueueLimits",
     "QueueRow",
     "RunRow",
@@ -275,3 +276,12 @@ class SharedSet:
 
     held: bool
     version: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveNameRow:
+    """How many runs of one workflow name in one queue have not ended."""
+
+    queue: str
+    name: str
+    runs: int

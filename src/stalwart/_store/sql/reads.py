@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..base import CountRow, QueueRow, UsageRow, WorkerRow
+from ..base import CountRow, LiveNameRow, QueueRow, UsageRow, WorkerRow
 from ._base import SQLBase
 
 __all__ = ["ReadVerbs"]
@@ -71,3 +71,7 @@ class ReadVerbs(SQLBase):
         """The workers seen since ``stale_before`` (older rows are dropped)."""
         self._changes("drop_stale_workers", {"before": stale_before})
         return self._records("list_workers", {}, WorkerRow)
+
+    def live_run_names(self) -> list[LiveNameRow]:
+        """How many runs that have not ended each queue has of each workflow name."""
+        return self._records("live_run_names", {}, LiveNameRow)

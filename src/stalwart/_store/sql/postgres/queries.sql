@@ -546,3 +546,11 @@ ORDER BY next_due, name;
 -- transaction).
 UPDATE schedules SET last_tick = :tick, next_due = :next_due
 WHERE name = :name AND last_tick = :last_tick AND revision = :revision;
+
+-- name: live_run_names
+-- The workflow names of the runs that have not ended, by queue (a worker warns at start about
+-- the names its app does not register: runs nothing will execute). The statuses are listed so
+-- that runs_by_status reads the live runs only, never the history of ended ones.
+SELECT queue, name, count(*) AS runs FROM runs
+WHERE status IN ('pending', 'running', 'suspended', 'needs_attention')
+GROUP BY queue, name;

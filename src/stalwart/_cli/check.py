@@ -1,0 +1,81 @@
+"""``stalwart check MODULE:APP``: the gate before a deploy. Replays every run in flight
+against the code of MODULE:APP without executing anything; exit 1 when any run would not
+replay (docs/changing-code.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .._checks import LIVE
+from .._errors import mask_url
+from .._format import Table
+from .._wire import dumps
+from . import CliError, cli, explicit_url, url_option
+from .serve import _load_app, same_store
+
+__all__: list[str] = []
+
+_PAGE = 500
+
+
+def _ids_in(app: Any, status: str) -> list[str]:
+    """Every run in ``status``, page by page."""
+    ids: list[str] = []
+    before = None
+    while True:
+        page = app.list_workflows(status, limit=_PAGE, before=before)
+        ids.extend(run.workflow_id for run in page)
+        if len(page) < _PAGE:
+            return ids
+        before = page[-1]
+
+
+def _summary(results: list[Any]) -> str:
+    bad = [r for r in results if not r.ok]
+    if not bad:
+        return f"{len(results)} run(s) checked: every one replays on this code"
+    reasons = ("diverged", "stranded", "corrupt")
+    counts = {reason: sum(r.reason == reason for r in bad) for reason in reasons}
+    found = ", ".join(f"{n} {reason}" for reason, n in counts.items() if n)
+    return f"{len(results)} run(s) checked: {found}"
+
+
+@cli.command("check")
+@click.argument("target", metavar="MODULE:APP")
+@click.option("--status", default=None, type=click.Choice(LIVE), help="Only runs in this status.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per run.")
+@url_option
+@click.pass_context
+def check_command(ctx: click.Context, target: str, status: str | None, as_json: bool) -> None:
+    """Replay every run that has not ended against the code of MODULE:APP, executing nothing,
+    and exit 1 if any diverged from its journal, is stranded (its workflow is no longer
+    registered) or has a corrupt record: a CI gate before a deploy."""
+    app = _load_app(target)
+    url = explicit_url(ctx)
+    if url is not None and not same_store(url, app.url):
+        raise CliError(
+            f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
+            "the app that URL (stalwart.Stalwart(url)) or drop --url"
+        )
+    click.echo(f"store: {mask_url(app.url)}", err=True)
+    try:
+        results = app.check(None if status is None else _ids_in(app, status))
+    finally:
+        app.close()
+    if as_json:
+        for r in results:
+            fields = ("workflow_id", "ok", "seq", "recorded", "requested", "reason")
+            click.echo(dumps({name: getattr(r, name) for name in fields}))
+        click.echo(_summary(results), err=True)
+    else:
+        bad = [r for r in results if not r.ok]
+        if bad:
+            table = Table("WORKFLOW ID", "RESULT", "SEQ", "RECORDED", "REQUESTED", right=("SEQ",))
+            for r in bad:
+                table.add(r.workflow_id, r.reason, r.seq, r.recorded, r.requested)
+            table.echo()
+        click.echo(_summary(results))
+    if any(not r.ok for r in results):
+        ctx.exit(1)
