@@ -415,3 +415,31 @@ def test_child_starts_are_compared_and_replayed_past_while_the_children_run(
             stalwart.CheckResult("p", False, 2, "child kid", "child other_kid", "diverged")
         ]
         assert _snapshot(app) == before
+
+
+def test_shared_context_calls_are_replayed_and_the_next_write_is_never_made(
+    store_url: str,
+) -> None:
+    """A run that read and wrote a shared key, then waits, replays those answers; the write
+    its code makes after the wait (the frontier) is not made by a check."""
+    with stalwart.Stalwart(store_url) as app:
+        version = {"v": 1}
+
+        @app.workflow(name="planner")
+        def planner() -> int:
+            plan = stalwart.shared_get("plan")
+            stalwart.shared_set("plan", ["draft"], if_version=plan.version)
+            stalwart.wait_for_event("go")
+            key = "plan" if version["v"] == 1 else "other"
+            stalwart.shared_set(key, ["draft", "final"])
+            return 1
+
+        app.start(planner, workflow_id="s")
+        with _serving(app):
+            _until(app, "s", "suspended")
+        before = _snapshot(app), app.shared_history("plan")
+        assert app.check() == [stalwart.CheckResult("s", True)]
+        version["v"] = 2
+        assert app.check() == [stalwart.CheckResult("s", True)]  # past the wait: not replayed
+        assert (_snapshot(app), app.shared_history("plan")) == before
+        assert app.shared_get("other") == stalwart.Versioned(None, 0)
