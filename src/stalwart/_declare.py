@@ -17,7 +17,7 @@ from ._errors import RegistrationError, SerializationError, UsageError
 from ._model import Breaker, Budget
 from ._registry import StepDef, WorkflowDef
 from ._retry import Retry
-from ._runtime import Runtime
+from ._runtime import READ_ONLY_DECLARATIONS, Runtime
 from ._serde import UnsupportedValue, argument_path
 from ._store.base import QueueLimits
 
@@ -263,6 +263,8 @@ def declare_queue(
     if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
         raise UsageError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
     runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
+    if READ_ONLY_DECLARATIONS.get():
+        return
     runtime.store.declare_queue(  # for operators: what every worker of the app applies
         name, concurrency=concurrency, rate=rate, period=float(period), now=runtime.clock.time()
     )

@@ -8,6 +8,7 @@ driver (``_engine.driver``).
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import itertools
 import os
@@ -27,7 +28,13 @@ from ._serde import Codec
 from ._store import Store
 from ._store.base import QueueLimits
 
-__all__ = ["Runtime"]
+__all__ = ["READ_ONLY_DECLARATIONS", "Runtime"]
+
+# Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
+# but not written, so checking a release against the production store changes nothing there.
+READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "stalwart_read_only_declarations", default=False
+)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from ._cron import (
 from ._declare import definition_of, encode_args
 from ._errors import InvalidOperation, RegistrationError, UsageError
 from ._model import Schedule
-from ._runtime import Runtime
+from ._runtime import READ_ONLY_DECLARATIONS, Runtime
 from ._store.base import ScheduleRow
 
 __all__ = ["Schedules"]
@@ -84,6 +84,12 @@ class Schedules:
                 f"workflow {definition.name!r}{definition.signature}: {exc}"
             ) from None
         now = self._runtime.clock.time()
+        if READ_ONLY_DECLARATIONS.get():  # stalwart check: what it would declare, unwritten
+            tick = next_tick(cron, timezone, now)
+            return Schedule(
+                name, definition.name, cron, timezone, catch_up,
+                _dt.datetime.fromtimestamp(tick, ZoneInfo(timezone)),
+            )  # fmt: skip
         self._runtime.store.declare_schedule(
             name,
             workflow=definition.name,

@@ -294,6 +294,26 @@ def test_stalwart_check_exits_0_when_every_run_replays(sqlite_fleet: str, tmp_pa
     assert done.stderr.startswith("store: sqlite:///")
 
 
+def test_stalwart_check_writes_no_queue_or_schedule_the_release_declares(
+    sqlite_fleet: str, tmp_path: Path
+) -> None:
+    """Importing the release runs its app.queue and app.schedule calls: a check against the
+    production store must not apply them there."""
+    with stalwart.Stalwart(sqlite_fleet) as app:
+        app.queue("llm", concurrency=2)
+        before = (app.queues(), app.schedules())
+    release = (
+        "\napp.queue('llm', concurrency=50)\n"
+        "app.schedule(writer, '0 9 * * *', name='daily', args=('news',), catch_up='all')\n"
+    )
+    (tmp_path / "release.py").write_text((tmp_path / "same.py").read_text() + release)
+    done = _cli("check", "release:app", cwd=tmp_path, url=sqlite_fleet)
+    assert done.returncode == 0, done.stderr
+    with stalwart.Stalwart(sqlite_fleet) as app:
+        assert (app.queues(), app.schedules()) == before
+        assert [q.concurrency for q in app.queues() if q.name == "llm"] == [2]
+
+
 def test_stalwart_check_exits_1_and_names_each_divergence(
     sqlite_fleet: str, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ import click
 from .._checks import LIVE
 from .._errors import mask_url
 from .._format import Table
+from .._runtime import READ_ONLY_DECLARATIONS
 from .._wire import dumps
 from . import CliError, cli, explicit_url, url_option
 from .serve import _load_app, same_store
@@ -52,7 +53,11 @@ def check_command(ctx: click.Context, target: str, status: str | None, as_json: 
     """Replay every run that has not ended against the code of MODULE:APP, executing nothing,
     and exit 1 if any diverged from its journal, is stranded (its workflow is no longer
     registered) or has a corrupt record: a CI gate before a deploy."""
-    app = _load_app(target)
+    declaring = READ_ONLY_DECLARATIONS.set(True)  # its queues and schedules stay unwritten
+    try:
+        app = _load_app(target)
+    finally:
+        READ_ONLY_DECLARATIONS.reset(declaring)
     url = explicit_url(ctx)
     if url is not None and not same_store(url, app.url):
         raise CliError(
