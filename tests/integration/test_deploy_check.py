@@ -354,8 +354,11 @@ def test_stalwart_check_json_and_status(sqlite_fleet: str, tmp_path: Path) -> No
     assert terminal.returncode == 2 and terminal.stderr.startswith("error: ")
     other = _cli("check", "inserts:app", "--url", "sqlite:///other.db", cwd=tmp_path,
                  url=sqlite_fleet)  # fmt: skip
-    assert other.returncode == 1
+    assert other.returncode == 2  # nothing was checked: CI tells it from a divergence
     assert other.stderr.startswith("error: inserts:app uses the store")
+    for target in ("nosuch:app", "inserts"):
+        broken = _cli("check", target, cwd=tmp_path, url=sqlite_fleet)
+        assert broken.returncode == 2 and broken.stderr.startswith("error: "), broken.stderr
 
 
 def _worker_start(tmp_path: Path, url: str, *args: str) -> list[str]:

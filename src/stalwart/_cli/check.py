@@ -21,6 +21,13 @@ __all__: list[str] = []
 _PAGE = 500
 
 
+class _NotChecked(CliError):
+    """Nothing was checked (MODULE:APP does not load, or names another store): exit 2, so
+    that CI tells it from runs that would not replay (exit 1)."""
+
+    exit_code = 2
+
+
 def _ids_in(app: Any, status: str) -> list[str]:
     """Every run in ``status``, page by page."""
     ids: list[str] = []
@@ -56,11 +63,13 @@ def check_command(ctx: click.Context, target: str, status: str | None, as_json: 
     declaring = READ_ONLY_DECLARATIONS.set(True)  # its queues and schedules stay unwritten
     try:
         app = _load_app(target)
+    except CliError as exc:
+        raise _NotChecked(exc.message) from None
     finally:
         READ_ONLY_DECLARATIONS.reset(declaring)
     url = explicit_url(ctx)
     if url is not None and not same_store(url, app.url):
-        raise CliError(
+        raise _NotChecked(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
         )
