@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .._format import Table, local_time
+from .._format import Table
 from .._wire import dumps, schedule_json
 from . import cli, open_app, url_option
 
@@ -28,5 +28,6 @@ def schedules_command(ctx: click.Context, as_json: bool) -> None:
         return
     table = Table("SCHEDULE", "WORKFLOW", "CRON", "TIMEZONE", "CATCH UP", "NEXT TICK")
     for s in schedules:
-        table.add(s.name, s.workflow, s.cron, s.timezone, s.catch_up, local_time(s.next_tick))
+        tick = s.next_tick.strftime("%Y-%m-%d %H:%M:%S %Z")  # in the schedule's own zone
+        table.add(s.name, s.workflow, s.cron, s.timezone, s.catch_up, tick)
     table.echo()

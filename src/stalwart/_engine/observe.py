@@ -140,10 +140,15 @@ def suspended(
     runtime: Runtime, inv: Invocation, waiting_for: str | None, wake_at: float | None
 ) -> None:
     """Log that the run suspended, and on what."""
-    what = waiting_for or (
-        "a timer"
-        if wake_at is None
-        else f"a timer until {_dt.datetime.fromtimestamp(wake_at, _dt.UTC).isoformat()}"
+    what = (
+        waiting_for.replace(":", " ", 1)
+        if waiting_for
+        # as describe() says it
+        else (
+            "a timer"
+            if wake_at is None
+            else f"a timer until {_dt.datetime.fromtimestamp(wake_at, _dt.UTC).isoformat()}"
+        )
     )
     log.info(
         "run %s: suspended, waiting for %s",
