@@ -238,3 +238,20 @@ def test_ls_and_the_http_api_list_the_children_of_a_run(tmp_path: Any) -> None:
         answer = asyncio.run(page())
         assert [r["workflow_id"] for r in answer["runs"]] == ["q/0"]
         assert answer["counts"]["completed"] == 1
+
+
+def test_one_explicit_id_for_two_starts_of_a_parent_is_refused(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {})
+
+    @app.workflow()
+    def twice() -> str:
+        stalwart.run_child(wf["child"], 1, workflow_id="fixed")
+        try:
+            stalwart.run_child(wf["child"], 2, workflow_id="fixed")
+        except stalwart.WorkflowAlreadyExists as refused:
+            return str(refused)
+        return "not refused"
+
+    answer = app.run(twice, workflow_id="tw")
+    assert answer.startswith("run 'fixed' is already the child this run started at position 0")
+    assert app.run(twice, workflow_id="tw") == answer  # its replay takes the same branch

@@ -64,6 +64,22 @@ def _recorded_id(inv: Invocation, rec: Recorded) -> str:
     return str(value["workflow_id"])
 
 
+def _started_elsewhere(inv: Invocation, child_id: str, position: str) -> str | None:
+    """The other position at which this run started child ``child_id``, if any (a row that
+    names no child, such as a redrive's reset, starts none)."""
+    for rec in inv.recorded.values():
+        if rec.kind != EntryKind.CHILD or rec.position == position:
+            continue
+        stored = rec.input if rec.status == EntryStatus.SCHEDULED else rec.output
+        try:
+            value = None if stored is None else inv.runtime.codec.decode(stored)
+        except ValueError:
+            continue
+        if isinstance(value, dict) and value.get("workflow_id") == child_id:
+            return rec.position
+    return None
+
+
 def _deadline(inv: Invocation, wf: WorkflowDef, now: float) -> float | None:
     """The child's own deadline, or its parent's if that comes first."""
     own = None if wf.timeout is None else now + wf.timeout
@@ -84,6 +100,11 @@ def start(
         return ChildRef(_recorded_id(inv, rec), wf.name, position, rec.seq)
     runtime = inv.runtime
     child_id = step_key(inv.workflow_id, position) if workflow_id is None else workflow_id
+    if workflow_id is not None and (elsewhere := _started_elsewhere(inv, child_id, position)):
+        raise WorkflowAlreadyExists(
+            f"run {child_id!r} is already the child this run started at position {elsewhere}; "
+            "give each start_child its own workflow_id="
+        )
     now = runtime.clock.time()
     seq = inv.alloc_seq()
     spec = runtime.codec.encode({"workflow_id": child_id})
