@@ -118,6 +118,14 @@ def _words(e: Any, previous: Any) -> tuple[str, str]:
         return e.name, short(e.output, 200) if e.output is not None else ""
     if e.kind == "operator":
         return e.name, f"by {e.by}" + (f": {short(e.input, 200)}" if e.input is not None else "")
+    if e.kind == "shared" and e.status in ("completed", "reused"):
+        if e.output is None:  # a compare-and-set that found the version moved
+            return e.status, "not written: the version moved since it was read"
+        if isinstance(e.output, dict) and "version" in e.output:
+            if not e.output["version"]:
+                return e.status, "never written (version 0)"
+            value = short(e.output.get("value"), 160)
+            return e.status, f"version {e.output['version']}: {value}"
     if e.attempt == 0 and e.status == "failed":
         return "reset", f"{e.error}: the next attempt starts afresh" if e.error else "reset"
     return e.status, e.error if e.error else short(e.output, 200)

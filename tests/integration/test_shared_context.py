@@ -360,3 +360,25 @@ def test_a_write_whose_acknowledgement_was_lost_is_made_once(pg_url: str) -> Non
         assert lost == [1]
         assert [(w.version, w.by) for w in app.shared_history("plan")] == [(1, "alice"), (2, "w")]
         assert shared_entries(app, "w") == [("set plan", {"version": 2, "value": "b"})]
+
+
+def test_show_says_what_each_shared_call_answered(tmp_path: Any) -> None:
+    from stalwart._format import timeline
+
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'show.db'}") as app:
+
+        @app.workflow()
+        def editor() -> Any:
+            seen = stalwart.shared_get("plan")
+            stalwart.shared_set("plan", ["a"], if_version=seen.version)
+            return stalwart.shared_set("plan", ["b"], if_version=seen.version)
+
+        assert app.run(editor, workflow_id="ed") is None
+        details = [
+            line.split("  ")[-1].strip() for line in timeline(app.journal("ed")).lines()[2:5]
+        ]
+        assert details == [
+            "never written (version 0)",
+            'version 1: ["a"]',
+            "not written: the version moved since it was read",
+        ]
