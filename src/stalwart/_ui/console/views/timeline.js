@@ -8,6 +8,7 @@ import { badge, between, duration, fullTime, oneLine, timeEl, usageText, valueBl
 const KIND = {
   step: "step", compensation: "undo", sleep: "sleep", event: "event", approval: "approval",
   now: "now", uuid: "uuid", random: "random", operator: "operator", run: "run",
+  child: "child", shared: "shared", patch: "patch",
 };
 
 /**
@@ -37,6 +38,11 @@ function words(e, previous) {
   }
   if (e.kind === "operator") {
     return ["action", "operator", `by ${e.by || "?"}${e.input === null ? "" : `: ${oneLine(e.input, 90)}`}`];
+  }
+  if (e.kind === "shared" && (e.status === "completed" || e.status === "reused")) {
+    if (e.output === null) return [e.status, e.status, "not written: the version moved since it was read"];
+    if (out.version === 0) return [e.status, e.status, "never written (version 0)"];
+    if (out.version) return [e.status, e.status, `version ${out.version}: ${oneLine(out.value, 90)}`];
   }
   if (e.attempt === 0 && e.status === "failed") {
     return ["reset", "idle", e.error ? `${e.error}: the next attempt starts afresh` : ""];
