@@ -169,8 +169,8 @@ class Views:
         error = run_error(row)
         if row.status == RunStatus.FAILED:
             raise WorkflowFailed(row.workflow_id, error.type or "Error", error.message)
-        if row.status == RunStatus.CANCELLED:
-            raise WorkflowCancelled(f"run {row.workflow_id!r} was cancelled")
+        if row.status == RunStatus.CANCELLED:  # its deadline, an operator, its parent: why
+            raise WorkflowCancelled(error.message or f"run {row.workflow_id!r} was cancelled")
         if row.status == RunStatus.NEEDS_ATTENTION:
             reason = error.reason or error.message
             if error.type == ErrorType.CORRUPT_RECORD:

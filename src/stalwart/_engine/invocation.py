@@ -291,7 +291,7 @@ class Invocation:
         if self.releasing.is_set():
             raise Release()
         if self.cancel_requested.is_set():
-            raise Cancel("cancelled by an operator")
+            raise Cancel("it was cancelled")  # by app.cancel, or with its parent
         if self.deadline is not None and self.runtime.clock.time() >= self.deadline:
             raise Cancel("its deadline passed")
 
