@@ -65,8 +65,17 @@ class _Annotation(str):
         return str(self)
 
 
+# Classes stalwart makes for you, never constructed by user code: what gives you one.
+MADE_BY = {
+    "Handle": "app.start, app.handle and app.fork",
+    "ChildHandle": "stalwart.start_child and stalwart.start_child_async",
+}
+
+
 def signature(obj: Any, name: str) -> str:
     """``name(...)`` as the page shows it: ``inspect.signature`` with unquoted annotations."""
+    if isinstance(obj, type) and obj.__name__ in MADE_BY:
+        return f"class {name}  # returned by {MADE_BY[obj.__name__]}"
     if isinstance(obj, type) and issubclass(obj, BaseException) and "__init__" not in vars(obj):
         bases = ", ".join(base.__name__ for base in obj.__bases__)
         return f"class {name}({bases})"
