@@ -440,7 +440,7 @@ def test_check_alive_stops_for_each_reason_the_sticky_failure_first() -> None:
     with pytest.raises(Cancel, match="deadline"):
         inv.check_alive()
     inv.cancel_requested.set()
-    with pytest.raises(Cancel, match="operator"):
+    with pytest.raises(Cancel, match="it was cancelled"):
         inv.check_alive()
     inv.releasing.set()
     with pytest.raises(Release):
