@@ -333,6 +333,8 @@ class Operator:
         )
         if verdict == "finished":
             status = self.views.row(workflow_id).status
+            if status == RunStatus.CANCELLED and cancel_children(self.runtime, workflow_id, by=who):
+                return  # an earlier cancel stopped before its children: this one finished it
             raise InvalidOperation(f"run {workflow_id!r} is {status}; there is nothing to cancel")
         self.keeper.request_cancel(workflow_id)
         log.info("run %s: cancel by %s: %s", workflow_id, who, verdict)

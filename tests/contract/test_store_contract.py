@@ -1137,11 +1137,17 @@ def test_a_schedule_is_kept_and_declaring_it_again_keeps_its_last_tick(store: St
     assert store.advance_schedule(
         "nightly", revision=1, last_tick=100.0, tick=200.0, next_due=300.0, run=None
     )
-    _declare(store, cron="*/5 * * * *", catch_up="all", input=b"J[1]", now=250.0, next_due=400.0)
+    _declare(store, catch_up="all", input=b"J[1]", now=250.0, next_due=400.0)
     (row,) = store.list_schedules()
-    # The last tick stays; the new declaration is due at once, to be planned under its cron.
-    assert (row.cron, row.catch_up, row.input) == ("*/5 * * * *", "all", b"J[1]")
+    # The last tick stays; the new declaration is due at once, to be planned under it.
+    assert (row.cron, row.catch_up, row.input) == ("0 3 * * *", "all", b"J[1]")
     assert (row.last_tick, row.next_due, row.revision) == (200.0, 250.0, 2)
+    # A new cron counts from its declaration: it owes no ticks from before it.
+    _declare(store, cron="*/5 * * * *", catch_up="all", now=260.0, next_due=400.0)
+    (row,) = store.list_schedules()
+    assert (row.cron, row.last_tick, row.next_due, row.revision) == ("*/5 * * * *", 260.0, 260.0, 3)
+    _declare(store, cron="*/5 * * * *", timezone="Europe/Paris", now=270.0, next_due=400.0)
+    assert store.list_schedules()[0].last_tick == 270.0
 
 
 def test_due_schedules_are_those_of_the_workflows_asked_for(store: Store) -> None:
@@ -1301,6 +1307,21 @@ def test_suspend_on_a_child_that_already_ended_does_not_suspend(store: Store) ->
     assert not store.suspend_run(
         "r1", owner="w1", wake_at=None, waiting_for="child:r1/0", now=103.0
     )
+
+
+def test_a_parent_to_be_cancelled_neither_starts_a_child_nor_suspends_on_one(
+    store: Store,
+) -> None:
+    _create(store)
+    assert _start_child(store, "r1/0") == "started"
+    entry = Entry(kind="operator", name="cancel", status="completed")
+    assert store.cancel_run("r1", now=102.0, error="{}", entry=entry) == "requested"
+    assert _start_child(store, "r1/1") == "cancelling"
+    assert store.get_run("r1/1") is None
+    assert not store.suspend_run(
+        "r1", owner="w1", wake_at=None, waiting_for="child:r1/0", now=103.0
+    )  # its holder processes the cancel, and cancels its children with it
+    assert store.suspend_run("r1", owner="w1", wake_at=200.0, waiting_for=None, now=103.0)
 
 
 def test_redrive_child_restarts_a_failed_or_cancelled_child_of_that_parent(store: Store) -> None:

@@ -5,6 +5,7 @@ parent's deadline covering its children, retry and fork of a parent, and the rea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any
@@ -255,3 +256,72 @@ def test_one_explicit_id_for_two_starts_of_a_parent_is_refused(app: stalwart.Sta
     answer = app.run(twice, workflow_id="tw")
     assert answer.startswith("run 'fixed' is already the child this run started at position 0")
     assert app.run(twice, workflow_id="tw") == answer  # its replay takes the same branch
+
+
+def test_a_retry_leaves_a_child_failure_the_parent_went_on_from_as_it_was(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 5}
+    wf = declare(app, flags)
+    late = {"fails": True}
+
+    @app.step()
+    def last() -> str:
+        if late["fails"]:
+            raise stalwart.NonRetryableError("the last step failed")
+        return "done"
+
+    @app.workflow()
+    def recovers() -> list[str]:
+        try:
+            got = str(stalwart.run_child(wf["child"], 5))
+        except stalwart.WorkflowFailed:
+            got = "handled"
+        return [got, last()]
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(recovers, workflow_id="h")
+    flags.clear()
+    late["fails"] = False
+    app.retry("h")
+    assert app.handle("h/0").status() == "failed"  # its failure was handled: not rerun
+    assert app.run(recovers, workflow_id="h") == ["handled", "done"]  # the same path
+    assert wf["ran"] == [5]
+
+
+def test_a_cancel_that_stopped_before_the_children_is_finished_by_the_next(
+    app: stalwart.Stalwart,
+) -> None:
+    wf = declare(app, {})
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            app.run(wf["waits_on_one"], workflow_id="o")
+        except stalwart.WorkflowCancelled as cancelled:
+            outcome.append(cancelled)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while _waiting_for(app, "o") != "child o/0" or _waiting_for(app, "o/0") != "event go":
+            assert time.monotonic() < deadline, app.list_workflows()
+            time.sleep(0.01)
+        # the parent's cancel commits, then its process dies before cancelling the child
+        from stalwart._store import Entry
+
+        entry = Entry(kind="operator", name="cancel", status="completed", by="crashed")
+        error = '{"type": "WorkflowCancelled", "message": "cancelled by crashed"}'
+        store = testing.store_of(app)
+        assert store.cancel_run("o", now=time.time(), error=error, entry=entry) == "cancelled"
+        assert app.handle("o/0").status() == "suspended"
+        app.cancel("o", by="ops")  # not refused: it cancels what the first one left
+        assert app.handle("o/0").status() == "cancelled"
+        with pytest.raises(stalwart.InvalidOperation, match="nothing to cancel"):
+            app.cancel("o", by="ops")
+    finally:
+        with contextlib.suppress(stalwart.InvalidOperation):
+            app.send_event("o/0", "go", 1)
+        runner.join(30)
+    assert len(outcome) == 1

@@ -218,3 +218,27 @@ def test_forked_process_gets_its_own_lease_owner(tmp_path: Path) -> None:
         parent_claim = runtime_of(app).new_claim_owner()
         assert child_claim != parent_claim  # two processes, one lease owner: no fencing
         assert owner.split("/")[1] == str(pid), (owner, pid)
+
+
+def test_a_run_failed_for_crash_looping_cancels_its_children(tmp_path: Path) -> None:
+    with stalwart.Stalwart(_url(tmp_path), clock=FakeClock(), max_recoveries=2) as app:
+
+        @app.workflow
+        def kid() -> Any:
+            return stalwart.wait_for_event("go")
+
+        @app.step
+        def explode() -> None:
+            raise Crash()
+
+        @app.workflow
+        def parent() -> None:
+            stalwart.start_child(kid, workflow_id="kid")
+            explode()
+
+        for _ in range(2):
+            with pytest.raises(Crash):
+                app.run(parent, workflow_id="p")
+        with pytest.raises(stalwart.WorkflowFailed, match="crashed its worker"):
+            app.run(parent, workflow_id="p")
+        assert app.handle("kid").status() == "cancelled"

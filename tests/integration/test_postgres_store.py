@@ -268,3 +268,82 @@ def test_a_server_closing_an_idle_connection_is_not_an_error(pg_url: str) -> Non
         time.sleep(1.2)  # the server closes the pooled connections that sat idle
         app.start(idle, workflow_id="after")
         assert {r.workflow_id for r in app.list_workflows()} == {"before", "after"}
+
+
+def test_a_parent_suspending_on_a_child_as_the_child_ends_is_woken(pg_url: str) -> None:
+    """READ COMMITTED: the parent's suspend must not miss a child's end that commits while
+    it checks (the child's wake-up found the parent still running, so it woke nobody)."""
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        started = Entry(kind="run", name="started", status="completed", started_at=1.0)
+        store.create_run(
+            workflow_id="p",
+            name="agent",
+            status="running",
+            queue="default",
+            priority=0,
+            input=b"Jnull",
+            now=1.0,
+            owner="w",
+            lease_until=100.0,
+            entry=started,
+        )
+        spec = Entry(kind="child", name="kid", status="scheduled", seq=1, position="0")
+        assert (
+            store.start_child(
+                "p",
+                spec,
+                owner="w",
+                workflow_id="p/0",
+                name="kid",
+                queue="default",
+                input=b"Jnull",
+                now=2.0,
+                started=started,
+            )
+            == "started"
+        )
+        assert store.take_lease(
+            "p/0", owner="w2", expected_owner=None, now=3.0, lease_until=100.0
+        ).taken
+        real_wake = store._wake_parent
+        woke, go = threading.Event(), threading.Event()
+
+        def wake_then_hold(conn: Any, workflow_id: str, now: float) -> None:
+            real_wake(conn, workflow_id, now)  # the parent still runs: it wakes nobody
+            woke.set()
+            go.wait(30)  # the child's end is not committed yet
+
+        store._wake_parent = wake_then_hold  # type: ignore[method-assign]
+        ended = Entry(kind="run", name="finished", status="completed")
+        child = threading.Thread(
+            target=store.finish_run,
+            args=("p/0",),
+            kwargs={
+                "owner": "w2",
+                "status": "completed",
+                "output": b"J1",
+                "error": None,
+                "now": 4.0,
+                "entry": ended,
+            },
+        )
+        child.start()
+        assert woke.wait(30)
+        suspended: list[bool] = []
+        parent = threading.Thread(
+            target=lambda: suspended.append(
+                store.suspend_run("p", owner="w", wake_at=None, waiting_for="child:p/0", now=5.0)
+            )
+        )
+        parent.start()
+        parent.join(0.5)  # with the fix it waits for the child's row
+        go.set()
+        child.join(30)
+        parent.join(30)
+        assert suspended == [False]  # it saw the child's end instead of sleeping through it
+        row = store.get_run("p")
+        assert row is not None and row.status == "running"
+    finally:
+        store.close()

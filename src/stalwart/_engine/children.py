@@ -134,6 +134,9 @@ def start(
     if verdict == "lost":
         inv.lease_lost.set()
         raise LeaseLost()
+    if verdict == "cancelling":
+        inv.cancel_requested.set()
+        inv.check_alive()
     if verdict == "taken":
         raise WorkflowAlreadyExists(
             f"run {child_id!r} already exists and is not a {wf.name!r} child of run "
@@ -233,11 +236,18 @@ def _failure(inv: Invocation, rec: Recorded, ref: ChildRef) -> Exception:
     return WorkflowFailed(ref.workflow_id, error.type or "Error", error.message)
 
 
-def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> None:
-    """Cancel the unfinished children of ``parent_id`` (a child cancelled at once, having
-    nothing to undo, has its own children cancelled here too; one that must roll back first
-    cancels them when its holder processes the cancel)."""
+def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
+    """Cancel the unfinished descendants of ``parent_id``; ``True`` if there were any.
+
+    A child cancelled at once, having nothing to undo, has its own children cancelled here
+    too, and so does one already cancelled (a cancel that stopped before its children is
+    finished this way); one that must roll back first cancels them when its holder processes
+    the cancel."""
+    found = False
     for child in runtime.store.child_runs(parent_id):
+        if child.status == RunStatus.CANCELLED:
+            found = cancel_children(runtime, child.workflow_id, by=by) or found
+            continue
         if child.status in TERMINAL or child.cancel_requested:
             continue
         now = runtime.clock.time()
@@ -256,9 +266,17 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> None:
         )
         verdict = runtime.store.cancel_run(child.workflow_id, now=now, error=error, entry=entry)
         log.info("run %s: cancel with its parent %s: %s", child.workflow_id, parent_id, verdict)
+        found = found or verdict != "finished"
         if verdict == "cancelled":
             cancel_children(runtime, child.workflow_id, by=by)
     runtime.wakeup.set()
+    return found
+
+
+def _child_id(runtime: Runtime, stored: bytes | None) -> str | None:
+    value = None if stored is None else runtime.codec.decode(runtime.store.load_payload(stored))
+    child_id = value.get("workflow_id") if isinstance(value, dict) else None
+    return child_id if isinstance(child_id, str) else None
 
 
 def retry_children(
@@ -266,27 +284,37 @@ def retry_children(
 ) -> list[Entry]:
     """Redrive the failed and cancelled children of a parent being retried (theirs first),
     each with the entries ``plan`` gives it; returns the parent's entries that reopen its
-    waits on children whose failure it recorded."""
+    waits on the children it failed through.
+
+    Those are the child failures its journal ends with: a failure the parent recorded and
+    then went on from (it caught it) stays as it is, child and record, or a replay of the
+    retried parent would take another path than the one its journal holds. A child whose
+    end the parent never recorded (cancelled when the parent failed) is redriven too."""
     now = runtime.clock.time()
-    for child in runtime.store.child_runs(parent_id):
-        if child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
-            continue
-        entries = [*retry_children(runtime, child.workflow_id, plan), *plan(child)]
-        runtime.store.redrive_child(
-            child.workflow_id, parent_id=parent_id, now=now, entries=entries
-        )
-        log.info("run %s: retried with its parent %s", child.workflow_id, parent_id)
-    latest: dict[str, Any] = {}
-    for row in runtime.store.replay_index(parent_id):
-        latest[row.position] = row
+    index = runtime.store.replay_index(parent_id)
+    tail = len(index)
+    while tail > 0 and (index[tail - 1].kind, index[tail - 1].status) == (
+        EntryKind.CHILD,
+        EntryStatus.FAILED,
+    ):
+        tail -= 1
+    latest: dict[str, tuple[int, Any]] = {}
+    for at, row in enumerate(index):
+        latest[row.position] = (at, row)
+    retried: set[str] = set()
     reopen = []
-    for row in latest.values():
-        if row.kind != EntryKind.CHILD or row.status != EntryStatus.FAILED or row.output is None:
+    for at, row in latest.values():
+        if row.kind != EntryKind.CHILD:
             continue
-        outcome = runtime.codec.decode(runtime.store.load_payload(row.output))
-        child_id = outcome.get("workflow_id") if isinstance(outcome, dict) else None
-        if not isinstance(child_id, str):
+        if row.status == EntryStatus.SCHEDULED:
+            if (child_id := _child_id(runtime, row.input)) is not None:
+                retried.add(child_id)
             continue
+        if row.status != EntryStatus.FAILED or at < tail:
+            continue
+        if (child_id := _child_id(runtime, row.output)) is None:
+            continue
+        retried.add(child_id)
         reopen.append(
             Entry(
                 kind=EntryKind.CHILD,
@@ -298,6 +326,16 @@ def retry_children(
                 input=runtime.codec.encode({"workflow_id": child_id}),
             )
         )
+    for child in runtime.store.child_runs(parent_id):
+        if child.workflow_id not in retried:
+            continue
+        if child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
+            continue
+        entries = [*retry_children(runtime, child.workflow_id, plan), *plan(child)]
+        runtime.store.redrive_child(
+            child.workflow_id, parent_id=parent_id, now=now, entries=entries
+        )
+        log.info("run %s: retried with its parent %s", child.workflow_id, parent_id)
     return reopen
 
 

@@ -11,6 +11,7 @@ from .._errors import CorruptRecord
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus
 from .._runtime import Runtime
 from .._store import Entry, RunRow
+from .children import cancel_children
 from .compensation import Undo, interruption, pending_compensations
 from .executor import rollback_state
 from .lifecycle import lifecycle
@@ -62,6 +63,7 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
             crashes,
         )
         return True
+    cancel_children(runtime, wid, by=f"parent {wid}")
     error = _crashed_error(runtime, crashes)
     _finish_poisoned(runtime, wid, RunStatus.FAILED, error, owner=owner, now=now)
     log.warning("run %s: failed after crashing its worker %d times", wid, crashes)

@@ -35,13 +35,18 @@ class ChildVerbs(SQLBase):
 
         ``"started"``; ``"exists"`` when the parent already owns a child of that id and
         workflow (the entry is journaled all the same); ``"taken"`` when another workflow or
-        parent owns the id (nothing is written); ``"lost"`` without the parent's lease."""
+        parent owns the id (nothing is written); ``"lost"`` without the parent's lease;
+        ``"cancelling"`` when the parent is to be cancelled (nothing is written: a child
+        started now would only be cancelled with it, after its first steps ran)."""
 
         def work(conn: Any) -> str:
             self._lock_run(conn, parent_id)
             held = {"workflow_id": parent_id, "owner": owner}
-            if conn.execute(self._q["lease_held"], held).fetchone() is None:
+            parent = conn.execute(self._q["parent_held"], held).fetchone()
+            if parent is None:
                 return "lost"
+            if parent[0]:
+                return "cancelling"
             cur = conn.execute(
                 self._q["create_child_run"],
                 {

@@ -28,7 +28,12 @@ class WaitVerbs(SQLBase):
         now: float,
         entry: Entry | None = None,
     ) -> bool:
-        """Release the lease and suspend, unless what the run waits for is already there."""
+        """Release the lease and suspend, unless what the run waits for is already there
+        (or, waiting on a child, unless the run is to be cancelled: it cancels its children
+        when its holder processes the cancel, and a suspended parent would not).
+
+        A child's end locks the child's row, then its parent's, to wake it: a suspend on a
+        child takes the same locks in the same order, so it sees that end or is woken by it."""
         kind, _, key = (waiting_for or "").partition(":")
         params = {
             "workflow_id": workflow_id,
@@ -45,6 +50,8 @@ class WaitVerbs(SQLBase):
         def work(conn: Any) -> bool:
             if kind == "breaker":  # serialized with the breaker closing, which wakes waiters
                 conn.execute(self._q["lock_breaker"], {"name": key})
+            if kind == "child":  # serialized with the child ending, which wakes its parent
+                self._lock_run(conn, key)
             self._lock_run(conn, workflow_id)
             if conn.execute(self._q["suspend_run"], params).rowcount != 1:
                 return False

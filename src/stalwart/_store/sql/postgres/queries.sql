@@ -201,7 +201,8 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
                   WHERE breakers.name = :breaker_name AND breakers.state = 'closed')
   AND NOT EXISTS (SELECT 1 FROM runs AS child
                   WHERE child.workflow_id = :child_id
-                    AND child.status IN ('completed', 'failed', 'cancelled'));
+                    AND child.status IN ('completed', 'failed', 'cancelled'))
+  AND (:child_id IS NULL OR cancel_requested = 0);
 
 -- name: insert_event
 INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
@@ -228,6 +229,9 @@ WHERE workflow_id = :workflow_id AND seq = :seq AND status = 'completed' LIMIT 1
 
 -- name: lease_held
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- name: parent_held
+SELECT cancel_requested FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 
 -- name: create_approval
 INSERT INTO approvals (workflow_id, approval_id, subject, details, requested_at, expires_at)
@@ -514,12 +518,17 @@ SELECT version FROM shared_writes WHERE key = :key AND call_id = :call_id;
 
 -- name: declare_schedule
 -- A new schedule starts counting ticks from its declaration; declaring it again keeps its last
--- tick and makes it due now, so a worker plans its next tick under the new declaration.
+-- tick and makes it due now, so a worker plans its next tick under the new declaration. A new
+-- cron or time zone counts from the declaration too: ticks it would have had before it was
+-- declared were never due (else a denser cron would start a burst of catch-up runs).
 INSERT INTO schedules (name, workflow, cron, timezone, catch_up, input, last_tick, next_due,
                        revision, declared_at)
 VALUES (:name, :workflow, :cron, :timezone, :catch_up, :input, :now, :next_due, 1, :now)
 ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, cron = excluded.cron,
     timezone = excluded.timezone, catch_up = excluded.catch_up, input = excluded.input,
+    last_tick = CASE WHEN schedules.cron = excluded.cron
+                      AND schedules.timezone = excluded.timezone THEN schedules.last_tick
+                     ELSE GREATEST(schedules.last_tick, excluded.declared_at) END,
     next_due = excluded.declared_at, revision = schedules.revision + 1,
     declared_at = excluded.declared_at;
 
