@@ -8,7 +8,6 @@ driver (``_engine.driver``).
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import itertools
 import os
@@ -26,15 +25,9 @@ from ._loop import AppLoop
 from ._registry import Registry
 from ._serde import Codec
 from ._store import Store
-from ._store.base import QueueLimits
+from ._store.base import READ_ONLY_DECLARATIONS, QueueLimits
 
 __all__ = ["READ_ONLY_DECLARATIONS", "Runtime"]
-
-# Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
-# but not written, so checking a release against the production store changes nothing there.
-READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "stalwart_read_only_declarations", default=False
-)
 
 
 @dataclass

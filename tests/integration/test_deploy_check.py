@@ -361,6 +361,27 @@ def test_stalwart_check_json_and_status(sqlite_fleet: str, tmp_path: Path) -> No
         assert broken.returncode == 2 and broken.stderr.startswith("error: "), broken.stderr
 
 
+def test_stalwart_check_does_not_migrate_the_store_it_checks(
+    sqlite_fleet: str, tmp_path: Path
+) -> None:
+    import sqlite3
+
+    db = tmp_path / "fleet.db"
+    with sqlite3.connect(db) as conn:  # as if the fleet still ran the release before
+        conn.execute("DELETE FROM stalwart_schema WHERE version = (SELECT max(version) FROM "
+                     "stalwart_schema)")  # fmt: skip
+        (older,) = conn.execute("SELECT max(version) FROM stalwart_schema").fetchone()
+    done = _cli("check", "same:app", cwd=tmp_path, url=sqlite_fleet)
+    assert done.returncode == 2, done.stderr
+    assert f"has schema version {older} and this code needs {older + 1}" in done.stderr
+    assert "without migrating it" in done.stderr
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT max(version) FROM stalwart_schema").fetchone() == (older,)
+    missing = _cli("check", "same:app", cwd=tmp_path, url=f"sqlite:///{tmp_path / 'none.db'}")
+    assert missing.returncode == 2 and "has no stalwart schema" in missing.stderr
+    assert not (tmp_path / "none.db").exists()
+
+
 def _worker_start(tmp_path: Path, url: str, *args: str) -> list[str]:
     """What a real ``stalwart worker`` writes to stderr until it says it serves; then it is
     stopped with SIGTERM."""

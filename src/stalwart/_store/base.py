@@ -57,6 +57,7 @@ wake-ups inside ``deliver_event`` / ``decide_approval`` (a waiting run becomes d
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -83,6 +84,13 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+
+# Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
+# but not written, and its store is opened without being migrated (an older schema is refused),
+# so checking a release against the production store changes nothing there.
+READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "stalwart_read_only_declarations", default=False
+)
 
 __all__ = [
     "AdminStore",
@@ -483,7 +491,8 @@ class ChildStore(Protocol):
     ) -> str:
         """Create a pending child run and journal ``entry`` in the held parent, in one
         transaction: ``"started"``, ``"exists"`` (this parent's child of that workflow),
-        ``"taken"`` (another workflow's or parent's id; nothing written) or ``"lost"``."""
+        ``"taken"`` (another workflow's or parent's id; nothing written), ``"lost"`` or
+        ``"cancelling"`` (the parent's cancel was requested; nothing written)."""
 
     def child_runs(self, parent_id: str) -> list[RunRow]:
         """The children of a run, oldest first."""

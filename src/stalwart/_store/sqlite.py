@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .._errors import StoreError, mask_url
-from .base import Entry
+from .base import READ_ONLY_DECLARATIONS, Entry
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -51,6 +51,8 @@ class SQLiteStore(SQLStore):
             if path is None:
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             else:
+                if READ_ONLY_DECLARATIONS.get() and not Path(path).exists():
+                    raise StoreError(self._unmigrated(0))  # not even an empty file is made
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
                     path,

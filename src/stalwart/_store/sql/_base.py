@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord, StoreError, mask_url
-from ..base import SCHEMA_VERSION, Entry
+from ..base import READ_ONLY_DECLARATIONS, SCHEMA_VERSION, Entry
 from ..payloads import INLINE_LIMIT, pack, unpack
 from ..queries import has_optional, load_migrations, specialize
 
@@ -110,6 +110,8 @@ class SQLBase:
         conn.execute(self._q["schema_table"])
         row = conn.execute(self._q["schema_version"]).fetchone()
         current, oldest = (int(row[0]), int(row[1])) if row else (0, 0)
+        if READ_ONLY_DECLARATIONS.get() and current < SCHEMA_VERSION:
+            raise StoreError(self._unmigrated(current))
         if oldest > SCHEMA_VERSION:
             raise StoreError(
                 f"the store {mask_url(self.url)} has schema version {current}, which needs "
@@ -124,6 +126,14 @@ class SQLBase:
                     self._q["set_schema_version"],
                     {"version": migration.version, "oldest_compatible": oldest},
                 )
+
+    def _unmigrated(self, current: int) -> str:
+        found = f"has schema version {current}" if current else "has no stalwart schema"
+        return (
+            f"the store {mask_url(self.url)} {found} and this code needs {SCHEMA_VERSION}; "
+            "stalwart check reads a store without migrating it: check against a copy of "
+            "the store, or once a worker of this release has migrated it"
+        )
 
     # -- running queries ------------------------------------------------------------------
 
