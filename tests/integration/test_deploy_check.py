@@ -487,3 +487,44 @@ def test_shared_context_calls_are_replayed_and_the_next_write_is_never_made(
         assert app.check() == [stalwart.CheckResult("s", True)]  # past the wait: not replayed
         assert (_snapshot(app), app.shared_history("plan")) == before
         assert app.shared_get("other") == stalwart.Versioned(None, 0)
+
+
+def test_a_patch_before_a_gather_the_run_went_past_takes_the_old_branch() -> None:
+    with stalwart.Stalwart("memory://") as app:
+        version = {"v": 1}
+        calls = Counter[str]()
+
+        @app.step(name="fetch")
+        async def fetch(source: str) -> str:
+            calls[source] += 1
+            return source
+
+        @app.step(name="audit")
+        async def audit() -> str:
+            calls["audit"] += 1
+            return "audited"
+
+        async def later() -> str:
+            await stalwart.wait_for_event_async("more")
+            return await fetch("b")
+
+        @app.workflow(name="gathers")
+        async def gathers() -> list[str]:
+            first = []
+            if version["v"] == 2 and stalwart.patched("audit-first"):
+                first.append(await audit())
+            # the run waits inside the gather: its main task has recorded no call of its own
+            return first + list(await asyncio.gather(fetch("a"), later()))
+
+        app.start(gathers, workflow_id="old")
+        with _serving(app):
+            _until(app, "old", "suspended")
+        version["v"] = 2
+        assert app.check() == [stalwart.CheckResult("old", True)]
+        app.send_event("old", "more", None)
+        assert app.run(gathers, workflow_id="old") == ["a", "b"]  # it went past: old branch
+        assert calls["audit"] == 0
+        app.start(gathers, workflow_id="new")
+        app.send_event("new", "more", None)
+        assert app.run(gathers, workflow_id="new") == ["audited", "a", "b"]  # a new run: new
+        assert calls == {"a": 2, "b": 2, "audit": 1}

@@ -97,9 +97,18 @@ def test_at_the_frontier_the_patch_is_recorded_and_true() -> None:
     assert inv.next_position() == "2"
 
 
-def test_records_of_other_tasks_do_not_count_as_this_task_going_on() -> None:
+def test_records_of_a_task_created_after_this_point_mean_the_old_branch() -> None:
+    # the old code gathered two fetches here: the main task made no call of its own, but the
+    # task it created went on, so the run passed this point without the patch
     inv = _inv([_row(1, "t0.0", "fetch"), _row(2, "t0.1", "fetch")], is_async=True)
-    assert patched(inv, "p") is True  # the main task (path "") is at its frontier
+    assert patched(inv, "p") is False
+    assert inv.runtime.store.appended == []
+
+
+def test_records_of_tasks_created_before_this_point_do_not_count() -> None:
+    inv = _inv([_row(1, "t0.0", "fetch"), _row(2, "t0.t0.0", "fetch")], is_async=True)
+    inv.children[""] = 1  # the main task created t0 (which created its own) before this point
+    assert patched(inv, "p") is True
 
 
 def test_in_a_task_the_decision_reads_that_task_positions() -> None:

@@ -4,8 +4,9 @@ The decision is read from the journal at the call's position (the next position 
 that calls it):
 
 - a recorded ``patch`` entry with this id: the run took the new branch before, so ``True``;
-- a recorded entry of anything else there, or further on in the same task: the run went past
-  this point with code that had no patch, so ``False``. The position is *not* taken: the old
+- a recorded entry of anything else there, or further on in the same task or in a task it
+  created after this point: the run went past this point with code that had no patch, so
+  ``False``. The position is *not* taken: the old
   code's next call finds its own record there, exactly as before the deploy;
 - nothing recorded there or further on (the task is at its frontier): record the patch there
   and return ``True``.
@@ -30,12 +31,18 @@ def _split(position: str) -> tuple[str, int]:
 
 
 def _went_past(inv: Invocation, position: str) -> bool:
-    """Whether the task of ``position`` has a record at or after it (its own calls only, not
-    those of tasks it created)."""
+    """Whether the task of ``position`` has a record at or after it: one of its own calls, or
+    a call of a task it created after this point (``asyncio.gather`` of coroutines, say)."""
     path, index = _split(position)
+    created = inv.children.get(path, 0)  # the tasks it created before this point
     for recorded in inv.recorded:
-        rest = recorded[len(path) :] if recorded.startswith(path) else ""
+        if not recorded.startswith(path):
+            continue
+        rest = recorded[len(path) :]
         if rest.isdigit() and int(rest) >= index:
+            return True
+        task, dot, _ = rest.partition(".")
+        if dot and task[:1] == "t" and task[1:].isdigit() and int(task[1:]) >= created:
             return True
     return False
 
