@@ -325,3 +325,25 @@ def test_a_cancel_that_stopped_before_the_children_is_finished_by_the_next(
             app.send_event("o/0", "go", 1)
         runner.join(30)
     assert len(outcome) == 1
+
+
+def test_app_run_of_a_parent_whose_child_needs_an_operator_raises_instead_of_waiting(
+    app: stalwart.Stalwart,
+) -> None:
+    wf = declare(app, {})
+    budget = stalwart.Budget(max_steps=1)
+
+    @app.workflow(budget=budget)
+    def greedy() -> int:
+        return wf["square"](2) + wf["square"](3)  # the second step is over its budget
+
+    @app.workflow()
+    def boss() -> int:
+        return int(stalwart.run_child(greedy, workflow_id="greedy"))
+
+    with pytest.raises(stalwart.NeedsAttention) as stuck:
+        app.run(boss, workflow_id="boss")
+    assert stuck.value.workflow_id == "greedy"
+    assert app.handle("boss").status() == "suspended"  # it still waits, for the operator
+    app.retry("greedy", budget=stalwart.Budget(max_steps=5))
+    assert app.run(boss, workflow_id="boss") == 13

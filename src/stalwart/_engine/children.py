@@ -33,6 +33,7 @@ from .observe import carried
 
 __all__ = [
     "ChildRef",
+    "attention_below",
     "cancel_children",
     "help_children",
     "result",
@@ -337,6 +338,20 @@ def retry_children(
         )
         log.info("run %s: retried with its parent %s", child.workflow_id, parent_id)
     return reopen
+
+
+def attention_below(runtime: Runtime, row: RunRow) -> RunRow | None:
+    """The descendant that run ``row`` waits on, through children waiting on children, when
+    that one waits on an operator (so the run cannot end without one)."""
+    for _ in range(64):  # a tree deeper than this is not waited on by ``app.run`` in a loop
+        waiting = row.waiting_for or ""
+        if row.status != RunStatus.SUSPENDED or not waiting.startswith("child:"):
+            return None
+        child = runtime.store.get_run(waiting[len("child:") :])
+        if child is None or child.status == RunStatus.NEEDS_ATTENTION:
+            return child
+        row = child
+    return None
 
 
 class Driving(Protocol):

@@ -32,7 +32,7 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
 from .._store.base import IndexRow
-from .children import help_children
+from .children import attention_below, help_children
 from .executor import Outcome, execute
 from .invocation import Invocation
 from .keeper import LeaseKeeper
@@ -254,6 +254,8 @@ class Driver:
                 # another process was faster, or the run's queue is at its limit: wait a little
             if row.status == RunStatus.SUSPENDED and help_children(self, wid):
                 continue  # app.run executes the children of its run that no worker took
+            if (stuck := attention_below(self.runtime, row)) is not None:
+                return None, stuck  # the caller raises the child's NeedsAttention
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
             if row.status == RunStatus.SUSPENDED:
