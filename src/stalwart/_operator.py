@@ -52,8 +52,9 @@ def fork_plan(
     rows: list[ForkCandidate], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
-    position before it, and the mark of an irreversible step's first attempt, so that a fork
-    of the fork still knows the step is irreversible), the completed irreversible steps it
+    position before it, or the recorded failure of a child run, and the mark of an
+    irreversible step's first attempt, so that a fork of the fork still knows the step is
+    irreversible), the completed irreversible steps it
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
     its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
@@ -69,7 +70,9 @@ def fork_plan(
     doubtful: list[tuple[int, str]] = []
     for row in latest.values():
         row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
-        done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED)
+        done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED) or (
+            kind == EntryKind.CHILD and status == EntryStatus.FAILED  # a child's end, recorded
+        )
         if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             doubtful.append((seq, name))
         elif seq < from_seq and done:

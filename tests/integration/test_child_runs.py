@@ -347,3 +347,26 @@ def test_app_run_of_a_parent_whose_child_needs_an_operator_raises_instead_of_wai
     assert app.handle("boss").status() == "suspended"  # it still waits, for the operator
     app.retry("greedy", budget=stalwart.Budget(max_steps=5))
     assert app.run(boss, workflow_id="boss") == 13
+
+
+def test_a_fork_reuses_a_child_failure_the_parent_recorded_before_from_seq(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 7}
+    wf = declare(app, flags)
+
+    @app.workflow()
+    def then_more() -> list[Any]:
+        try:
+            got: Any = stalwart.run_child(wf["child"], 7)
+        except stalwart.WorkflowFailed as failed:
+            got = failed.workflow_id
+        return [got, wf["square"](2)]
+
+    assert app.run(then_more, workflow_id="fm") == ["fm/0", 4]
+    flags.clear()
+    step = next(e.seq for e in app.journal("fm") if e.kind == "step")
+    fork = app.fork("fm", from_seq=step, new_id="fm2")
+    assert app.run(then_more, workflow_id=fork.workflow_id) == ["fm/0", 4]  # the same path
+    assert app.list_workflows(parent_id="fm2") == []  # no child started again
+    assert wf["ran"] == [7, 2, 2]
