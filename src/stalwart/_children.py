@@ -13,6 +13,7 @@ from typing import Any
 from ._declare import check_queue_name, definition_of, encode_args
 from ._engine import children as _children
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from ._errors import WorkflowOnlyCall
 from ._model import run_id
 
 __all__ = ["ChildHandle", "run_child", "run_child_async", "start_child", "start_child_async"]
@@ -48,7 +49,9 @@ class ChildHandle:
 
 def _workflow(call: str, *, is_async: bool) -> Invocation:
     if CURRENT_STEP.get() is not None:
-        raise RuntimeError(f"{call}() was called inside a step; child runs belong in workflow code")
+        raise WorkflowOnlyCall(
+            f"{call}() was called inside a step; child runs belong in workflow code"
+        )
     inv = CURRENT_RUN.get()
     if inv is None:
         raise RuntimeError(

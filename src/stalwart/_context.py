@@ -10,7 +10,7 @@ from typing import Any
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
 from ._engine.patches import patched as _patched
-from ._errors import UsageError, WorkflowCancelled
+from ._errors import UsageError, WorkflowCancelled, WorkflowOnlyCall
 from ._model import Approval
 
 __all__ = [
@@ -144,7 +144,7 @@ def random() -> float:
 
 def _workflow_for_wait(call: str, *, is_async: bool) -> Any:
     if CURRENT_STEP.get() is not None:
-        raise RuntimeError(
+        raise WorkflowOnlyCall(
             f"stalwart.{call}() was called inside a step; waits belong in workflow code"
         )
     inv = CURRENT_RUN.get()
@@ -228,7 +228,7 @@ def patched(patch_id: str) -> bool:
     if not isinstance(patch_id, str) or not patch_id:
         raise ValueError(f"patch id {patch_id!r}: pass a non-empty str, e.g. 'check-facts'")
     if CURRENT_STEP.get() is not None:
-        raise RuntimeError(
+        raise WorkflowOnlyCall(
             "stalwart.patched() was called inside a step; patch points belong in workflow code"
         )
     inv = CURRENT_RUN.get()

@@ -61,6 +61,7 @@ __all__ = [
     "WorkflowCancelled",
     "WorkflowFailed",
     "WorkflowNotFound",
+    "WorkflowOnlyCall",
 ]
 
 
@@ -123,6 +124,11 @@ class SerializationError(UsageError):
 
 class NonRetryableError(StalwartError):
     """Raise inside a step to fail it at once, without further attempts."""
+
+
+class WorkflowOnlyCall(NonRetryableError, RuntimeError):
+    """A call that belongs in workflow code (a wait, a child run, a patch point) was made
+    inside a step: the step fails at once, since another attempt would make it again."""
 
 
 class RetryAfter(StalwartError):

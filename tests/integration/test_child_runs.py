@@ -370,3 +370,19 @@ def test_a_fork_reuses_a_child_failure_the_parent_recorded_before_from_seq(
     assert app.run(then_more, workflow_id=fork.workflow_id) == ["fm/0", 4]  # the same path
     assert app.list_workflows(parent_id="fm2") == []  # no child started again
     assert wf["ran"] == [7, 2, 2]
+
+
+def test_a_child_started_inside_a_step_fails_that_step_at_once(app: stalwart.Stalwart) -> None:
+    wf = declare(app, {})
+
+    @app.step()
+    def misplaced() -> int:
+        return int(stalwart.run_child(wf["child"], 2))
+
+    @app.workflow()
+    def outer() -> int:
+        return misplaced()
+
+    with pytest.raises(stalwart.WorkflowFailed, match="after 1 attempt.*child runs belong"):
+        app.run(outer, workflow_id="m")
+    assert app.list_workflows(parent_id="m") == []
