@@ -206,7 +206,9 @@ def test_show_prints_a_runs_parent_and_children(tmp_path: Any) -> None:
     parent = CliRunner().invoke(cli, ["--url", url, "show", "s"])
     assert "children   s/0 (completed), s/1 (completed)" in parent.output, parent.output
     child = CliRunner().invoke(cli, ["--url", url, "show", "s/1"])
-    assert "parent     s (stalwart show s)" in child.output, child.output
+    assert f"parent     s (stalwart --url {url} show s)" in child.output, child.output
+    by_env = CliRunner().invoke(cli, ["show", "s/1"], env={"STALWART_URL": url})
+    assert "parent     s (stalwart show s)" in by_env.output, by_env.output
 
 
 def test_ls_and_the_http_api_list_the_children_of_a_run(tmp_path: Any) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import click
 
-from .._errors import WorkflowNotFound
+from .._errors import WorkflowNotFound, mask_url
 from .._format import Table, duration, local_time, short, timeline
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
-from . import CliError, cli, open_app, url_option
+from . import CliError, cli, explicit_url, open_app, url_option
 from ._output import parse_when
 
 __all__: list[str] = []
@@ -138,7 +138,9 @@ def show_command(
                 )
             click.echo(dumps([entry_json(e) for e in chosen], indent=2))
             return
-        for line in header(detail):
+        url = explicit_url(ctx)
+        show = "stalwart show" if url is None else f"stalwart --url {mask_url(url)} show"
+        for line in header(detail, show=show):
             click.echo(line)
         for line in children_lines(app, workflow_id):
             click.echo(line)
@@ -178,8 +180,8 @@ def _demo_hint(url: str, workflow_id: str) -> str:
     )
 
 
-def header(detail: Any) -> list[str]:
-    """The lines above a run's timeline."""
+def header(detail: Any, *, show: str = "stalwart show") -> list[str]:
+    """The lines above a run's timeline; ``show``: the command that shows another run."""
     info, usage = detail.info, detail.usage
     ended = info.status in _ENDED
     span = (info.updated_at if ended else _dt.datetime.now(_dt.UTC)) - info.created_at
@@ -198,7 +200,7 @@ def header(detail: Any) -> list[str]:
     if info.error:
         lines.append(f"  error      {short_error(info.error, 200)}")
     if info.parent_id is not None:
-        lines.append(f"  parent     {info.parent_id} (stalwart show {info.parent_id})")
+        lines.append(f"  parent     {info.parent_id} ({show} {info.parent_id})")
     current = detail.current
     if current is not None:
         elapsed = (_dt.datetime.now(_dt.UTC) - current.started_at).total_seconds()
