@@ -161,17 +161,30 @@ def group_of(name: str) -> str:
     return VALUES if isinstance(obj, type) else FUNCTIONS
 
 
-def cli_commands() -> Iterator[tuple[str, str, str]]:
-    """``(stalwart COMMAND, usage, help)`` for every CLI command."""
+def _options(command: click.Command, ctx: click.Context) -> list[str]:
+    """One Markdown bullet per option of ``command``: its flags and its help."""
+    lines = []
+    for param in command.get_params(ctx):
+        record = param.get_help_record(ctx)
+        if record is None or not isinstance(param, click.Option) or record[0] == "--help":
+            continue
+        flags, help_text = record
+        lines.append(f"- `{flags}`: {' '.join(help_text.split())}" if help_text else f"- `{flags}`")
+    return lines
+
+
+def cli_commands() -> Iterator[tuple[str, str, str, list[str]]]:
+    """``(stalwart COMMAND, usage, help, options)`` for every CLI command."""
     from stalwart._cli import cli
 
     root = click.Context(cli, info_name="stalwart")
-    yield "stalwart", cli.get_usage(root).removeprefix("Usage: "), description(cli)
+    usage = cli.get_usage(root).removeprefix("Usage: ")
+    yield "stalwart", usage, description(cli), _options(cli, root)
     for name, command in sorted(cli.commands.items()):
         ctx = click.Context(command, info_name=name, parent=root)
         usage = command.get_usage(ctx).removeprefix("Usage: ")
         help_text = " ".join((command.help or "").split("\n\n")[0].split())
-        yield f"stalwart {name}", usage, help_text or "(No help yet.)"
+        yield f"stalwart {name}", usage, help_text or "(No help yet.)", _options(command, ctx)
 
 
 def _entry(level: str, name: str, sig: str, text: str) -> list[str]:
@@ -206,11 +219,14 @@ def render() -> str:
     out += [
         f"## {CLI}",
         "",
-        "`stalwart --help` and `stalwart COMMAND --help` print the options.",
+        "Each command lists its options; `stalwart --help` and `stalwart COMMAND --help` print",
+        "them too.",
         "",
     ]
-    for name, usage, text in cli_commands():
+    for name, usage, text, options in cli_commands():
         out += _entry("###", name, usage, text)
+        if options:
+            out += [*options, ""]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
