@@ -46,6 +46,14 @@ def check_cron(cron: Any) -> str:
     """``cron`` checked: five or six fields that croniter accepts and that ever match."""
     if not isinstance(cron, str) or len(cron.split()) not in (5, 6):
         raise UsageError(f"cron={cron!r}: {_CRON_HINT}")
+    fields = cron.split()
+    if len(fields) == 6 and fields[5] == "*" and fields[0] != "*":
+        raise UsageError(
+            f"cron={cron!r}: the sixth field is the seconds, and '*' there starts a run every "
+            "second of each minute the first field matches; seconds go last here (Quartz "
+            "and Spring put them first: move them to the end), e.g. '* * * * * */10' is "
+            "every 10 seconds, '0 9 * * 1-5 0' 09:00 on weekdays"
+        )
     try:
         croniter(cron, _dt.datetime(2000, 1, 1, tzinfo=_dt.UTC)).get_next(float)
     except CroniterError as exc:

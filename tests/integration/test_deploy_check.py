@@ -324,9 +324,11 @@ def test_stalwart_check_exits_1_and_names_each_divergence(
         "late         diverged    3  step publish  step check_facts",
         "3 run(s) checked: 1 diverged",
     ]
+    assert "diverged: guard the change with stalwart.patched(" in done.stderr
     stranded = _cli("check", "renames:app", cwd=tmp_path, url=sqlite_fleet)
     assert stranded.returncode == 1
     assert stranded.stdout.splitlines()[-1] == "3 run(s) checked: 3 stranded"
+    assert "stranded: keep registering the workflow" in stranded.stderr
 
 
 def test_stalwart_check_json_and_status(sqlite_fleet: str, tmp_path: Path) -> None:

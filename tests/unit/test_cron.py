@@ -32,6 +32,14 @@ def test_five_or_six_fields_are_taken(cron: str) -> None:
     assert check_cron(cron) == cron
 
 
+def test_seconds_written_first_are_refused_with_where_they_go() -> None:
+    with pytest.raises(UsageError, match="the sixth field is the seconds") as caught:
+        check_cron("*/10 * * * * *")  # Quartz's every 10 seconds: every second here
+    assert "'* * * * * */10' is every 10 seconds" in str(caught.value)
+    assert check_cron("* * * * * *") == "* * * * * *"  # every second, said plainly
+    assert check_cron("0 9 * * 1-5 0") == "0 9 * * 1-5 0"
+
+
 @pytest.mark.parametrize(
     ("cron", "says"),
     [

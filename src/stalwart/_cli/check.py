@@ -92,4 +92,26 @@ def check_command(ctx: click.Context, target: str, status: str | None, as_json: 
             table.echo()
         click.echo(_summary(results))
     if any(not r.ok for r in results):
+        for line in _advice(results):
+            click.echo(line, err=True)
         ctx.exit(1)
+
+
+def _advice(results: list[Any]) -> list[str]:
+    """What to do about the runs that would not replay, one line per kind of trouble."""
+    found = {r.reason for r in results if not r.ok}
+    lines = []
+    if "diverged" in found:
+        lines.append(
+            "diverged: guard the change with stalwart.patched('<id>') where the code begins to "
+            "differ, or ship it under a new workflow name and keep the old one until its runs "
+            "end (docs/changing-code.md)"
+        )
+    if "stranded" in found:
+        lines.append(
+            "stranded: keep registering the workflow these runs belong to until they end, or "
+            "cancel them (stalwart cancel ID)"
+        )
+    if "corrupt" in found:
+        lines.append("corrupt: stalwart show ID --seq SEQ prints the record that cannot be read")
+    return lines

@@ -123,7 +123,7 @@ def end(inv: Invocation, status: str) -> None:
 
 def finished(runtime: Runtime, inv: Invocation, status: str, error: str | None) -> None:
     """Log how the run ended: its status and, unless it completed, its error's type and
-    message."""
+    message (a WARNING when it failed or waits on an operator)."""
     extra = fields(inv.workflow_id, runtime.owner)
     if status == RunStatus.COMPLETED or error is None:
         log.info("run %s: %s", inv.workflow_id, status, extra=extra)
@@ -133,7 +133,8 @@ def finished(runtime: Runtime, inv: Invocation, status: str, error: str | None) 
         kind, message = str(record.type), record.reason or record.message
     except ValueError:
         kind, message = "Unknown", error
-    log.info("run %s: %s: %s: %s", inv.workflow_id, status, kind, message, extra=extra)
+    level = logging.INFO if status == RunStatus.CANCELLED else logging.WARNING  # alerts see it
+    log.log(level, "run %s: %s: %s: %s", inv.workflow_id, status, kind, message, extra=extra)
 
 
 def suspended(
