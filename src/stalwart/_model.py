@@ -249,7 +249,8 @@ class CurrentStep:
 class RunDetail:
     """One run as an operator sees it (``app.describe``): its :class:`WorkflowInfo`, what it
     waits on (``"timer until T"``, ``"event NAME"``, ``"approval SUBJECT"``, ``"breaker
-    NAME"``, ``"queue Q"``, else ``None``), the step it executes now, and its usage."""
+    NAME"``, ``"queue Q"``, ``"child ID"``, else ``None``), the step it executes now, and its
+    usage."""
 
     info: WorkflowInfo
     waiting_for: str | None

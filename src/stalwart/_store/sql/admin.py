@@ -15,7 +15,8 @@ class AdminVerbs(SQLBase):
     """The ``AdminStore`` verbs over SQL."""
 
     def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
-        """Cancel at once a run nobody executes; else flag it for its holder.
+        """Cancel at once a run nobody executes (journaling ``entry`` and the run's end);
+        else flag it for its holder (journaling ``entry``).
 
         Returns ``"cancelled"``, ``"requested"`` or ``"finished"`` (nothing to cancel)."""
 
@@ -35,6 +36,16 @@ class AdminVerbs(SQLBase):
             else:
                 return "finished"
             self._journal_in(conn, workflow_id, entry)
+            if verdict == "cancelled":  # it ended here: its journal says so, as a holder's end
+                end = Entry(
+                    kind="run",
+                    name="finished",
+                    status="failed",
+                    started_at=now,
+                    finished_at=now,
+                    error=error,
+                )
+                self._journal_in(conn, workflow_id, end)
             return verdict
 
         return self._once(workflow_id, entry, work)
