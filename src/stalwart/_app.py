@@ -324,6 +324,8 @@ class Stalwart(Reads, SharedContext, Schedules, Checks):
         Refused with :class:`UnsafeFork` when a completed irreversible step at or after
         ``from_seq`` would run again, or when an irreversible step anywhere in the journal is
         in doubt, unless ``allow_reexecute=True``. A ``from_seq`` past the end of the journal
-        plus one raises :class:`InvalidOperation`.
+        plus one raises :class:`InvalidOperation`. The new run is ``pending``: a worker
+        executes it, or ``app.run(workflow, workflow_id=handle.workflow_id)`` here (the run
+        keeps the source's arguments; those given to ``app.run`` are not used).
         """
         return self._handle(self._operator.fork(workflow_id, from_seq, new_id, allow_reexecute, by))

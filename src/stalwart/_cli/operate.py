@@ -264,6 +264,11 @@ def fork_command(
             workflow_id, from_seq, new_id=new_id, allow_reexecute=allow_reexecute, by=by
         )
     click.echo(f"forked {workflow_id} at seq {from_seq}: {handle.workflow_id} (pending)")
+    click.echo(
+        f"a worker of the app executes it (stalwart worker MODULE:APP), or app.run(workflow, "
+        f"workflow_id={handle.workflow_id!r}) in Python",
+        err=True,
+    )
 
 
 @cli.command("breakers")
