@@ -24,24 +24,31 @@ def pg_url() -> Iterator[str]:
     yield from postgres_schema_url()
 
 
+def _held_run(store: PostgresStore, workflow_id: str) -> Entry:
+    """Create run ``workflow_id``, running and held by ``w``; the entry that started it."""
+    started = Entry(kind="run", name="started", status="completed", started_at=1.0)
+    store.create_run(
+        workflow_id=workflow_id,
+        name="agent",
+        status="running",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=1.0,
+        owner="w",
+        lease_until=100.0,
+        entry=started,
+    )
+    return started
+
+
 def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = open_store(pg_url)
     assert isinstance(store, PostgresStore)
     try:
-        store.create_run(
-            workflow_id="r",
-            name="agent",
-            status="running",
-            queue="default",
-            priority=0,
-            input=b"Jnull",
-            now=1.0,
-            owner="w",
-            lease_until=100.0,
-            entry=Entry(kind="run", name="started", status="completed", started_at=1.0),
-        )
+        _held_run(store, "r")
         real = store._insert_entry
         lost: list[int] = []
 
@@ -276,19 +283,7 @@ def test_a_parent_suspending_on_a_child_as_the_child_ends_is_woken(pg_url: str) 
     store = open_store(pg_url)
     assert isinstance(store, PostgresStore)
     try:
-        started = Entry(kind="run", name="started", status="completed", started_at=1.0)
-        store.create_run(
-            workflow_id="p",
-            name="agent",
-            status="running",
-            queue="default",
-            priority=0,
-            input=b"Jnull",
-            now=1.0,
-            owner="w",
-            lease_until=100.0,
-            entry=started,
-        )
+        started = _held_run(store, "p")
         spec = Entry(kind="child", name="kid", status="scheduled", seq=1, position="0")
         assert (
             store.start_child(
