@@ -1309,19 +1309,20 @@ def test_suspend_on_a_child_that_already_ended_does_not_suspend(store: Store) ->
     )
 
 
-def test_a_parent_to_be_cancelled_neither_starts_a_child_nor_suspends_on_one(
-    store: Store,
-) -> None:
+def test_a_run_to_be_cancelled_neither_starts_a_child_nor_suspends(store: Store) -> None:
     _create(store)
     assert _start_child(store, "r1/0") == "started"
     entry = Entry(kind="operator", name="cancel", status="completed")
     assert store.cancel_run("r1", now=102.0, error="{}", entry=entry) == "requested"
     assert _start_child(store, "r1/1") == "cancelling"
     assert store.get_run("r1/1") is None
-    assert not store.suspend_run(
-        "r1", owner="w1", wake_at=None, waiting_for="child:r1/0", now=103.0
-    )  # its holder processes the cancel, and cancels its children with it
-    assert store.suspend_run("r1", owner="w1", wake_at=200.0, waiting_for=None, now=103.0)
+    # its holder goes on, sees the cancel and processes it (cancelling its children with it)
+    for waiting_for in ("child:r1/0", "event:go", None):
+        assert not store.suspend_run(
+            "r1", owner="w1", wake_at=200.0, waiting_for=waiting_for, now=103.0
+        )
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.lease_owner) == ("running", "w1")
 
 
 def test_redrive_child_restarts_a_failed_or_cancelled_child_of_that_parent(store: Store) -> None:

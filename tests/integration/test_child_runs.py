@@ -388,3 +388,48 @@ def test_a_child_started_inside_a_step_fails_that_step_at_once(app: stalwart.Sta
     with pytest.raises(stalwart.WorkflowFailed, match="after 1 attempt.*child runs belong"):
         app.run(outer, workflow_id="m")
     assert app.list_workflows(parent_id="m") == []
+
+
+def test_a_retry_redrives_a_gathered_child_that_failed_before_its_sibling_ended(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 1}
+    wf = declare(app, flags)
+
+    @app.workflow()
+    async def pair_of_children() -> list[int]:
+        return list(
+            await asyncio.gather(
+                stalwart.run_child_async(wf["child"], 1), stalwart.run_child_async(wf["child"], 2)
+            )
+        )
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(pair_of_children, workflow_id="g")
+    kinds = [(e.kind, e.status) for e in app.journal("g") if e.seq is not None]
+    assert kinds[-1] == ("child", "completed")  # the sibling's end came after the failure
+    flags.clear()
+    app.retry("g")
+    assert app.handle("g/t0.0").status() == "pending"
+    assert app.run(pair_of_children, workflow_id="g") == [1, 4]
+
+
+def test_a_retried_fork_does_not_wait_on_a_child_it_does_not_own(app: stalwart.Stalwart) -> None:
+    flags: dict[str, Any] = {"fail": 6}
+    wf = declare(app, flags)
+
+    @app.workflow()
+    def one_child() -> int:
+        return int(stalwart.run_child(wf["child"], 6))
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(one_child, workflow_id="src")
+    end = max(e.seq or 0 for e in app.journal("src"))
+    fork = app.fork("src", from_seq=end + 1, new_id="src-fork")  # reuses the child's failure
+    with pytest.raises(stalwart.WorkflowFailed, match="src/0"):
+        app.run(one_child, workflow_id=fork.workflow_id)
+    flags.clear()
+    app.retry("src-fork")  # src/0 is src's child: the fork's copy of its failure is final
+    with pytest.raises(stalwart.WorkflowFailed, match="src/0"):
+        app.run(one_child, workflow_id="src-fork")
+    assert app.handle("src/0").status() == "failed"

@@ -382,6 +382,9 @@ def test_stalwart_check_does_not_migrate_the_store_it_checks(
     missing = _cli("check", "same:app", cwd=tmp_path, url=f"sqlite:///{tmp_path / 'none.db'}")
     assert missing.returncode == 2 and "has no stalwart schema" in missing.stderr
     assert not (tmp_path / "none.db").exists()
+    in_memory = _cli("check", "same:app", cwd=tmp_path, url="memory://")
+    assert in_memory.returncode == 0, in_memory.stderr  # nothing kept, nothing to refuse
+    assert in_memory.stdout == "0 run(s) checked: every one replays on this code\n"
 
 
 def _worker_start(tmp_path: Path, url: str, *args: str) -> list[str]:

@@ -186,10 +186,10 @@ def test_json_logs_are_one_object_per_line_with_the_runs_fields(
     assert "next attempt in 0.01 s" in retry["msg"]
     assert about("flaky-1")[-1]["msg"] == "run flaky-1: completed"
 
-    (gave_up,) = [line for line in about("doomed-1") if line["level"] == "WARNING"]
+    gave_up, ended = [line for line in about("doomed-1") if line["level"] == "WARNING"]
     assert (gave_up["step"], gave_up["attempt"]) == ("doomed", 1)
     assert "ValueError: the account is closed; no attempt is left" in gave_up["msg"]
-    ended = about("doomed-1")[-1]
+    assert ended == about("doomed-1")[-1]  # a failed run's end is a WARNING too
     assert ended["msg"].startswith("run doomed-1: failed: StepFailed: ")
     assert "ValueError: the account is closed" in ended["msg"]
 

@@ -280,6 +280,20 @@ def _child_id(runtime: Runtime, stored: bytes | None) -> str | None:
     return child_id if isinstance(child_id, str) else None
 
 
+def _task_of(position: str) -> str:
+    """The task path of a position: ``"t0.3"`` -> ``"t0."``, ``"3"`` -> ``""``."""
+    head, dot, _ = position.rpartition(".")
+    return head + dot
+
+
+def _went_on(index: list[Any], at: int) -> bool:
+    """Whether the task that recorded row ``at``, or a task that awaits it, recorded a call
+    after it: then the workflow went on from that outcome (a sibling task's later calls do
+    not count, as the outcome may still be what the run failed through)."""
+    task = _task_of(index[at].position)
+    return any(task.startswith(_task_of(row.position)) for row in index[at + 1 :])
+
+
 def retry_children(
     runtime: Runtime, parent_id: str, plan: Callable[[RunRow], list[Entry]]
 ) -> list[Entry]:
@@ -287,33 +301,31 @@ def retry_children(
     each with the entries ``plan`` gives it; returns the parent's entries that reopen its
     waits on the children it failed through.
 
-    Those are the child failures its journal ends with: a failure the parent recorded and
-    then went on from (it caught it) stays as it is, child and record, or a replay of the
-    retried parent would take another path than the one its journal holds. A child whose
-    end the parent never recorded (cancelled when the parent failed) is redriven too."""
+    A failure the parent recorded and then went on from (it caught it: its task, or a task
+    awaiting it, made a later call) stays as it is, child and record, or a replay of the
+    retried parent would take another path than the one its journal holds; so does the
+    failure of a run that is not its child (a fork's copy of its source's record). A child
+    whose end the parent never recorded (cancelled when the parent failed) is redriven."""
     now = runtime.clock.time()
     index = runtime.store.replay_index(parent_id)
-    tail = len(index)
-    while tail > 0 and (index[tail - 1].kind, index[tail - 1].status) == (
-        EntryKind.CHILD,
-        EntryStatus.FAILED,
-    ):
-        tail -= 1
-    latest: dict[str, tuple[int, Any]] = {}
+    children = {child.workflow_id: child for child in runtime.store.child_runs(parent_id)}
+    latest: dict[str, int] = {}
     for at, row in enumerate(index):
-        latest[row.position] = (at, row)
+        latest[row.position] = at
     retried: set[str] = set()
     reopen = []
-    for at, row in latest.values():
+    for at in latest.values():
+        row = index[at]
         if row.kind != EntryKind.CHILD:
             continue
         if row.status == EntryStatus.SCHEDULED:
             if (child_id := _child_id(runtime, row.input)) is not None:
                 retried.add(child_id)
             continue
-        if row.status != EntryStatus.FAILED or at < tail:
+        if row.status != EntryStatus.FAILED or _went_on(index, at):
             continue
-        if (child_id := _child_id(runtime, row.output)) is None:
+        child_id = _child_id(runtime, row.output)
+        if child_id is None or child_id not in children:
             continue
         retried.add(child_id)
         reopen.append(
@@ -327,16 +339,13 @@ def retry_children(
                 input=runtime.codec.encode({"workflow_id": child_id}),
             )
         )
-    for child in runtime.store.child_runs(parent_id):
-        if child.workflow_id not in retried:
+    for child_id in sorted(retried):
+        child = children.get(child_id)
+        if child is None or child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
             continue
-        if child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
-            continue
-        entries = [*retry_children(runtime, child.workflow_id, plan), *plan(child)]
-        runtime.store.redrive_child(
-            child.workflow_id, parent_id=parent_id, now=now, entries=entries
-        )
-        log.info("run %s: retried with its parent %s", child.workflow_id, parent_id)
+        entries = [*retry_children(runtime, child_id, plan), *plan(child)]
+        runtime.store.redrive_child(child_id, parent_id=parent_id, now=now, entries=entries)
+        log.info("run %s: retried with its parent %s", child_id, parent_id)
     return reopen
 
 

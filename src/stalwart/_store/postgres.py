@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, mask_url
+from .base import READ_ONLY_DECLARATIONS
 from .queries import load_queries
 from .sql import SQLStore
 
@@ -222,7 +223,7 @@ class PostgresStore(SQLStore):
         """Connect once, eagerly, so a bad URL or a database that is down fails here."""
         try:
             with psycopg.connect(self._conninfo, autocommit=True, **self._connect_kwargs) as conn:
-                if self._schema is not None:
+                if self._schema is not None and not READ_ONLY_DECLARATIONS.get():
                     with contextlib.suppress(psycopg.errors.UniqueViolation):
                         # another process created it at the same moment: fine
                         conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self._schema}"')

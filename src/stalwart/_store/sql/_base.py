@@ -107,11 +107,11 @@ class SQLBase:
         by the previous release; one that removes or changes what older code reads declares the
         oldest code it still serves (``-- oldest-compatible: N``), and the store records it.
         """
+        if READ_ONLY_DECLARATIONS.get() and self.durable:
+            self._refuse_unmigrated(conn)
         conn.execute(self._q["schema_table"])
         row = conn.execute(self._q["schema_version"]).fetchone()
         current, oldest = (int(row[0]), int(row[1])) if row else (0, 0)
-        if READ_ONLY_DECLARATIONS.get() and current < SCHEMA_VERSION:
-            raise StoreError(self._unmigrated(current))
         if oldest > SCHEMA_VERSION:
             raise StoreError(
                 f"the store {mask_url(self.url)} has schema version {current}, which needs "
@@ -126,6 +126,17 @@ class SQLBase:
                     self._q["set_schema_version"],
                     {"version": migration.version, "oldest_compatible": oldest},
                 )
+
+    def _refuse_unmigrated(self, conn: Any) -> None:
+        """Read-only (``stalwart check``): a store older than this code is refused, and
+        nothing is created to find out (not even the schema table)."""
+        try:
+            row = conn.execute(self._q["schema_version"]).fetchone()
+        except Exception:  # no schema table: no stalwart store here
+            row = None
+        current = int(row[0]) if row else 0
+        if current < SCHEMA_VERSION:
+            raise StoreError(self._unmigrated(current))
 
     def _unmigrated(self, current: int) -> str:
         found = f"has schema version {current}" if current else "has no stalwart schema"

@@ -29,8 +29,9 @@ class WaitVerbs(SQLBase):
         entry: Entry | None = None,
     ) -> bool:
         """Release the lease and suspend, unless what the run waits for is already there
-        (or, waiting on a child, unless the run is to be cancelled: it cancels its children
-        when its holder processes the cancel, and a suspended parent would not).
+        or unless the run is to be cancelled (a cancel that landed after its holder last
+        looked: the holder goes on, sees the cancel and processes it, cancelling its children;
+        a suspended run would sleep through it).
 
         A child's end locks the child's row, then its parent's, to wake it: a suspend on a
         child takes the same locks in the same order, so it sees that end or is woken by it."""

@@ -195,7 +195,7 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
   AND NOT EXISTS (SELECT 1 FROM runs AS child
                   WHERE child.workflow_id = :child_id
                     AND child.status IN ('completed', 'failed', 'cancelled'))
-  AND (:child_id IS NULL OR cancel_requested = 0);
+  AND cancel_requested = 0;
 
 -- name: insert_event
 INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
