@@ -194,7 +194,7 @@ def http_reads(
 
 def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any], bool]]:
     """(label, query name, parameters, on the run list or a run page) of each read query."""
-    nothing = {"status": None, "name": None, "queue": None, "since": None}
+    nothing = {"status": None, "name": None, "queue": None, "since": None, "parent_id": None}
     page = {**nothing, "limit": 50, "before": None, "before_id": None}
     at, run = deep.created_at.timestamp(), deep.workflow_id
     one = {"workflow_id": seeded.small_id}
