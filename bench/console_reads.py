@@ -5,6 +5,8 @@ On each store, every read is called ``--calls`` times after three warm-up calls 
 public Python API and, with ``stalwart ui`` started as a subprocess, over HTTP with httpx:
 median and p95 (nearest rank) in ms against the issue's budget of 200 ms, judged on p95, and
 the ratio to a baseline measured in the same run, the store's primary-key read of one run row.
+Over HTTP, the run page's poll of the 1,000-entry run (``?after=`` its last entry's id) is
+printed against the whole journal it replaces.
 Last, each read query's plan as the store runs it (its optional filters resolved; SQLite
 ``EXPLAIN QUERY PLAN``, PostgreSQL ``EXPLAIN`` of the statement with its values, as psycopg's
 client-side binding sends it): the bench exits 1 if a query of the run list or of a run page
@@ -45,6 +47,7 @@ from stalwart import testing
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BUDGET_MS = 200.0
+POLL = "GET /runs/ID/journal?after="
 
 # -- measuring ----------------------------------------------------------------------------------
 
@@ -185,6 +188,10 @@ def http_reads(
             (f"GET /runs/ID/journal {label}", journal),
             (f"run page {label} (both GETs)", lambda one=one, journal=journal: (one(), journal())),
         ]
+        if run == seeded.big_id:  # the run page's poll: only what came after the last entry
+            last = journal()["entries"][-1]["id"]
+            poll = get(f"/api/v1/runs/{run}/journal", after=last)
+            reads.append((f"{POLL} {label}", poll))
     reads.append(("GET /approvals", get("/api/v1/approvals")))
     return reads
 
@@ -194,7 +201,7 @@ def http_reads(
 
 def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any], bool]]:
     """(label, query name, parameters, on the run list or a run page) of each read query."""
-    nothing = {"status": None, "name": None, "queue": None, "since": None}
+    nothing = {"status": None, "name": None, "queue": None, "since": None, "parent_id": None}
     page = {**nothing, "limit": 50, "before": None, "before_id": None}
     at, run = deep.created_at.timestamp(), deep.workflow_id
     one = {"workflow_id": seeded.small_id}
@@ -213,6 +220,8 @@ def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any],
         ("count_runs status+queue", "count_runs", {**failed, "queue": "batch"}, True),
         ("get_run", "get_run", one, True),
         ("journal", "journal", one, True),
+        ("journal after (the run page's poll)", "journal_after", {**one, "after": 1}, True),
+        ("journal_size", "journal_size", one, True),
         ("step_usage", "step_usage", one, True),
         ("get_approval", "get_approval", {**one, "approval_id": "1"}, True),
         ("list_approvals pending", "list_approvals", {"pending": 1, "workflow_id": None}, False),
@@ -277,6 +286,17 @@ def table(kind: str, timings: list[Timing], baseline: float) -> None:
         print(f"{kind:<9} {t.query:<40} {t.median:>10.2f} {t.p95:>9.2f} {ratio:>8.0f}  {verdict}")
 
 
+def polls(kind: str, timings: list[Timing]) -> None:
+    """The run page's poll of the 1,000-entry run against the whole journal it replaced."""
+    by = {t.query: t for t in timings}
+    full, poll = by["GET /runs/ID/journal 1,000-entry"], by[f"{POLL} 1,000-entry"]
+    print(
+        f"{kind:<9} run page poll, 1,000-entry run: whole journal {full.median:.2f} ms "
+        f"(p95 {full.p95:.2f}), after= the last id {poll.median:.2f} ms (p95 {poll.p95:.2f}): "
+        f"{full.median / poll.median:.0f}x less per poll"
+    )
+
+
 def measure(kind: str, url: str, seeded: Seeded, args: argparse.Namespace) -> list[str]:
     with stalwart.Stalwart(url) as app:
         offset = min(50_000, app.count_workflows() // 2)
@@ -294,6 +314,7 @@ def measure(kind: str, url: str, seeded: Seeded, args: argparse.Namespace) -> li
                 over_http = [timed(query, call, args.calls) for query, call in reads]
             print(f"\n{kind}: over HTTP (stalwart ui in a subprocess, httpx, one connection)")
             table(kind, over_http, baseline)
+            polls(kind, over_http)
         return check_plans(app, kind, seeded, deep)
 
 

@@ -96,6 +96,20 @@ class Reads:
         """The run's audit trail: every step, attempt and lifecycle event, in order."""
         return self._views.journal(workflow_id)
 
+    def _journal_after(
+        self, workflow_id: str, after: int | None = None
+    ) -> tuple[list[tuple[int, JournalEntry]], int]:
+        """:meth:`journal` for the console's run page, which polls it: each entry with its
+        row id, only those whose id is over ``after`` when given (read through the run's
+        index, so a poll costs what is new, not the whole journal), and how many entries the
+        whole journal has, counted after they were read.
+
+        Rows are only ever appended, but on PostgreSQL an id is taken when a row is written and
+        a concurrent writer of the same run may commit a lower one later: a caller that holds
+        ``n`` entries up to ``after`` has all of them when ``n`` plus the new ones is that
+        count, and reads the whole journal again when it is not."""
+        return self._views.journal_after(workflow_id, after)
+
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
         return self._views.approvals(pending)

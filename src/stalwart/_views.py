@@ -39,6 +39,7 @@ from ._model import (
     to_epoch,
 )
 from ._runtime import Runtime
+from ._serde import Codec
 from ._store import RunRow
 from ._store.base import ApprovalRow, JournalRow, UsageRow
 
@@ -137,6 +138,36 @@ def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
         raise CorruptRecord(
             f"run {workflow_id!r}, seq {row.seq}: {exc}", workflow_id=workflow_id, seq=row.seq
         ) from None
+
+
+def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
+    """A journal row as the public entry, its input and output decoded."""
+    values = []
+    for label, stored in (("input", row.input), ("output", row.output)):
+        try:
+            values.append(codec.decode(stored) if stored is not None else None)
+        except ValueError as exc:
+            raise CorruptRecord(
+                f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
+                f"recorded {label} cannot be decoded ({exc})",
+                workflow_id=workflow_id,
+                seq=row.seq,
+            ) from exc
+    return JournalEntry(
+        seq=row.seq,
+        kind=row.kind,
+        name=row.name,
+        status=row.status,
+        attempt=row.attempt,
+        started_at=from_epoch(row.started_at),
+        finished_at=from_epoch(row.finished_at),
+        input=values[0],
+        output=values[1],
+        error=error_text(row.error),
+        by=row.by,
+        usage=_usage_of(workflow_id, row),
+        idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
+    )
 
 
 class Views:
@@ -343,37 +374,22 @@ class Views:
 
     def journal(self, workflow_id: str) -> list[JournalEntry]:
         self.row(workflow_id)
-        entries = []
-        for row in self.runtime.store.journal(workflow_id):
-            values = []
-            for label, stored in (("input", row.input), ("output", row.output)):
-                try:
-                    values.append(self.runtime.codec.decode(stored) if stored is not None else None)
-                except ValueError as exc:
-                    raise CorruptRecord(
-                        f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
-                        f"recorded {label} cannot be decoded ({exc})",
-                        workflow_id=workflow_id,
-                        seq=row.seq,
-                    ) from exc
-            entries.append(
-                JournalEntry(
-                    seq=row.seq,
-                    kind=row.kind,
-                    name=row.name,
-                    status=row.status,
-                    attempt=row.attempt,
-                    started_at=from_epoch(row.started_at),
-                    finished_at=from_epoch(row.finished_at),
-                    input=values[0],
-                    output=values[1],
-                    error=error_text(row.error),
-                    by=row.by,
-                    usage=_usage_of(workflow_id, row),
-                    idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
-                )
-            )
-        return entries
+        codec = self.runtime.codec
+        return [
+            _entry_of(codec, workflow_id, row) for row in self.runtime.store.journal(workflow_id)
+        ]
+
+    def journal_after(
+        self, workflow_id: str, after: int | None
+    ) -> tuple[list[tuple[int, JournalEntry]], int]:
+        """The run's entries whose id is over ``after`` (all with ``None``), each with its id,
+        and how many entries the whole journal has, read after them (see
+        :meth:`~stalwart._reads.Reads._journal_after`)."""
+        self.row(workflow_id)
+        store, codec = self.runtime.store, self.runtime.codec
+        rows = store.journal(workflow_id, after=after)
+        total = len(rows) if after is None else store.journal_size(workflow_id)
+        return [(row.id, _entry_of(codec, workflow_id, row)) for row in rows], total
 
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""

@@ -12,6 +12,9 @@ the workers' (to execute them). The world outside the engine is files in ``WORKD
   is in doubt and goes to ``needs_attention``;
 * ``stop-research``: ``browse`` heartbeats every half second until it exists.
 
+``checklist`` ticks off one item per ``next`` event it gets (its journal grows while a test
+watches its page).
+
 The worker touches ``WORKDIR/ready-<PID>`` when it is about to serve and serves until SIGTERM.
 """
 
@@ -126,9 +129,28 @@ def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
         children = [stalwart.start_child(summarize, t) for t in tickets]
         return [child.result() for child in children]
 
+    @app.step(name="tick_off")
+    def tick_off(item: Any) -> str:
+        return f"item {item} done"
+
+    @app.workflow(name="checklist")
+    def checklist(items: int) -> int:
+        for _ in range(items):
+            tick_off(stalwart.wait_for_event("next", timeout=3600))
+        return items
+
     return {
         wf.__name__: wf
-        for wf in (refund_agent, enrich_lead, charge_card, summarize, triage, research, digest)
+        for wf in (
+            refund_agent,
+            enrich_lead,
+            charge_card,
+            summarize,
+            triage,
+            research,
+            digest,
+            checklist,
+        )
     }
 
 

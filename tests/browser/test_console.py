@@ -10,6 +10,7 @@ With STALWART_SCREENSHOTS=1 the tests also save the main pages to docs/img/conso
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -329,3 +330,68 @@ def test_a_running_step_shows_its_attempt_heartbeat_and_holder(page: Any, fleet:
     expect(current).to_contain_text("#1 browse")
     expect(current).to_contain_text('"page"')  # its last heartbeat
     screenshot(page, "running")
+
+
+def test_a_live_run_page_appends_new_entries_and_ends_as_a_fresh_load_shows_it(
+    page: Any, fleet: Fleet
+) -> None:
+    wid = fleet.start("checklist", 3, workflow_id="checklist-1")
+    fleet.wait_status(wid, "suspended")
+    reads: list[str] = []  # the journal reads the page made, in order
+    answers: list[dict[str, Any]] = []  # the answers to the ones with after=
+
+    def on_response(response: Any) -> None:
+        if "/journal" in response.url and response.ok:
+            reads.append(response.url)
+            if "after=" in response.url:
+                answers.append(response.json())
+
+    page.on("response", on_response)
+    page.goto(f"{fleet.console_url}#/run/{wid}")
+    expect(page.get_by_test_id("run-status")).to_have_text("suspended")
+    page.evaluate("window.__sameDocument = true")
+    entries = page.locator("details.entry")
+    for item in (1, HOSTILE, 3):  # a model's markup in an appended entry stays text
+        shown = entries.count()
+        fleet.app.send_event(wid, "next", item)
+        said = f"item {item}"[:30]
+        expect(entries.filter(has_text=said)).to_have_count(1, timeout=LIVE_S)
+        assert entries.count() > shown
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    whole = len(fleet.app.journal(wid))
+    expect(page.get_by_text(f"{whole} entries", exact=True)).to_be_visible(timeout=LIVE_S)
+    assert page.evaluate("window.__sameDocument") is True  # live updates, never a reload
+    assert page.locator("main img, main script").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # The polls asked only for what was new: their answers held no more than the new entries.
+    grew = [a for a in answers if a["entries"]]
+    assert grew and all(len(a["entries"]) < a["total"] for a in answers), answers
+    live = entries.all_text_contents()
+
+    fresh = page.context.new_page()
+    try:
+        fresh.goto(f"{fleet.console_url}#/run/{wid}")
+        expect(fresh.get_by_text(f"{whole} entries", exact=True)).to_be_visible()
+        assert fresh.locator("details.entry").all_text_contents() == live
+    finally:
+        fresh.close()
+
+    # When an answer's total says an entry it lacks was committed below the last id (a late
+    # commit on PostgreSQL), the page reads the whole journal again, and shows no entry twice.
+    def late(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        route.fulfill(response=response, json={**body, "total": body["total"] + 1})
+
+    page.route(re.compile(r"/journal\?after="), late)
+    start = len(reads)
+    deadline = time.monotonic() + LIVE_S / 1000
+    while sum("after=" in url for url in reads[start:]) < 3 and time.monotonic() < deadline:
+        page.wait_for_timeout(100)
+    page.unroute(re.compile(r"/journal\?after="))
+    since = reads[start:]
+    incremental = [url for url in since if "after=" in url]
+    assert len(incremental) >= 3, since
+    assert len(since) - len(incremental) >= len(incremental) - 1, since  # each: all again
+    expect(page.get_by_text(f"{whole} entries", exact=True)).to_be_visible()
+    assert entries.all_text_contents() == live

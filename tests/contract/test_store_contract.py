@@ -466,6 +466,26 @@ def test_append_many_is_all_or_nothing_under_the_lease(store: Store) -> None:
     assert store.append_many("r1", [], owner="w1")
 
 
+def test_journal_after_an_id_reads_only_the_rows_after_it_and_journal_size_counts(
+    store: Store,
+) -> None:
+    _create(store)
+    _create(store, "other")
+    big = b'J"' + b"z" * 600 + b'"'  # kept apart from its row: resolved in the tail too
+    for seq in (1, 2, 3):
+        assert store.append("r1", _step(seq, big if seq == 3 else b"J1"), owner="w1")
+        assert store.append("other", _note("noise"), owner=None)
+    whole = store.journal("r1")
+    assert [r.seq for r in whole] == [None, 1, 2, 3]
+    assert store.journal("r1", after=whole[1].id) == whole[2:]
+    assert store.journal("r1", after=whole[-1].id) == []
+    assert store.journal("r1", after=0) == whole
+    assert store.journal("r1", after=whole[1].id)[-1].output == big
+    assert store.journal_size("r1") == len(whole) == 4
+    assert store.journal_size("other") == 4 and store.journal_size("none") == 0
+    assert store.journal("none", after=0) == []
+
+
 def test_mark_retry_notes_the_retry_on_the_run(store: Store) -> None:
     _create(store)
     assert store.mark_retry("r1", owner="w1", marker="3:2")

@@ -107,6 +107,8 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("count by status and queue", "count_runs", {**NOTHING, "status": "pending", "queue": "q"}),
         ("a run", "get_run", one),
         ("its journal", "journal", one),
+        ("its journal since a poll", "journal_after", {**one, "after": 3}),
+        ("its journal's size", "journal_size", one),
         ("its usage", "step_usage", one),
         ("its approval", "get_approval", {**one, "approval_id": "1"}),
         ("the approvals inbox", "list_approvals", {"pending": 1, "workflow_id": None}),

@@ -61,6 +61,7 @@ __all__ = ["ServerState", "router"]
 
 MAX_LIMIT = 1000
 MAX_BY = 200
+MAX_ENTRY_ID = 2**63 - 1  # a journal row id is a signed 64-bit integer in both stores
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +142,7 @@ router = APIRouter()
 _READ = declared(401)
 _READ_PARAMS = declared(400, 401)
 _READ_RUN = declared(401, 404)
+_READ_RUN_PARAMS = declared(400, 401, 404)
 _WRITE = declared(400, 401, 404, 409, 415)
 
 
@@ -257,14 +259,34 @@ def list_runs(
 @router.get(
     "/runs/{workflow_id:path}/journal",
     response_model=Journal,
-    responses=_READ_RUN,
+    responses=_READ_RUN_PARAMS,
     summary="A run's journal",
 )
-def run_journal(app: Reader, workflow_id: RunId) -> JSONResponse:
+def run_journal(
+    app: Reader,
+    workflow_id: RunId,
+    after: Annotated[
+        int | None,
+        Query(
+            ge=0,
+            le=MAX_ENTRY_ID,
+            description="Only the entries whose id is over this one (the id of the last "
+            "entry you have); without it, the whole journal.",
+        ),
+    ] = None,
+) -> JSONResponse:
     """Every step, attempt, wait, event, approval, compensation and operator action, in
-    order, with full inputs, outputs and errors."""
-    entries = app.journal(workflow_id)
-    return JSONResponse({"workflow_id": workflow_id, "entries": [entry_json(e) for e in entries]})
+    order, with full inputs, outputs and errors; with ``after``, only the entries since.
+    ``total`` is how many entries the whole journal has: when the entries you hold plus the
+    new ones are fewer, one was committed late below ``after``; read the whole journal."""
+    entries, total = app._journal_after(workflow_id, after)
+    return JSONResponse(
+        {
+            "workflow_id": workflow_id,
+            "entries": [{"id": id_, **entry_json(e)} for id_, e in entries],
+            "total": total,
+        }
+    )
 
 
 @router.get(

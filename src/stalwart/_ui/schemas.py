@@ -143,8 +143,10 @@ class RunPage(_Answer):
 
 
 class Entry(_Answer):
-    """One journal entry: a step attempt, a wait, an event, an operator action, ..."""
+    """One journal entry: a step attempt, a wait, an event, an operator action, ... ``id``
+    grows with each entry of the store (pass the last one you have as ``after``)."""
 
+    id: int
     seq: int | None
     kind: str
     name: str
@@ -161,10 +163,12 @@ class Entry(_Answer):
 
 
 class Journal(_Answer):
-    """A run's journal, in order."""
+    """A run's journal, in order (with ``after``: its entries since that id). ``total`` is how
+    many entries the whole journal has."""
 
     workflow_id: str
     entries: list[Entry]
+    total: int
 
 
 # -- approvals and the fleet ----------------------------------------------------------------

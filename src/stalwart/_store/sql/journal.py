@@ -52,12 +52,16 @@ class JournalVerbs(SQLBase):
         """Positioned journal rows, without inputs."""
         return self._records("replay_index", {"workflow_id": workflow_id}, IndexRow)
 
-    def journal(self, workflow_id: str) -> list[JournalRow]:
-        """All journal rows with payloads resolved, read on one connection."""
-        query = self._q["journal"]
+    def journal(self, workflow_id: str, *, after: int | None = None) -> list[JournalRow]:
+        """All journal rows (or those whose id is over ``after``) with payloads resolved, read
+        on one connection."""
+        query = self._q["journal" if after is None else "journal_after"]
+        params: dict[str, Any] = {"workflow_id": workflow_id}
+        if after is not None:
+            params["after"] = after
 
         def work(conn: Any) -> list[JournalRow]:
-            rows = _typed(conn.execute(query, {"workflow_id": workflow_id}), JournalRow)
+            rows = _typed(conn.execute(query, params), JournalRow)
 
             def named(column: int, exc: CorruptRecord) -> CorruptRecord:
                 row = rows[column // 2]
@@ -78,6 +82,10 @@ class JournalVerbs(SQLBase):
             ]
 
         return self._run(work)
+
+    def journal_size(self, workflow_id: str) -> int:
+        """How many journal rows the run has."""
+        return int(self._rows("journal_size", {"workflow_id": workflow_id})[0][0])
 
     def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
         """Journal rows of compensable steps and of compensations, in order, payloads

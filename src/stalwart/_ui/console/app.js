@@ -21,7 +21,7 @@ const tokenButton = document.getElementById("token-button");
 
 let current = null; // {page, key, view, loaded}
 let flashText = "";
-let forced = false; // a refresh asked for by an action: done even while paused
+let forced = false; // a refresh asked for by an action: done even while paused, and in full
 
 /** The route of a hash: "#/run/ID?x=1" -> {page: "run", arg: "ID", params: {x: "1"}}. */
 function parseHash(hash) {
@@ -63,7 +63,7 @@ const ctx = {
     const { page, arg } = parseHash(location.hash);
     history.replaceState(null, "", link(page, params, arg));
   },
-  /** Refresh the current view and the counts now. */
+  /** Refresh the current view and the counts now (the view reads everything again). */
   refresh() {
     forced = true;
     tick();
@@ -106,6 +106,7 @@ async function tick() {
   busy = true;
   clearTimeout(timer);
   try {
+    const asked = forced;
     const wanted = liveToggle.checked || forced || (current && !current.loaded);
     forced = false;
     if (!wanted) {
@@ -113,7 +114,7 @@ async function tick() {
       liveEl.className = "live paused";
     } else if (current) {
       const view = current;
-      await Promise.all([view.view.refresh(), counts()]);
+      await Promise.all([view.view.refresh({ forced: asked }), counts()]);
       view.loaded = true;
       liveEl.textContent = `Updated ${shortTime(new Date().toISOString())}`;
       liveEl.className = liveToggle.checked ? "live on" : "live paused";

@@ -106,6 +106,16 @@ SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, out
        position, usage
 FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
+-- name: journal_after
+-- The rows after the one with id `after` (the console's run page polls with it): a range of
+-- the index journal_by_run (workflow_id, id), however long the journal is.
+SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
+       position, usage
+FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id;
+
+-- name: journal_size
+SELECT count(*) FROM journal WHERE workflow_id = :workflow_id;
+
 -- fragment: run_filter
 -- What list_runs and count_runs filter on (each filter NULL: not applied, and dropped from the
 -- query text as run, so the index of each filter given is used: runs_by_status_created...).

@@ -1,5 +1,11 @@
 // One run: its header (status, times, usage, what it waits on, the step it executes now),
 // its whole timeline, and the actions its state allows.
+//
+// The page keeps the journal it has read and each poll asks only for the entries after the
+// last one (?after=ID), appending them. It reads the whole journal again when it cannot be
+// sure that is the same: on its first read, after an action taken here, when the run's status
+// changed (a retry, a redrive, a cancel, its end), every FULL_EVERY polls, and when the
+// answer's total says an entry was committed late below the last id (PostgreSQL).
 
 import * as api from "../api.js";
 import { h, message, replace } from "../dom.js";
@@ -8,6 +14,8 @@ import { runActions } from "./actions.js";
 import { needs, why } from "./attention.js";
 import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
 import { timeline } from "./timeline.js";
+
+const FULL_EVERY = 10; // polls between reads of the whole journal (every 20 s when live)
 
 function fact(label, value, testid) {
   return h("div", { class: "fact" }, h("dt", { text: label }), h("dd", { "data-testid": testid }, value));
@@ -77,6 +85,19 @@ export default function run(ctx, id) {
       actions.el));
 
   let seen = "";
+  let entries = []; // the journal as last read, in order
+  let status = null; // the run's status at that read
+  let polls = 0;
+
+  /** The journal now: the entries held plus the new ones, or all of it read again. */
+  async function readJournal(full) {
+    const path = api.runPath(id, "/journal");
+    if (!full && entries.length) {
+      const { data } = await api.get(path, { after: entries[entries.length - 1].id });
+      if (entries.length + data.entries.length === data.total) return entries.concat(data.entries);
+    }
+    return (await api.get(path)).data.entries;
+  }
 
   function render(detail, entries, approvals, children) {
     const terminal = TERMINAL.has(detail.status);
@@ -112,25 +133,31 @@ export default function run(ctx, id) {
     document.title = `${id} (${detail.status}) · stalwart`;
   }
 
-  async function refresh() {
+  async function refresh({ forced = false } = {}) {
     let detail;
     let journal;
     let approvals = { data: { approvals: [] }, text: "" };
     let children;
     try {
-      [detail, journal, children] = await Promise.all([
-        api.get(api.runPath(id)), api.get(api.runPath(id, "/journal")), api.get("/runs", { parent_id: id, limit: 200 })]);
-      if (!TERMINAL.has(detail.data.status)) approvals = await api.get("/approvals");
+      [detail, children] = await Promise.all([
+        api.get(api.runPath(id)), api.get("/runs", { parent_id: id, limit: 200 })]);
+      const terminal = TERMINAL.has(detail.data.status);
+      const full = forced || detail.data.status !== status || polls % FULL_EVERY === 0;
+      [journal, approvals] = await Promise.all([readJournal(full), terminal ? approvals : api.get("/approvals")]);
     } catch (err) {
       error.error(err.status === 404 ? `No run ${id}: ${err.message}` : `Cannot read the run: ${err.message}`);
       if (err.status === 0) throw err;
       return;
     }
+    polls += 1;
+    entries = journal;
+    status = detail.data.status;
     error.clear();
-    const key = detail.text + journal.text + approvals.text + children.text;
+    const last = entries.length ? entries[entries.length - 1].id : "";
+    const key = `${detail.text}${entries.length}/${last}${approvals.text}${children.text}`;
     if (key === seen && TERMINAL.has(detail.data.status)) return;
     seen = key;
-    render(detail.data, journal.data.entries, approvals.data.approvals, children.data);
+    render(detail.data, entries, approvals.data.approvals, children.data);
   }
 
   return { el, title: id, refresh };

@@ -1,6 +1,6 @@
 // A run's timeline: every journal entry in order, each one expandable to its full input,
 // output, error, attempt, times, usage, idempotency key and who acted. Entries are kept
-// across refreshes (an open one stays open); only entries that changed are rebuilt.
+// across refreshes (an open one stays open); only entries that are new or changed are built.
 
 import { h, replace } from "../dom.js";
 import { badge, between, duration, fullTime, oneLine, timeEl, usageText, valueBlock } from "../format.js";
@@ -114,6 +114,7 @@ export function timeline() {
   const liveBox = h("div");
   list.append(entriesBox, liveBox);
   const opened = new Set();
+  let shown = []; // the entries the nodes show (a poll appends to the same objects)
   let texts = [];
 
   list.addEventListener("toggle", (event) => {
@@ -125,19 +126,22 @@ export function timeline() {
   return {
     el: list,
     update(entries, current = null) {
-      const next = entries.map((e) => JSON.stringify(e));
-      if (next.length < texts.length) {
+      if (entries.length < shown.length) {
         replace(entriesBox);
+        shown = [];
         texts = [];
       }
-      next.forEach((text, i) => {
+      entries.forEach((e, i) => {
+        if (shown[i] === e) return;
+        const text = JSON.stringify(e);
+        shown[i] = e;
         if (texts[i] === text) return;
-        const node = entryNode(entries[i], entries[i - 1], i, opened.has(i));
+        texts[i] = text;
+        const node = entryNode(e, entries[i - 1], i, opened.has(i));
         node.setAttribute("role", "listitem");
         if (entriesBox.children[i]) entriesBox.replaceChild(node, entriesBox.children[i]);
         else entriesBox.append(node);
       });
-      texts = next;
       replace(liveBox, current ? liveNode(current) : null);
     },
     expandAll(open) {
