@@ -49,8 +49,9 @@ STOP_S = 15.0
 # several starts of the next burst into it (14 starts seen in a 1 s window while the store's
 # admissions had 10 in every one). A window shorter by the jitter's bound is exact again:
 # steps seen within [t, t + period - JITTER) were admitted within (t - max_delay, t - max_delay
-# + period), one period, as long as two runs' delays differ by less than JITTER. (The clocks are
-# not the issue: every process of the machine reads the same system clock.)
+# + period), one period, as long as two runs' delays differ by less than JITTER; the test uses
+# the spread it measures when that is larger. (The clocks are not the issue: every process of
+# the machine reads the same system clock.)
 STEP_JITTER_S = 0.25
 
 
@@ -203,18 +204,23 @@ def test_a_rate_limit_of_10_per_second_holds_across_3_workers(fleet: Fleet) -> N
         assert len(taken) == 1, taken  # no crash, no release: one start per run
         assert taken[0].started_at is not None
         admitted.append(taken[0].started_at.timestamp())
+    admitted_at = dict(zip((h.workflow_id for h in handles), admitted, strict=True))
     admitted.sort()
     for first, eleventh in zip(admitted, admitted[QUOTA_RATE:], strict=False):
         assert eleventh - first >= QUOTA_PERIOD - 2e-6, admitted
 
-    # What the steps saw.
+    # What the steps saw, in a window shorter by how much the runs' delays from admission to
+    # step differed (measured, not assumed: a loaded machine stretches them past any guess).
     steps = records(fleet.workdir, "call_quota")
     assert sorted(r.workflow_id for r in steps) == sorted(h.workflow_id for h in handles)
     starts = [r.start for r in steps]
-    seen = max_in_window(starts, QUOTA_PERIOD - STEP_JITTER_S)
-    assert seen <= QUOTA_RATE, (seen, sorted(starts))
+    delays = [r.start - admitted_at[r.workflow_id] for r in steps]
+    spread = max(STEP_JITTER_S, max(delays) - min(delays))
+    if spread < QUOTA_PERIOD:
+        seen = max_in_window(starts, QUOTA_PERIOD - spread)
+        assert seen <= QUOTA_RATE, (seen, spread, sorted(starts))
     # ...and the rate is not a paper limit: 40 starts at 10 a second span at least 3 s (the
     # 11th, 21st and 31st each wait for a window to pass), and a window fills up to the rate
     assert max_in_window(admitted, QUOTA_PERIOD) == QUOTA_RATE, admitted
     assert admitted[-1] - admitted[0] >= (runs // QUOTA_RATE - 1) * QUOTA_PERIOD, admitted
-    assert max(starts) - min(starts) >= (runs // QUOTA_RATE - 1) * QUOTA_PERIOD - STEP_JITTER_S
+    assert max(starts) - min(starts) >= (runs // QUOTA_RATE - 1) * QUOTA_PERIOD - spread
