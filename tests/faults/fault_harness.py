@@ -208,7 +208,7 @@ class Harness:
         """The side file's lines for ``workflow_id``: one per real step execution."""
         if not self.log.exists():
             return []
-        lines = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        lines = [json.loads(line) for line in _complete_lines(self.log) if line]
         return [line for line in lines if line["wid"] == workflow_id]
 
     def counts(self, workflow_id: str) -> Counter[str]:
@@ -380,12 +380,19 @@ class WorkerHarness:
         """The side file's lines (of ``workflow_id``): one per real step execution."""
         if not self.log.exists():
             return []
-        lines = [json.loads(line) for line in self.log.read_text().splitlines() if line]
+        lines = [json.loads(line) for line in _complete_lines(self.log) if line]
         return [line for line in lines if workflow_id is None or line["wid"] == workflow_id]
 
     def counts(self, workflow_id: str) -> Counter[str]:
         """How many times each step of ``workflow_id`` actually executed."""
         return Counter(line["step"] for line in self.executions(workflow_id))
+
+
+def _complete_lines(log: Path) -> list[str]:
+    """The lines of a side file a worker appends to, without a last line it is still writing
+    (one with no newline yet)."""
+    text = log.read_text()
+    return text[: text.rfind("\n") + 1].splitlines()
 
 
 def cli(url: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
