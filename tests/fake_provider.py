@@ -12,7 +12,8 @@ Two ways to fault:
   ``millis=True``), as a provider's rate limiter answers. The script is not consumed meanwhile.
 
 A request names its run with the ``x-run-id`` header, or else the JSON body's ``user`` field;
-:meth:`FakeProvider.calls_of` and :meth:`FakeProvider.per_run` count by it. Times are
+:meth:`FakeProvider.calls_of` and :meth:`FakeProvider.per_run` count by it.
+``FakeProvider.received`` keeps every request's headers (names lowercased), in order. Times are
 ``time.monotonic()`` of this process (the server runs in a thread of the test or the bench).
 """
 
@@ -141,6 +142,7 @@ class FakeProvider:
         self.script: list[Reply] = []
         self.calls: list[Call] = []
         self.windows: list[Window] = []
+        self.received: list[dict[str, str]] = []  # each request's headers, names lowercased
         self.url = ""
         self.closing = threading.Event()
         self._lock = threading.Lock()
@@ -205,6 +207,8 @@ def fake_provider() -> Iterator[FakeProvider]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length") or 0)
             data = self.rfile.read(length)
+            with provider._lock:
+                provider.received.append({k.lower(): v for k, v in self.headers.items()})
             reply = provider.next_reply(self.path, _run_of(self.headers, data))
             if reply.delay and provider.closing.wait(reply.delay):
                 reply = Reply(reset=True)  # shutting down: don't keep the server waiting

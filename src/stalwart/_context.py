@@ -10,7 +10,7 @@ from typing import Any
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
 from ._engine.patches import patched as _patched
-from ._errors import UsageError, WorkflowCancelled, WorkflowOnlyCall
+from ._errors import InvalidOperation, UsageError, WorkflowCancelled, WorkflowOnlyCall
 from ._model import Approval
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "random",
     "request_approval",
     "request_approval_async",
+    "request_headers",
     "sleep",
     "sleep_async",
     "uuid4",
@@ -52,6 +53,23 @@ def workflow_id() -> str:
 def idempotency_key() -> str:
     """A key unique to this step call in this run, identical on every retry and recovery."""
     return _in_step("idempotency_key").idempotency_key
+
+
+def request_headers() -> dict[str, str]:
+    """HTTP headers naming this run and step, for an SDK's ``extra_headers``: the provider's
+    logs (or a payment service) then see who called, and the ``Idempotency-Key`` is this step
+    call's :func:`idempotency_key`, the same on every retry. Only inside a step."""
+    scope = CURRENT_STEP.get()
+    if scope is None:
+        raise InvalidOperation(
+            "stalwart.request_headers() can only be called inside a step, where the call it "
+            "tags is made"
+        )
+    return {
+        "X-Stalwart-Run-Id": scope.invocation.workflow_id,
+        "X-Stalwart-Step": scope.name,
+        "Idempotency-Key": scope.idempotency_key,
+    }
 
 
 def attempt() -> int:

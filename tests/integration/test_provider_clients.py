@@ -404,3 +404,45 @@ def test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends(
     late = [provider.calls_of(f"async-{i}")[1].at - window.end for i in range(runs)]
     assert min(late) >= 0
     assert max(late) < 1.0, f"seconds after the window's end: {sorted(late)}"
+
+
+def test_request_headers_tag_each_provider_call_with_its_run_and_step(
+    app: stalwart.Stalwart, provider: FakeProvider
+) -> None:
+    """``extra_headers=stalwart.request_headers()`` on the real ``openai`` SDK: the server sees
+    the run, the step and the step's idempotency key, the same on the retry."""
+    provider.script = [Reply(503, {}, error(503, "overloaded"))]
+    client = _client(provider)
+    keys: list[str] = []
+
+    @app.step(name="chat", retry=stalwart.Retry.llm())
+    def chat() -> Any:
+        keys.append(stalwart.idempotency_key())
+        return client.chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers=stalwart.request_headers(),
+        )
+
+    @app.workflow
+    def agent() -> str:
+        return str(chat()["choices"][0]["message"]["content"])
+
+    assert app.run(agent, workflow_id="tagged") == "ok"
+    assert len(provider.received) == 2 and keys[0] == keys[1]
+    for headers in provider.received:
+        assert headers["x-stalwart-run-id"] == "tagged"
+        assert headers["x-stalwart-step"] == "chat"
+        assert headers["idempotency-key"] == keys[0]
+
+
+def test_request_headers_outside_a_step_are_refused(app: stalwart.Stalwart) -> None:
+    with pytest.raises(stalwart.InvalidOperation, match="inside a step"):
+        stalwart.request_headers()
+
+    @app.workflow
+    def agent() -> None:
+        stalwart.request_headers()  # workflow code, not a step
+
+    with pytest.raises(stalwart.WorkflowFailed, match="inside a step"):
+        app.run(agent, workflow_id="untagged")

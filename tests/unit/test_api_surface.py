@@ -75,6 +75,7 @@ CONTRACT = {
     "Schedule",  # 0.2: schedules
     "patched",  # 0.2: safe evolution
     "CheckResult",
+    "request_headers",  # 0.3: provider calls
 }
 
 
