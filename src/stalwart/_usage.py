@@ -12,6 +12,9 @@ from ._model import Usage
 __all__ = ["attempt_usage", "usage_in"]
 
 _TOKEN_NAMES = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
+# OpenAI and Anthropic responses name the model ``model``, pydantic-ai's ``ModelResponse``
+# ``model_name``: the price table is looked up by it.
+_MODEL_NAMES = ("model", "model_name")
 
 
 def _field(holder: Any, name: str) -> Any:
@@ -36,9 +39,11 @@ def usage_in(result: Any) -> dict[str, Any] | None:
         tokens_in, tokens_out = _field(usage, name_in), _field(usage, name_out)
         if _count(tokens_in) and _count(tokens_out):  # both, or it is not a usage record
             found: dict[str, Any] = {"input_tokens": tokens_in, "output_tokens": tokens_out}
-            model = _field(result, "model")
-            if isinstance(model, str) and model:
-                found["model"] = model
+            for key in _MODEL_NAMES:
+                model = _field(result, key)
+                if isinstance(model, str) and model:
+                    found["model"] = model
+                    break
             return found
     return None
 

@@ -114,3 +114,36 @@ def test_a_throttle_window_dead_letters_no_run(provider: FakeProvider, tmp_path:
         assert sorted(executed) == sorted(
             f"r{n}:{c}" for n in range(RUNS) for c in ("Paris", "Rome")
         )
+
+
+def test_a_cost_budget_stops_an_openai_agents_run(tmp_path: Path) -> None:
+    """Each model call (3 tokens in, 2 out, model ``fake-model``) costs 1.0 at the app's
+    prices: with ``max_cost=2.5`` the fourth call never reaches the server."""
+    prices = {"fake-model": (200_000.0, 200_000.0)}  # per million tokens: 0.6 + 0.4 a call
+    with (
+        fake_provider() as server,
+        stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}", prices=prices) as app,
+    ):
+        holder: dict[str, Any] = {}
+
+        @app.workflow(budget=stalwart.Budget(max_cost=2.5))
+        async def chatty(turns: int) -> int:
+            agent = Agent(name="Assistant", instructions="Answer.", model=holder["model"])
+            for turn in range(turns):
+                await DurableRunner.run(agent, f"question {turn}")
+            return turns
+
+        async def main() -> None:
+            client = AsyncOpenAI(base_url=server.url, api_key="test-key", max_retries=0)
+            holder["model"] = OpenAIChatCompletionsModel("fake-model", openai_client=client)
+            try:
+                with pytest.raises(stalwart.BudgetExceeded, match="max_cost=2.5"):
+                    await app.run_async(chatty, 10, workflow_id="chatty")
+            finally:
+                await client.close()
+
+        asyncio.run(main())
+        assert len(server.calls) == 3
+        spent = app.usage("chatty")
+        assert (spent.input_tokens, spent.output_tokens, spent.attempts) == (9, 6, 3)
+        assert spent.cost == pytest.approx(3.0)

@@ -10,6 +10,7 @@ import threading
 import time
 
 import openai
+import pytest
 from pydantic_ai import Agent
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -76,3 +77,29 @@ def test_a_throttle_window_is_waited_out_and_no_run_is_dead_lettered(
             assert error.endswith(f"[Retry-After: {told} s]")  # the server's delay
             durable += "suspended" in [e.name for e in app.journal(f"ask-{i}") if e.kind == "run"]
         assert durable >= 1  # the first run was told 7 s: a durable timer, then a replay
+
+
+def test_a_cost_budget_stops_a_pydantic_ai_agent(agent_url: str, provider: FakeProvider) -> None:
+    """Each model call (3 tokens in, 2 out, from the response of model ``fake-model``) costs
+    1.0 at the app's prices: with ``max_cost=2.5`` the fourth call never reaches the server."""
+    client = openai.AsyncOpenAI(base_url=provider.url, api_key="test-key", max_retries=0)
+    model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
+    agent = Agent(model, name="assistant", capabilities=[StalwartDurability()])
+    prices = {"fake-model": (200_000.0, 200_000.0)}  # per million tokens: 0.6 + 0.4 a call
+
+    with stalwart.Stalwart(agent_url, prices=prices) as app:
+
+        @app.workflow(budget=stalwart.Budget(max_cost=2.5))
+        async def chatty(turns: int) -> int:
+            for turn in range(turns):
+                await agent.run(f"question {turn}")
+            return turns
+
+        with pytest.raises(stalwart.BudgetExceeded, match="max_cost=2.5"):
+            app.run(chatty, 10, workflow_id="chatty")
+        assert len(provider.calls) == 3
+        spent = app.usage("chatty")
+        assert (spent.input_tokens, spent.output_tokens, spent.attempts) == (9, 6, 3)
+        assert spent.cost == pytest.approx(3.0)
+        models = [e for e in app.journal("chatty") if e.name == MODEL_STEP]
+        assert [e.usage.cost if e.usage else None for e in models] == pytest.approx([1.0] * 3)
