@@ -14,7 +14,7 @@ import math
 import random as _random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ._errors import NonRetryableError, RetryAfter, SerializationError, UsageError
 
@@ -126,6 +126,7 @@ class Retry:
     retry_on: tuple[type[BaseException], ...] = field(default=(Exception,))
     non_retryable: tuple[type[BaseException], ...] = field(default=())
     max_server_delay: float = 600.0
+    provider_calls: ClassVar[bool] = False  # ``Retry.llm()``'s steps call a model
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
@@ -217,6 +218,8 @@ class Retry:
 class _ProviderRetry(Retry):
     """``Retry.llm()``: a client error other than a timeout, a conflict or a rate limit is
     not worth another attempt."""
+
+    provider_calls = True  # its steps call a model: one that records no usage is warned of
 
     def _status_allows(self, exc: BaseException) -> bool:
         status = http_status(exc)

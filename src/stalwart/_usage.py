@@ -4,12 +4,15 @@ carries, read by duck typing (OpenAI chat and responses, Anthropic, pydantic-ai'
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 from ._model import Usage
 
-__all__ = ["attempt_usage", "usage_in"]
+__all__ = ["attempt_usage", "usage_in", "warn_if_unrecorded"]
+
+log = logging.getLogger("stalwart")
 
 _TOKEN_NAMES = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
 # OpenAI and Anthropic responses name the model ``model``, pydantic-ai's ``ModelResponse``
@@ -68,3 +71,22 @@ def attempt_usage(
     if not cost and price is not None:
         cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
     return Usage(tokens_in, tokens_out, cost).to_json(model)
+
+
+def warn_if_unrecorded(runtime: Any, step: Any, usage: str | None) -> None:
+    """Log one WARNING per step name (per app, per process) when an attempt of a step under
+    ``Retry.llm()`` completed without recording any usage: its tokens are not in the run's
+    totals, nor counted by its budget."""
+    if usage is not None or not getattr(step.retry, "provider_calls", False):
+        return
+    warned: set[str] = runtime.usage_warned
+    if step.name in warned:
+        return
+    warned.add(step.name)
+    log.warning(
+        "step %r runs under Retry.llm() but recorded no usage, so its tokens and cost are "
+        "not counted (app.usage, Budget): return the response instead of its text (with "
+        "output=ChatCompletion, or the SDK's response class, to get the object back), or "
+        "call stalwart.record_usage() in the step",
+        step.name,
+    )

@@ -5,6 +5,7 @@ the step, and priced with the app's price table."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -241,3 +242,48 @@ def test_ordinary_results_are_not_read_as_usage(app: stalwart.Stalwart) -> None:
     assert app.usage("ordinary") == stalwart.Usage(0, 0, 0.0, 3)
     assert WithMethod.called == 0
     assert sum([stalwart.Usage(1, 2), stalwart.Usage(3, 4)]) == stalwart.Usage(4, 6)
+
+
+def test_a_provider_step_that_records_no_usage_says_how_to_keep_it_once(
+    store_url: str, provider: FakeProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``Retry.llm()`` step that returns the message text drops the response's usage: one
+    WARNING per step name says so (not per call, not per run); a step that returns the
+    response, or one under another policy, says nothing."""
+    client = openai.OpenAI(base_url=provider.url, api_key="test-key", max_retries=0)
+
+    def ask() -> Any:
+        return client.chat.completions.create(
+            model="fake-model", messages=[{"role": "user", "content": "hi"}]
+        )
+
+    with stalwart.Stalwart(store_url) as app:
+
+        @app.step(name="text_only", retry=stalwart.Retry.llm())
+        def text_only() -> str:
+            return ask().choices[0].message.content or ""
+
+        @app.step(name="whole_response", retry=stalwart.Retry.llm())
+        def whole_response() -> Any:
+            return ask()
+
+        @app.step(name="plain_tool")
+        def plain_tool() -> str:
+            return "no model here"
+
+        @app.workflow
+        def agent() -> None:
+            text_only()
+            text_only()
+            whole_response()
+            plain_tool()
+
+        with caplog.at_level(logging.WARNING, logger="stalwart"):
+            app.run(agent, workflow_id="first")
+            app.run(agent, workflow_id="second")
+        assert app.usage("second") == stalwart.Usage(3, 2, 0.0, 4)  # whole_response's
+
+    warned = [r.getMessage() for r in caplog.records if "recorded no usage" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "'text_only'" in warned[0]
+    assert "return the response" in warned[0] and "output=" in warned[0]

@@ -22,7 +22,7 @@ from .._retry import Decision
 from .._serde import UnsupportedValue, argument_path
 from .._signals import EngineSignal, InDoubt
 from .._store import Entry
-from .._usage import attempt_usage
+from .._usage import attempt_usage, warn_if_unrecorded
 from .breakers import admit, report
 from .budget import spend_of
 from .invocation import (
@@ -328,6 +328,7 @@ class StepCall:
             self.retry_at = now + decision.delay
             return decision.delay
         self._record(EntryStatus.COMPLETED, now, output=payload, usage=usage)
+        warn_if_unrecorded(self.inv.runtime, self.step, usage)
         self.value = value
         return _DONE
 
