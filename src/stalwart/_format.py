@@ -12,13 +12,26 @@ from typing import Any
 
 import click
 
-__all__ = ["Table", "duration", "local_time", "short", "timeline"]
+__all__ = ["Table", "duration", "local_time", "short", "timeline", "usage_line"]
 
 
 def short(value: Any, width: int = 48) -> str:
     """A value as JSON, cut to ``width`` characters."""
     text = "" if value is None else json.dumps(value, default=str)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def usage_line(usage: Any) -> str:
+    """A run's ``Usage`` in words; totals that miss an interrupted attempt's usage
+    (``partial``) read as a lower bound: ``≥ 360 tokens in, ≥ 80 out, ...``."""
+    at_least = "≥ " if usage.partial else ""
+    text = (
+        f"{at_least}{usage.input_tokens} tokens in, {at_least}{usage.output_tokens} out, cost "
+        f"{at_least}{usage.cost:.6f}, {usage.attempts} step attempt(s)"
+    )
+    if usage.partial:
+        text += " (a crash interrupted an attempt before its usage was recorded)"
+    return text
 
 
 def local_time(value: _dt.datetime | None) -> str:

@@ -365,12 +365,14 @@ class BreakerState:
 class Usage:
     """What model calls used: tokens in and out, cost (in the currency of the app's prices)
     and the step attempts counted (``app.usage`` sums a run; a journal entry holds one
-    attempt's)."""
+    attempt's). ``partial``: the totals miss what an attempt interrupted by a crash (or left
+    in doubt) used, of a step that records usage, so they are a lower bound."""
 
     input_tokens: int = 0
     output_tokens: int = 0
     cost: float = 0.0
     attempts: int = 0
+    partial: bool = False
 
     def __radd__(self, other: object) -> Usage:
         if other == 0:  # sum() starts from 0
@@ -383,6 +385,7 @@ class Usage:
             self.output_tokens + other.output_tokens,
             self.cost + other.cost,
             self.attempts + other.attempts,
+            self.partial or other.partial,
         )
 
     def to_json(self, model: str | None = None) -> str:

@@ -140,6 +140,16 @@ def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
         ) from None
 
 
+def _was_interrupted(error: str | None) -> bool:
+    """Whether a failed attempt's error says a crash interrupted it (its usage was lost)."""
+    if error is None:
+        return False
+    try:
+        return ErrorRecord.from_json(error).type == ErrorType.ATTEMPT_INTERRUPTED
+    except ValueError:
+        return False
+
+
 def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
     """A journal row as the public entry, its input and output decoded."""
     values = []
@@ -398,9 +408,19 @@ class Views:
 
     def _usage(self, workflow_id: str) -> Usage:
         total = Usage()  # reused (forked) rows are not counted: they ran in another run
+        interrupted: set[str] = set()  # steps with an attempt whose usage a crash lost
+        recording: set[str] = set()  # steps with an attempt that recorded usage
         for row in self.runtime.store.step_usage(workflow_id):
+            if row.status == EntryStatus.IN_DOUBT or _was_interrupted(row.error):
+                interrupted.add(row.name)
+            if row.status == EntryStatus.IN_DOUBT:
+                continue  # the attempt it marks is counted where it failed or completed
             spent = _usage_of(workflow_id, row)
+            if spent is not None:
+                recording.add(row.name)
             total += spent if spent is not None else Usage(attempts=1)
+        if interrupted & recording:
+            total += Usage(partial=True)
         return total
 
     def breakers(self) -> list[BreakerState]:

@@ -669,16 +669,22 @@ def test_deliver_event_refuses_a_completed_run_but_not_a_failed_one(store: Store
 def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
     _create(store)
     spent = '{"in": 10, "out": 2}'
+    interrupted = '{"type": "AttemptInterrupted", "message": "attempt 1 was interrupted"}'
     for entry in (
         dataclasses.replace(_step(1), usage=spent),
-        dataclasses.replace(_step(2, status="failed"), usage=None),
-        _step(3, kind="sleep"),
+        dataclasses.replace(_step(2, status="failed"), usage=None, error=interrupted),
+        _step(3, status="in_doubt"),  # it marks an interrupted attempt: its name is kept
+        _step(4, kind="sleep"),
+        _step(5, status="scheduled"),
     ):
         assert store.append("r1", entry, owner="w1")
-    assert [(u.seq, u.status, u.usage) for u in store.step_usage("r1")] == [
-        (1, "completed", spent),
-        (2, "failed", None),
+    rows = store.step_usage("r1")
+    assert [(u.seq, u.status, u.usage, u.error) for u in rows] == [
+        (1, "completed", spent, None),
+        (2, "failed", None, interrupted),
+        (3, "in_doubt", None, None),
     ]
+    assert {u.name for u in rows} == {_step(1).name}
 
 
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:

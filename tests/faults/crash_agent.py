@@ -410,6 +410,32 @@ def poison_saga_scenario(
     return poison_saga_agent, (opts.seed,)
 
 
+def usage_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """``chat`` (a model call: 120 tokens in, 30 out on every attempt), then ``lookup`` (a
+    tool that records no usage). A kill inside ``chat`` loses what that attempt used."""
+
+    @app.step(name="chat", retry=stalwart.Retry(max_attempts=3, initial_delay=0))
+    def chat(question: str) -> str:
+        rec.executed("chat")
+        stalwart.record_usage(input_tokens=120, output_tokens=30)
+        rec.hang_sync("chat")
+        return f"answer to {question}"
+
+    @app.step(name="lookup", retry=stalwart.Retry(max_attempts=3, initial_delay=0))
+    def lookup(answer: str) -> str:
+        rec.executed("lookup")
+        rec.hang_sync("lookup")
+        return answer.upper()
+
+    @app.workflow(name="usage_agent")
+    def usage_agent(seed: int) -> str:
+        return lookup(chat(f"question {seed}"))
+
+    return usage_agent, (opts.seed,)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sync": sync_scenario,
     "async": async_scenario,
@@ -421,6 +447,7 @@ SCENARIOS: dict[str, Scenario] = {
     "pay_unverified": pay_unverified_scenario,
     "trip": trip_scenario,
     "poison_saga": poison_saga_scenario,
+    "usage": usage_scenario,
 }
 
 

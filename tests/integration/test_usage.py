@@ -173,9 +173,16 @@ def test_stalwart_show_and_ls_print_the_runs_usage(tmp_path: Path) -> None:
         "output_tokens": 2,
         "cost": 0.25,
         "attempts": 1,
+        "partial": False,
     }
     step = next(e for e in detail["journal"] if e["kind"] == "step")
-    assert step["usage"] == {"input_tokens": 40, "output_tokens": 2, "cost": 0.25, "attempts": 1}
+    assert step["usage"] == {
+        "input_tokens": 40,
+        "output_tokens": 2,
+        "cost": 0.25,
+        "attempts": 1,
+        "partial": False,
+    }
     (listed,) = [json.loads(line) for line in cli("ls", "--json").splitlines()]
     assert listed["usage"] == detail["usage"]
 

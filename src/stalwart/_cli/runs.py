@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .._errors import WorkflowNotFound, mask_url
-from .._format import Table, duration, local_time, short, timeline
+from .._format import Table, duration, local_time, short, timeline, usage_line
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
@@ -194,8 +194,7 @@ def header(detail: Any, *, show: str = "stalwart show") -> list[str]:
         f"  created    {local_time(info.created_at)}",
         f"  updated    {local_time(info.updated_at)}",
         f"  duration   {duration(span.total_seconds())}" + ("" if ended else " so far"),
-        f"  usage      {usage.input_tokens} tokens in, {usage.output_tokens} out, cost "
-        f"{usage.cost:.6f}, {usage.attempts} step attempt(s)",
+        f"  usage      {usage_line(usage)}",
     ]
     if info.error:
         lines.append(f"  error      {short_error(info.error, 200)}")

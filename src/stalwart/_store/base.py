@@ -452,7 +452,8 @@ class ReadStore(Protocol):
         """How many runs each queue has in each status."""
 
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
-        """What each step attempt of a run used, in order, without reading payloads."""
+        """What each step attempt of a run used, in order, without reading payloads; its
+        ``in_doubt`` entries too."""
 
     def declare_queue(
         self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float

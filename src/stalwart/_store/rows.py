@@ -195,11 +195,15 @@ class ForkCandidate:
 
 @dataclass(frozen=True, slots=True)
 class UsageRow:
-    """What one step attempt used, as the journal keeps it (``usage`` may be ``None``)."""
+    """What one step attempt used, as the journal keeps it (``usage`` may be ``None``); its
+    ``error`` says whether a crash interrupted it (``in_doubt`` rows are not attempts of
+    their own: they mark one interrupted or abandoned)."""
 
     seq: int | None
     status: str
     usage: str | None
+    name: str = ""
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,12 +75,14 @@ class ErrorBody(_Answer):
 
 
 class Usage(_Answer):
-    """Tokens, cost and step attempts (a run's totals, or one journal entry's attempt)."""
+    """Tokens, cost and step attempts (a run's totals, or one journal entry's attempt);
+    ``partial``: the totals miss an interrupted attempt's usage (a lower bound)."""
 
     input_tokens: int
     output_tokens: int
     cost: float
     attempts: int
+    partial: bool
 
 
 class RunInfo(_Answer):

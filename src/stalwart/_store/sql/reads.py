@@ -37,7 +37,8 @@ class ReadVerbs(SQLBase):
         return self._records("run_counts", {}, CountRow)
 
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
-        """What each step attempt of a run used, in order, without reading payloads."""
+        """What each step attempt of a run used, in order, without reading payloads; its
+        ``in_doubt`` entries too."""
         return self._records("step_usage", {"workflow_id": workflow_id}, UsageRow)
 
     def declare_queue(

@@ -108,14 +108,16 @@ export function badge(status, extra = {}) {
  * Token counts, cost and step attempts in words. For a run's totals, interrupted counts the
  * attempts the totals leave out (interrupted mid-attempt, so in doubt), and terminal says
  * whether the run has ended: a run without any attempt says so instead of "0 step attempts".
+ * Totals that miss an interrupted attempt's usage (usage.partial) read as a lower bound (≥).
  */
 export function usageText(usage, { interrupted = 0, terminal = false } = {}) {
   if (!usage) return "—";
   const parts = [];
+  const least = usage.partial ? "≥ " : "";
   if (usage.input_tokens || usage.output_tokens) {
-    parts.push(`${usage.input_tokens.toLocaleString()} in / ${usage.output_tokens.toLocaleString()} out tokens`);
+    parts.push(`${least}${usage.input_tokens.toLocaleString()} in / ${least}${usage.output_tokens.toLocaleString()} out tokens`);
   }
-  if (usage.cost) parts.push(`$${usage.cost.toFixed(4)}`);
+  if (usage.cost) parts.push(`${least}$${usage.cost.toFixed(4)}`);
   const attempts = usage.attempts + interrupted;
   if (attempts || parts.length) {
     parts.push(`${attempts} step attempt${attempts === 1 ? "" : "s"}${interrupted ? ` (${interrupted} interrupted)` : ""}`);

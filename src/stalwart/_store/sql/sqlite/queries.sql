@@ -427,9 +427,10 @@ UPDATE runs SET wake_at = :retry_at, updated_at = :now
 WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;
 
 -- name: step_usage
--- What a run's step attempts used, without reading their payloads (describe's usage totals).
-SELECT seq, status, usage FROM journal
-WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed')
+-- What a run's step attempts used, without reading their payloads (describe's usage totals);
+-- in-doubt entries too, and the errors, which say which attempts were interrupted.
+SELECT seq, name, status, usage, error FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed', 'in_doubt')
 ORDER BY id;
 
 -- name: event_delivered
