@@ -48,6 +48,8 @@ def test_a_killed_agent_resumes_without_repeating_completed_model_calls_or_tools
     failed = [e for e in agent_app.journal(wid) if e.kind == "step" and e.status == "failed"]
     assert [e.error.split(":")[0] for e in failed if e.error] == ["AttemptInterrupted"]
     assert len(Ledger(agent_workers.workdir).charges()) == 1
+    # The killed model request's tokens are lost: the run's totals are a lower bound then.
+    assert agent_app.usage(wid).partial == (step == "model-2")
 
 
 def test_an_irreversible_tool_with_verify_is_not_repeated_after_a_kill(
