@@ -112,13 +112,6 @@ class Reads:
         """How many entries the run's journal has (one count through its index)."""
         return self._views.journal_size(workflow_id)
 
-    def _journal_after(
-        self, workflow_id: str, after: int | None = None
-    ) -> tuple[list[tuple[int, JournalEntry]], int]:
-        """:meth:`journal` after ``after``, each entry with its id, and :meth:`journal_size`
-        read after them (kept for callers of this older name)."""
-        return self._views.journal_after(workflow_id, after)
-
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
         return self._views.approvals(pending)

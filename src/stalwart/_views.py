@@ -394,16 +394,6 @@ class Views:
         self.row(workflow_id)
         return self.runtime.store.journal_size(workflow_id)
 
-    def journal_after(
-        self, workflow_id: str, after: int | None
-    ) -> tuple[list[tuple[int, JournalEntry]], int]:
-        """The run's entries whose id is over ``after`` (all with ``None``), each with its id,
-        and how many entries the whole journal has, read after them (see
-        :meth:`~stalwart._reads.Reads._journal_after`)."""
-        entries = self.journal(workflow_id, after)
-        total = len(entries) if after is None else self.runtime.store.journal_size(workflow_id)
-        return [(entry.id, entry) for entry in entries], total
-
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""
         self.row(workflow_id)

@@ -16,7 +16,7 @@ import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-__all__ = ["CSP", "MAX_BODY", "Guard", "body_problem"]
+__all__ = ["CSP", "MAX_BODY", "Guard"]
 
 log = logging.getLogger("stalwart")
 
@@ -80,7 +80,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def body_problem(body: bytes) -> str | None:
+def _body_problem(body: bytes) -> str | None:
     """Why ``body`` is not a JSON document every client reads alike (``None``: it is one): not
     UTF-8, malformed, nested past what the server parses, NaN or Infinity, or a number that
     overflows a float (``1e400``, which Python would read as infinity)."""
@@ -168,7 +168,7 @@ class Guard:
                 send, 415, "UnsupportedMediaType", "send the body as Content-Type: application/json"
             )
             return
-        problem = body_problem(body[0]) if api and body[0] else None
+        problem = _body_problem(body[0]) if api and body[0] else None
         if problem is not None:
             await _refuse(send, 400, "BadRequest", problem)
             return
