@@ -428,6 +428,7 @@ class JournalEntry:
     by: str | None
     usage: Usage | None = None  # what this attempt's model calls used
     idempotency_key: str | None = None  # the key the step (or its compensation) used
+    id: int = 0  # grows with each entry of the store: app.journal(after=) pages by it
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,12 @@ class Reads:
         name: str | None = None,
         queue: str | None = None,
         since: Any = None,
+        *,
+        parent_id: str | None = None,
     ) -> int:
-        """How many runs match, with the filters of :meth:`list_workflows`."""
-        return self._views.count_workflows(status, name, queue, since)
+        """How many runs match, with the filters of :meth:`list_workflows` (``parent_id``:
+        the child runs of that run)."""
+        return self._views.count_workflows(status, name, queue, since, parent_id)
 
     def _count_children(
         self,
@@ -79,9 +82,8 @@ class Reads:
         since: Any,
         parent_id: str | None,
     ) -> int:
-        """:meth:`count_workflows` of the child runs of ``parent_id`` (every run when
-        ``None``), for the CLI's and the console's run lists."""
-        return self._views.count_workflows(status, name, queue, since, parent_id)
+        """:meth:`count_workflows` with ``parent_id`` (kept for callers of this older name)."""
+        return self.count_workflows(status, name, queue, since, parent_id=parent_id)
 
     def describe(self, workflow_id: str) -> RunDetail:
         """The run as an operator sees it: what it waits on, the step it executes now (name,
@@ -92,23 +94,23 @@ class Reads:
         """The run's usage: tokens, cost and step attempts, failed attempts included."""
         return self._views.usage(workflow_id)
 
-    def journal(self, workflow_id: str) -> list[JournalEntry]:
-        """The run's audit trail: every step, attempt and lifecycle event, in order."""
-        return self._views.journal(workflow_id)
+    def journal(
+        self, workflow_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> list[JournalEntry]:
+        """The run's audit trail: every step, attempt and lifecycle event, in order. Each entry
+        carries its ``id``, which grows with every entry of the store: pass the last one you
+        have as ``after`` for only the entries since (read through the run's index, so a poll
+        costs what is new), and ``limit`` for at most that many.
 
-    def _journal_after(
-        self, workflow_id: str, after: int | None = None
-    ) -> tuple[list[tuple[int, JournalEntry]], int]:
-        """:meth:`journal` for the console's run page, which polls it: each entry with its
-        row id, only those whose id is over ``after`` when given (read through the run's
-        index, so a poll costs what is new, not the whole journal), and how many entries the
-        whole journal has, counted after they were read.
+        Entries are only ever appended, but on PostgreSQL an id is taken when an entry is
+        written and a concurrent writer of the same run may commit a lower one later: one who
+        holds ``n`` entries and reads ``m`` more has all of them when ``n + m`` is
+        :meth:`journal_size`, read after them, and reads the whole journal again when not."""
+        return self._views.journal(workflow_id, after, limit)
 
-        Rows are only ever appended, but on PostgreSQL an id is taken when a row is written and
-        a concurrent writer of the same run may commit a lower one later: a caller that holds
-        ``n`` entries up to ``after`` has all of them when ``n`` plus the new ones is that
-        count, and reads the whole journal again when it is not."""
-        return self._views.journal_after(workflow_id, after)
+    def journal_size(self, workflow_id: str) -> int:
+        """How many entries the run's journal has (one count through its index)."""
+        return self._views.journal_size(workflow_id)
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""

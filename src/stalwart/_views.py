@@ -109,6 +109,11 @@ def _check_filters(status: str | None, queue: str | None) -> None:
         raise UsageError(f"queue={queue!r}: pass a queue name")
 
 
+def _row_id(value: Any, least: int) -> bool:
+    """Whether ``value`` is an int from ``least`` up that a store's row id column holds."""
+    return not isinstance(value, bool) and isinstance(value, int) and least <= value < 2**63
+
+
 def _cursor(before: Any) -> tuple[float | None, str | None]:
     """Where a page ends: a :class:`WorkflowInfo` (the last run of the previous page, exact
     even when runs share a creation time) or a time (a datetime or epoch seconds)."""
@@ -177,6 +182,7 @@ def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
         by=row.by,
         usage=_usage_of(workflow_id, row),
         idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
+        id=row.id,
     )
 
 
@@ -382,24 +388,21 @@ class Views:
             for w in runtime.store.list_workers(stale_before=stale)
         ]
 
-    def journal(self, workflow_id: str) -> list[JournalEntry]:
+    def journal(
+        self, workflow_id: str, after: int | None = None, limit: int | None = None
+    ) -> list[JournalEntry]:
         self.row(workflow_id)
+        if after is not None and not _row_id(after, 0):
+            raise UsageError(f"after={after!r}: pass the id of a journal entry (an int >= 0)")
+        if limit is not None and not _row_id(limit, 1):
+            raise UsageError(f"limit={limit!r}: must be an int >= 1")
         codec = self.runtime.codec
-        return [
-            _entry_of(codec, workflow_id, row) for row in self.runtime.store.journal(workflow_id)
-        ]
+        rows = self.runtime.store.journal(workflow_id, after=after, limit=limit)
+        return [_entry_of(codec, workflow_id, row) for row in rows]
 
-    def journal_after(
-        self, workflow_id: str, after: int | None
-    ) -> tuple[list[tuple[int, JournalEntry]], int]:
-        """The run's entries whose id is over ``after`` (all with ``None``), each with its id,
-        and how many entries the whole journal has, read after them (see
-        :meth:`~stalwart._reads.Reads._journal_after`)."""
+    def journal_size(self, workflow_id: str) -> int:
         self.row(workflow_id)
-        store, codec = self.runtime.store, self.runtime.codec
-        rows = store.journal(workflow_id, after=after)
-        total = len(rows) if after is None else store.journal_size(workflow_id)
-        return [(row.id, _entry_of(codec, workflow_id, row)) for row in rows], total
+        return self.runtime.store.journal_size(workflow_id)
 
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""

@@ -119,6 +119,7 @@ def detail_json(detail: RunDetail) -> dict[str, Any]:
 def entry_json(entry: JournalEntry) -> dict[str, Any]:
     """One journal entry, every field of :class:`~stalwart.JournalEntry`."""
     return {
+        "id": entry.id,
         "seq": entry.seq,
         "kind": entry.kind,
         "name": entry.name,

@@ -224,6 +224,31 @@ def test_a_parent_links_its_children_and_a_child_its_parent(page: Any, fleet: Fl
     expect(page.get_by_role("heading", name="digest-1")).to_be_visible()
 
 
+def test_an_unknown_run_says_so_and_offers_no_action_until_it_exists(
+    page: Any, fleet: Fleet
+) -> None:
+    page.goto(f"{fleet.console_url}#/run/not-yet-a-run")
+    missing = page.get_by_role("status", name="Run not found")
+    expect(missing).to_contain_text("No such run")
+    expect(missing).to_contain_text("no run with id not-yet-a-run")
+    expect(page).to_have_title("not-yet-a-run (not found) · stalwart")
+    for name in ("Retry", "Cancel", "Resolve", "Send event", "Fork", "Approve", "Reject"):
+        expect(page.get_by_role("button", name=name)).to_have_count(0)
+    expect(page.get_by_role("complementary", name="Actions")).to_be_hidden()
+    expect(page.get_by_role("heading", name="Timeline")).to_be_hidden()
+    back = missing.get_by_role("link", name="Back to all runs")
+    expect(back).to_have_attribute("href", "#/runs")
+    page.reload()  # the same on a fresh load
+    expect(missing).to_be_visible()
+    expect(page.get_by_role("button", name="Fork")).to_have_count(0)
+
+    fleet.start("summarize", "ticket 20", workflow_id="not-yet-a-run")  # now it exists
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    expect(missing).to_be_hidden()
+    expect(page.get_by_role("complementary", name="Actions")).to_be_visible()
+    expect(page.get_by_role("button", name="Fork")).to_be_visible()
+
+
 def test_runs_filter_page_and_refresh_live_in_the_browsers_zone(page: Any, fleet: Fleet) -> None:
     page.goto(f"{fleet.console_url}#/runs?name=triage&limit=1")
     rows = page.locator("table.runs tbody tr")

@@ -486,6 +486,20 @@ def test_journal_after_an_id_reads_only_the_rows_after_it_and_journal_size_count
     assert store.journal("none", after=0) == []
 
 
+def test_journal_with_a_limit_reads_at_most_that_many_rows_after_an_id(store: Store) -> None:
+    _create(store)
+    _create(store, "other")
+    for seq in (1, 2, 3):
+        assert store.append("r1", _step(seq, b"J1"), owner="w1")
+        assert store.append("other", _note("noise"), owner=None)
+    whole = store.journal("r1")
+    assert store.journal("r1", limit=2) == whole[:2]
+    assert store.journal("r1", after=whole[0].id, limit=2) == whole[1:3]
+    assert store.journal("r1", after=whole[2].id, limit=5) == whole[3:]
+    assert store.journal("r1", after=whole[-1].id, limit=1) == []
+    assert store.journal("r1", limit=100) == whole
+
+
 def test_mark_retry_notes_the_retry_on_the_run(store: Store) -> None:
     _create(store)
     assert store.mark_retry("r1", owner="w1", marker="3:2")

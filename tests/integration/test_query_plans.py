@@ -108,6 +108,7 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("a run", "get_run", one),
         ("its journal", "journal", one),
         ("its journal since a poll", "journal_after", {**one, "after": 3}),
+        ("a page of its journal", "journal_page", {**one, "after": 3, "limit": 50}),
         ("its journal's size", "journal_size", one),
         ("its usage", "step_usage", one),
         ("its approval", "get_approval", {**one, "approval_id": "1"}),

@@ -1,6 +1,7 @@
-"""``GET /runs/{id}/journal?after=ID``, the run page's poll: only the entries after the last one
-a client has, their ``total`` telling it whether it holds every entry below (a row committed
-late under a lower id, which only PostgreSQL can do), bad values refused with 400."""
+"""``GET /runs/{id}/journal?after=ID&limit=N``, the run page's poll and a script's pages: only
+the entries after the last one a client has (at most ``limit``, ``more`` saying whether others
+follow), their ``total`` telling it whether it holds every entry below (a row committed late
+under a lower id, which only PostgreSQL can do), bad values refused with 400."""
 
 from __future__ import annotations
 
@@ -29,9 +30,14 @@ def test_after_answers_only_the_entries_after_it(ui: Scene) -> None:
     path = f"/api/v1/runs/{wid}/journal"
     assert client.get(path, params={"after": 0}).json() == first
     tail = client.get(path, params={"after": ids[0]}).json()
-    assert tail == {"workflow_id": wid, "entries": first["entries"][1:], "total": len(ids)}
+    assert tail == {
+        "workflow_id": wid,
+        "entries": first["entries"][1:],
+        "more": False,
+        "total": len(ids),
+    }
     none = client.get(path, params={"after": ids[-1]}).json()
-    assert none == {"workflow_id": wid, "entries": [], "total": len(ids)}
+    assert none == {"workflow_id": wid, "entries": [], "more": False, "total": len(ids)}
 
     ui.writer().post(f"{path.removesuffix('/journal')}/events", json={"name": "ping"})
     ui.until(wid, "completed")
@@ -42,7 +48,37 @@ def test_after_answers_only_the_entries_after_it(ui: Scene) -> None:
     assert new["total"] == whole["total"] == len(whole["entries"])
     assert [e["kind"] for e in new["entries"]][-1] == "run"  # its end
     beyond = client.get(path, params={"after": 2**63 - 1}).json()
-    assert beyond == {"workflow_id": wid, "entries": [], "total": whole["total"]}
+    assert beyond == {"workflow_id": wid, "entries": [], "more": False, "total": whole["total"]}
+
+
+def test_limit_pages_the_journal_and_more_says_whether_others_follow(ui: Scene) -> None:
+    wid = ui.start("inbox", workflow_id="after/pages")
+    ui.until(wid, "suspended")
+    client = ui.reader()
+    path = f"/api/v1/runs/{wid}/journal"
+    whole = client.get(path).json()
+    assert whole["more"] is False and len(whole["entries"]) == whole["total"] >= 2
+    pages, after = [], 0
+    while True:
+        page = client.get(path, params={"after": after, "limit": 1}).json()
+        assert len(page["entries"]) <= 1 and page["total"] == whole["total"]
+        pages.append(page)
+        if not page["more"]:
+            break
+        after = page["entries"][-1]["id"]
+    assert [e for p in pages for e in p["entries"]] == whole["entries"]
+    assert [p["more"] for p in pages] == [True] * (len(pages) - 1) + [False]
+    first = client.get(path, params={"limit": 1}).json()
+    assert first["entries"] == whole["entries"][:1] and first["more"] is True
+    every = client.get(path, params={"limit": 1000}).json()
+    assert every == whole
+
+
+@pytest.mark.parametrize("limit", ["0", "-1", "x", "1.5", "", "1001"])
+def test_a_bad_limit_is_400(ui: Scene, limit: str) -> None:
+    answer = ui.reader().get(f"/api/v1/runs/paid/journal?limit={limit}")
+    assert answer.status_code == 400, answer.text
+    assert "limit" in answer.json()["error"]["message"]
 
 
 @pytest.mark.parametrize("after", ["-1", "x", "1.5", "", "1e3", "0x10", str(2**63)])
@@ -70,7 +106,10 @@ def test_the_openapi_document_shows_after_and_the_ids(ui: Scene) -> None:
     assert {"type": "integer", "minimum": 0, "maximum": 2**63 - 1} in after["schema"]["anyOf"]
     assert {"400", "404"} <= set(operation["responses"])
     schemas = document["components"]["schemas"]
-    assert "total" in schemas["Journal"]["required"] and "id" in schemas["Entry"]["required"]
+    assert {"more", "total"} <= set(schemas["Journal"]["required"])
+    assert "id" in schemas["Entry"]["required"]
+    [limit] = [p for p in operation["parameters"] if p["name"] == "limit"]
+    assert {"type": "integer", "minimum": 1, "maximum": 1000} in limit["schema"]["anyOf"]
 
 
 # -- a late commit (PostgreSQL) -----------------------------------------------------------------

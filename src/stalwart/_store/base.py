@@ -287,9 +287,11 @@ class JournalStore(Protocol):
     def load_payload(self, stored: bytes) -> bytes:
         """Resolve a stored payload column (inline or reference) to the encoded payload."""
 
-    def journal(self, workflow_id: str, *, after: int | None = None) -> list[JournalRow]:
-        """Every journal row of a run (with ``after``: those whose id is over it), in order,
-        payloads resolved."""
+    def journal(
+        self, workflow_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> list[JournalRow]:
+        """Every journal row of a run (with ``after``: those whose id is over it; with
+        ``limit``: at most that many), in order, payloads resolved."""
 
     def journal_size(self, workflow_id: str) -> int:
         """How many journal rows the run has."""

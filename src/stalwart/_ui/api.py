@@ -241,7 +241,9 @@ def list_runs(
         runs = app._list_waiting(
             status, name, limit + 1, cursor, queue=queue, since=after, parent_id=parent_id
         )
-        counts = {s: app._count_children(s, name, queue, after, parent_id) for s in STATUSES}
+        counts = {
+            s: app.count_workflows(s, name, queue, after, parent_id=parent_id) for s in STATUSES
+        }
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
     page = runs[:limit]
@@ -271,20 +273,35 @@ def run_journal(
             ge=0,
             le=MAX_ENTRY_ID,
             description="Only the entries whose id is over this one (the id of the last "
-            "entry you have); without it, the whole journal.",
+            "entry you have); without it, from the first.",
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_LIMIT,
+            description="At most this many entries (``more`` says whether others follow); "
+            "without it, every one.",
         ),
     ] = None,
 ) -> JSONResponse:
     """Every step, attempt, wait, event, approval, compensation and operator action, in
-    order, with full inputs, outputs and errors; with ``after``, only the entries since.
-    ``total`` is how many entries the whole journal has: when the entries you hold plus the
-    new ones are fewer, one was committed late below ``after``; read the whole journal."""
-    entries, total = app._journal_after(workflow_id, after)
+    order, with full inputs, outputs and errors; with ``after``, only the entries since, and
+    with ``limit`` at most that many (``more``: the next page starts after the last ``id``).
+    ``total`` is how many entries the whole journal has, counted after these were read: when
+    the entries you hold plus the new ones are fewer, one was committed late below ``after``;
+    read the whole journal again."""
+    entries = app.journal(workflow_id, after=after, limit=None if limit is None else limit + 1)
+    more = limit is not None and len(entries) > limit
+    entries = entries[:limit]
+    whole = after is None and not more
     return JSONResponse(
         {
             "workflow_id": workflow_id,
-            "entries": [{"id": id_, **entry_json(e)} for id_, e in entries],
-            "total": total,
+            "entries": [entry_json(e) for e in entries],
+            "more": more,
+            "total": len(entries) if whole else app.journal_size(workflow_id),
         }
     )
 

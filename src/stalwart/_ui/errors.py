@@ -2,7 +2,8 @@
 
 A client mistake is never a 500: a malformed parameter or body is 400 (FastAPI's 422 is
 replaced), a missing or wrong token 401, an unknown run 404 (naming the id), a refused operator
-action 409 (the exception's message). Only a fault of the server or its store is a 5xx.
+action 409 (the exception's message). Only a fault of the server or its store is a 5xx, and
+it too has the shape (``InternalError``, logged with its traceback).
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ _DECLARED: dict[int, str] = {
     404: "No run with this id.",
     409: "The action was refused (InvalidOperation, UnsafeFork, WorkflowAlreadyExists).",
     415: "A body that is not sent as application/json.",
+    500: "A fault of the server (logged), or a record it cannot read (CorruptRecord).",
+    503: "The store cannot be reached, or refused the request (StoreError).",
 }
 
 
 def declared(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """The error answers an operation declares in the OpenAPI document."""
-    return {s: {"model": ErrorBody, "description": _DECLARED[s]} for s in statuses}
+    """The error answers an operation declares in the OpenAPI document (with the server's
+    own faults, which any operation that reads the store may answer)."""
+    return {s: {"model": ErrorBody, "description": _DECLARED[s]} for s in (*statuses, 500, 503)}
 
 
 class ApiError(Exception):
@@ -130,6 +134,13 @@ async def _store_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(status, type(exc).__name__, str(exc))
 
 
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    # What the guard did not catch (it catches everything the routes raise): still the shape.
+    kind = type(exc).__name__
+    log.error("ui: %s %s failed: %s: %s", request.method, request.url.path, kind, exc)
+    return error_response(500, "InternalError", f"the server failed ({kind}); its log says why")
+
+
 def install_error_handlers(api: FastAPI) -> None:
     """Answer every error of ``api`` in the one shape."""
     api.add_exception_handler(ApiError, _api_error)
@@ -140,6 +151,7 @@ def install_error_handlers(api: FastAPI) -> None:
         api.add_exception_handler(refused, _refused)
     api.add_exception_handler(UsageError, _usage)
     api.add_exception_handler(StoreError, _store_error)
+    api.add_exception_handler(Exception, _unexpected)
 
 
 def strip_422(document: dict[str, Any]) -> dict[str, Any]:

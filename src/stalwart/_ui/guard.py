@@ -1,5 +1,6 @@
 """What every request and answer passes through: the Host check of a loopback bind, the body
-size limit, and the security headers.
+size limit, the check that an API body is standard JSON, the security headers, and the last
+resort for an unexpected error (logged, and answered in the error shape, never as plain text).
 
 A console bound to loopback reads without a token, so a web page elsewhere must not reach it
 through DNS rebinding (its own name pointed at 127.0.0.1): such requests carry that other name
@@ -10,10 +11,14 @@ can make a browser send (no cookie is ever read, and no CORS header is ever sent
 from __future__ import annotations
 
 import json
+import logging
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 __all__ = ["CSP", "MAX_BODY", "Guard"]
+
+log = logging.getLogger("stalwart")
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -60,18 +65,36 @@ def _is_json(scope: Scope) -> bool:
     return media == b"application/json" or media.endswith(b"+json")
 
 
+class _NotStandard(ValueError):
+    """A body that only Python's parser reads as JSON (NaN, Infinity, a number past float)."""
+
+
 def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    raise _NotStandard(f"the body holds NaN or Infinity ({name}): send numbers JSON has")
 
 
-def _non_standard(body: bytes) -> bool:
-    """Whether ``body`` is JSON only to Python's parser (it holds NaN or Infinity, which no
-    other client reads back); malformed JSON is left to the route, which says what it wanted."""
+def _finite(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotStandard(f"the number {text[:40]} overflows a float: send a smaller number")
+    return value
+
+
+def _body_problem(body: bytes) -> str | None:
+    """Why ``body`` is not a JSON document every client reads alike (``None``: it is one): not
+    UTF-8, malformed, nested past what the server parses, NaN or Infinity, or a number that
+    overflows a float (``1e400``, which Python would read as infinity)."""
     try:
-        json.loads(body, parse_constant=_no_constant)
-    except ValueError as exc:
-        return "is not JSON" in str(exc)
-    return False
+        json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+    except UnicodeDecodeError as exc:
+        return f"the body is not UTF-8 (byte {exc.start}): send JSON encoded as UTF-8"
+    except _NotStandard as exc:
+        return str(exc)
+    except RecursionError:
+        return "the body nests too deeply to parse: send a flatter document"
+    except ValueError as exc:  # JSONDecodeError, and an integer past Python's digit limit
+        return f"the body is not valid JSON: {exc}"
+    return None
 
 
 async def _refuse(send: Send, status: int, type_: str, message: str) -> None:
@@ -93,7 +116,8 @@ async def _refuse(send: Send, status: int, type_: str, message: str) -> None:
 
 
 class Guard:
-    """ASGI middleware: Host check (on loopback), body limit, security headers."""
+    """ASGI middleware: Host check (on loopback), body checks, security headers, and the
+    answer to an unexpected error."""
 
     def __init__(self, app: ASGIApp, *, loopback: bool) -> None:
         self.app = app
@@ -103,6 +127,30 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = False
+        head = scope.get("method") == "HEAD"  # answered as GET, without the body
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, tracked)
+        except Exception as exc:
+            if started:  # too late for an answer: the server closes the connection
+                raise
+            kind = type(exc).__name__
+            where = f"{scope.get('method')} {scope.get('path')}"
+            log.error("ui: %s failed: %s: %s", where, kind, exc, exc_info=exc)
+            await _refuse(
+                tracked, 500, "InternalError", f"the server failed ({kind}); its log says why"
+            )
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.loopback and _host_name(scope) not in LOOPBACK_NAMES:
             await _refuse(send, 400, "BadRequest", "this console answers only on a loopback name")
             return
@@ -120,19 +168,15 @@ class Guard:
                 send, 415, "UnsupportedMediaType", "send the body as Content-Type: application/json"
             )
             return
-        if api and body[0] and _non_standard(body[0]):
-            await _refuse(
-                send, 400, "BadRequest", "the body holds NaN or Infinity: send numbers JSON has"
-            )
+        problem = _body_problem(body[0]) if api and body[0] else None
+        if problem is not None:
+            await _refuse(send, 400, "BadRequest", problem)
             return
         replay = _replay(receive, *body)
-        head = scope.get("method") == "HEAD"
-        if head:  # answered as GET, without the body
+        if scope.get("method") == "HEAD":
             scope = {**scope, "method": "GET"}
 
         async def send_with_headers(message: Message) -> None:
-            if head and message["type"] == "http.response.body":
-                message = {**message, "body": b""}
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", ()))
                 headers.append((b"x-content-type-options", b"nosniff"))

@@ -165,11 +165,13 @@ class Entry(_Answer):
 
 
 class Journal(_Answer):
-    """A run's journal, in order (with ``after``: its entries since that id). ``total`` is how
-    many entries the whole journal has."""
+    """A run's journal, in order (with ``after``: its entries since that id; with ``limit``: at
+    most that many, ``more`` saying whether others follow). ``total`` is how many entries the
+    whole journal has."""
 
     workflow_id: str
     entries: list[Entry]
+    more: bool
     total: int
 
 

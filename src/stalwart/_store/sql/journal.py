@@ -52,13 +52,20 @@ class JournalVerbs(SQLBase):
         """Positioned journal rows, without inputs."""
         return self._records("replay_index", {"workflow_id": workflow_id}, IndexRow)
 
-    def journal(self, workflow_id: str, *, after: int | None = None) -> list[JournalRow]:
-        """All journal rows (or those whose id is over ``after``) with payloads resolved, read
-        on one connection."""
-        query = self._q["journal" if after is None else "journal_after"]
+    def journal(
+        self, workflow_id: str, *, after: int | None = None, limit: int | None = None
+    ) -> list[JournalRow]:
+        """All journal rows (or those whose id is over ``after``; at most ``limit`` of them)
+        with payloads resolved, read on one connection."""
         params: dict[str, Any] = {"workflow_id": workflow_id}
-        if after is not None:
+        if limit is not None:
+            query = self._q["journal_page"]
+            params.update(after=after or 0, limit=limit)
+        elif after is not None:
+            query = self._q["journal_after"]
             params["after"] = after
+        else:
+            query = self._q["journal"]
 
         def work(conn: Any) -> list[JournalRow]:
             rows = _typed(conn.execute(query, params), JournalRow)

@@ -113,6 +113,13 @@ SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, out
        position, usage
 FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id;
 
+-- name: journal_page
+-- At most `limit` rows after the one with id `after` (app.journal(after=, limit=)): the same
+-- range of journal_by_run, stopped after `limit` rows.
+SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
+       position, usage
+FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id LIMIT :limit;
+
 -- name: journal_size
 SELECT count(*) FROM journal WHERE workflow_id = :workflow_id;
 

@@ -1,5 +1,7 @@
 // One run: its header (status, times, usage, what it waits on, the step it executes now),
-// its whole timeline, and the actions its state allows.
+// its whole timeline, and the actions its state allows. The actions show only once the run
+// has been read; for an id the store has no run for, the page says so and offers none (it
+// keeps polling, so a run started under that id later shows up).
 //
 // The page keeps the journal it has read and each poll asks only for the entries after the
 // last one (?after=ID), appending them. It reads the whole journal again when it cannot be
@@ -8,7 +10,7 @@
 // answer's total says an entry was committed late below the last id (PostgreSQL).
 
 import * as api from "../api.js";
-import { h, message, replace } from "../dom.js";
+import { h, message, replace, show } from "../dom.js";
 import { TERMINAL, badge, between, duration, errorType, fullTime, timeEl, usageText, valueBlock } from "../format.js";
 import { runActions } from "./actions.js";
 import { needs, why } from "./attention.js";
@@ -74,15 +76,34 @@ export default function run(ctx, id) {
     expand.textContent = expanded ? "Collapse all" : "Expand all";
   });
 
+  show(actions.el, false); // until the run is read: nothing to act on yet
+  const grid = h("div", { class: "run-grid" },
+    h("div", { class: "run-main" }, head, outcome, now,
+      h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
+      line.el),
+    actions.el);
+  const missing = h("section", { class: "not-found", role: "status", "aria-label": "Run not found", hidden: true });
   const el = h("section", { class: "view run" },
     h("p", { class: "crumbs" }, h("a", { href: ctx.link("runs"), text: "Runs" }), " / "),
     h("h1", { class: "run-id", text: id }),
     error.el,
-    h("div", { class: "run-grid" },
-      h("div", { class: "run-main" }, head, outcome, now,
-        h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
-        line.el),
-      actions.el));
+    missing,
+    grid);
+
+  /** The page of an id the store has no run for: says so, links back, offers no action. */
+  function notFound() {
+    replace(missing,
+      h("h2", { text: "No such run" }),
+      h("p", { text: `This store has no run with id ${id}: the id may be mistyped, or the run was deleted (retention or prune).` }),
+      h("p", {}, h("a", { href: ctx.link("runs"), text: "Back to all runs" })));
+    show(missing, true);
+    show(grid, false);
+    error.clear();
+    entries = [];
+    status = null;
+    seen = "";
+    document.title = `${id} (not found) · stalwart`;
+  }
 
   let seen = "";
   let entries = []; // the journal as last read, in order
@@ -130,6 +151,7 @@ export default function run(ctx, id) {
     count.textContent = `${entries.length} entr${entries.length === 1 ? "y" : "ies"}`;
     line.update(entries, detail.current);
     actions.update(detail, entries, approvals);
+    show(actions.el, true);
     document.title = `${id} (${detail.status}) · stalwart`;
   }
 
@@ -145,10 +167,16 @@ export default function run(ctx, id) {
       const full = forced || detail.data.status !== status || polls % FULL_EVERY === 0;
       [journal, approvals] = await Promise.all([readJournal(full), terminal ? approvals : api.get("/approvals")]);
     } catch (err) {
-      error.error(err.status === 404 ? `No run ${id}: ${err.message}` : `Cannot read the run: ${err.message}`);
+      if (err.status === 404 && err.type === "WorkflowNotFound") {
+        notFound();
+        return;
+      }
+      error.error(`Cannot read the run: ${err.message}`);
       if (err.status === 0) throw err;
       return;
     }
+    show(missing, false);
+    show(grid, true);
     polls += 1;
     entries = journal;
     status = detail.data.status;
