@@ -14,7 +14,8 @@ from .._format import Table
 from .._runtime import READ_ONLY_DECLARATIONS
 from .._wire import dumps
 from . import CliError, cli, explicit_url, url_option
-from .serve import _load_app, same_store
+from ._load import load_app
+from .serve import same_store
 
 __all__: list[str] = []
 
@@ -62,7 +63,7 @@ def check_command(ctx: click.Context, target: str, status: str | None, as_json: 
     registered) or has a corrupt record: a CI gate before a deploy."""
     declaring = READ_ONLY_DECLARATIONS.set(True)  # its queues and schedules stay unwritten
     try:
-        app = _load_app(target)
+        app = load_app(target)
     except CliError as exc:
         raise _NotChecked(exc.message) from None
     finally:

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +13,7 @@ import click
 
 from .._errors import mask_url
 from . import CliError, cli, explicit_url, url_option
+from ._load import load_app
 
 __all__ = ["same_store"]
 
@@ -79,7 +78,7 @@ def worker_command(
     from .._logs import configure
 
     configure(log_level, log_format)  # before the app's module: its lines are formatted too
-    app = _load_app(target)
+    app = load_app(target)
     url = explicit_url(ctx)
     if url is not None and not same_store(url, app.url):
         raise CliError(
@@ -98,40 +97,6 @@ def worker_command(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _load_app(target: str) -> Any:
-    from .._app import Stalwart
-
-    module_name, _, attr = target.partition(":")
-    if module_name.endswith(".py"):
-        hint = module_name[: -len(".py")].replace("/", ".")
-        raise CliError(f"{target!r}: name the module, not the file: {hint}:{attr or 'app'}")
-    if not module_name or not attr:
-        raise CliError(f"{target!r}: write MODULE:APP, for example agents.refunds:app")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: say where it broke, not our traceback
-        raise CliError(f"cannot import {module_name!r}: {_where(exc)}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, Stalwart):
-        apps = [name for name, value in vars(module).items() if isinstance(value, Stalwart)]
-        found = f"; it has {', '.join(f'{module_name}:{a}' for a in apps)}" if apps else ""
-        raise CliError(f"{target!r} is not a stalwart.Stalwart app{found}")
-    return app
-
-
-def _where(exc: BaseException) -> str:
-    """An import failure as one line: the error, and the file and line it came from."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if "importlib" not in f.filename and "/stalwart/_" not in f.filename]
-    place = f" ({ours[-1].filename}, line {ours[-1].lineno})" if ours else ""
-    text = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
-    return text + place
 
 
 @cli.command("demo")
