@@ -163,3 +163,20 @@ def test_a_wrong_tool_stalwart_table_is_one_error_naming_the_file(
     assert (
         line.startswith("error: ") and message in line and str(tmp_path / "pyproject.toml") in line
     )
+
+
+def test_check_and_worker_take_the_app_the_discovery_finds(project: Path, tmp_path: Path) -> None:
+    checked = _cli("check", cwd=project / "src")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines()[-1] == "0 run(s) checked: every one replays on this code"
+    assert checked.stderr.startswith(f"store: sqlite:///{project / 'agent.db'}")
+    for command in ("check", "worker"):
+        none = _cli(command, cwd=tmp_path)
+        assert none.returncode == 2
+        [line] = none.stderr.splitlines()
+        assert line.startswith(
+            "error: which app? give MODULE:APP, --app MODULE:APP, $STALWART_APP, or "
+            '[tool.stalwart] app = "MODULE:APP" in pyproject.toml (see: '
+        )
+    both = _cli("check", "agent:app", "--app", "other:app", cwd=project)
+    assert both.returncode == 2 and "name one app" in both.stderr

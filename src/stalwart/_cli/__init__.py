@@ -40,7 +40,7 @@ def url_option(func: Callable[..., Any]) -> Callable[..., Any]:
         expose_value=False,
         is_eager=True,
         callback=_remember("app"),
-        help="Use the store of this app (default: $STALWART_APP, else pyproject.toml).",
+        help="Use this app and its store (else $STALWART_APP, else [tool.stalwart] app).",
     )(func)
     return click.option(
         "--url",
@@ -48,7 +48,7 @@ def url_option(func: Callable[..., Any]) -> Callable[..., Any]:
         expose_value=False,
         is_eager=True,
         callback=_remember("url"),
-        help="Store URL (default: found as docs/cli.md says, else .stalwart/stalwart.db).",
+        help="Store URL; without it, see docs/cli.md, 'Which store'.",
     )(func)
 
 
@@ -99,6 +99,23 @@ def found_store(ctx: click.Context) -> Found:
     return found
 
 
+def app_target(ctx: click.Context, target: str | None) -> tuple[str, Path | None]:
+    """The ``MODULE:APP`` of ``worker`` and ``check``, and the folder to import it from: the
+    argument, else the app the store discovery finds (``--app``, ``$STALWART_APP``,
+    ``[tool.stalwart] app``)."""
+    if target is not None:
+        if explicit_app(ctx) not in (None, target):
+            raise click.UsageError(f"{target} and --app {explicit_app(ctx)}: name one app")
+        return target, None
+    found = found_store(ctx) if explicit_url(ctx) is None else discover(None, explicit_app(ctx))
+    if found.target is None:
+        raise click.UsageError(
+            "which app? give MODULE:APP, --app MODULE:APP, $STALWART_APP, or "
+            '[tool.stalwart] app = "MODULE:APP" in pyproject.toml'
+        )
+    return found.target, found.folder
+
+
 def where(found: Found, *, why: bool = False) -> str:
     """``found``'s source as a phrase: ``from --url``, ..., or ``the default store`` (with
     ``why``: what was looked for first)."""
@@ -107,6 +124,14 @@ def where(found: Found, *, why: bool = False) -> str:
     if why:
         return "the default store: no --url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL"
     return found.source
+
+
+def app_url(app: Any, folder: Path | None) -> str:
+    """The URL of ``app``'s store, a relative SQLite path made absolute against ``folder``
+    (where a pyproject's app was imported and run)."""
+    url: str = app.url
+    path = _sqlite_path(url, folder)
+    return url if path is None else f"sqlite:///{path}"
 
 
 def _sqlite_path(url: str, folder: Path | None) -> Path | None:

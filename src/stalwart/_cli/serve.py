@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import click
 
 from .._errors import mask_url
-from . import CliError, cli, explicit_url, url_option
+from . import CliError, app_target, app_url, cli, explicit_url, url_option
 from ._load import load_app
 
 __all__ = ["same_store"]
@@ -33,7 +33,7 @@ def same_store(a: str, b: str) -> bool:
 
 
 @cli.command("worker")
-@click.argument("target", metavar="MODULE:APP")
+@click.argument("target", metavar="[MODULE:APP]", required=False)
 @click.option(
     "--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once (default 8)."
 )
@@ -65,7 +65,7 @@ def same_store(a: str, b: str) -> bool:
 @click.pass_context
 def worker_command(
     ctx: click.Context,
-    target: str,
+    target: str | None,
     concurrency: int | None,
     queues: tuple[str, ...],
     log_level: str,
@@ -73,14 +73,16 @@ def worker_command(
     metrics_port: int | None,
     metrics_host: str,
 ) -> None:
-    """Run a worker for the app MODULE:APP until SIGINT or SIGTERM, on the app's own store
-    (a --url that names another store is refused)."""
+    """Run a worker for the app MODULE:APP (default: --app, $STALWART_APP, or [tool.stalwart]
+    app in pyproject.toml) until SIGINT or SIGTERM, on the app's own store (a --url that names
+    another store is refused)."""
     from .._logs import configure
 
+    target, folder = app_target(ctx, target)
     configure(log_level, log_format)  # before the app's module: its lines are formatted too
-    app = load_app(target)
+    app = load_app(target, folder)
     url = explicit_url(ctx)
-    if url is not None and not same_store(url, app.url):
+    if url is not None and not same_store(url, app_url(app, folder)):
         raise CliError(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
