@@ -16,7 +16,7 @@ from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
 from . import CliError, cli, explicit_url, open_app, url_option
-from ._output import parse_when
+from ._output import WholeNumber, parse_when
 
 __all__: list[str] = []
 
@@ -34,7 +34,7 @@ def run_json(app: Any, r: Any, waiting_for: str | None) -> dict[str, Any]:
 @click.option("--name", default=None, help="Only runs of this workflow.")
 @click.option("--queue", default=None, help="Only runs of this queue.")
 @click.option("--parent", default=None, help="Only the child runs of this run.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--limit", default=50, show_default=True, type=WholeNumber(1, example=20))
 @click.option("--before", default=None, help="Created before T: ISO 8601 or 15m, 2h, 7d ago.")
 @click.option("--since", default=None, help="Created at or after T (same forms).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
@@ -102,7 +102,10 @@ def short_error(error: str | None, width: int = 100) -> str:
 @click.argument("workflow_id")
 @click.option("--full", is_flag=True, help="Truncate nothing.")
 @click.option(
-    "--seq", type=int, default=None, help="Print the entries of this seq whole, as a JSON array."
+    "--seq",
+    type=WholeNumber(1, example=3),
+    default=None,
+    help="Print the entries of this seq whole, as a JSON array.",
 )
 @click.option("--follow", is_flag=True, help="Print entries as they land, until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")

@@ -14,6 +14,7 @@ import click
 from .._errors import mask_url
 from . import CliError, app_target, app_url, cli, explicit_url, url_option
 from ._load import load_app
+from ._output import WholeNumber
 
 __all__ = ["same_store"]
 
@@ -35,7 +36,7 @@ def same_store(a: str, b: str) -> bool:
 @cli.command("worker")
 @click.argument("target", metavar="[MODULE:APP]", required=False)
 @click.option(
-    "--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once (default 8)."
+    "--concurrency", type=WholeNumber(1, example=8), default=None, help="Runs at once (default 8)."
 )
 @click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
 @click.option(
@@ -54,7 +55,7 @@ def same_store(a: str, b: str) -> bool:
 )
 @click.option(
     "--metrics-port",
-    type=click.IntRange(0, 65535),
+    type=WholeNumber(0, 65535, example=9464),
     default=None,
     help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs stalwart[metrics]).",
 )
