@@ -116,8 +116,8 @@ def test_a_pyproject_url_is_relative_to_its_folder(tmp_path: Path) -> None:
     assert missing.returncode == 1
     assert missing.stderr.splitlines() == [
         f"error: no store at {root / 'data' / 'runs.db'} (from pyproject.toml at "
-        f"{root / 'pyproject.toml'}); give --url sqlite:///PATH of an existing store, or set "
-        "STALWART_URL"
+        f"{root / 'pyproject.toml'}); fix url in its [tool.stalwart], or give --url "
+        "sqlite:///PATH of an existing store"
     ]
     _store_with_a_run(root / "data" / "runs.db", "in-svc")
     listed = _cli("ls", "--json", cwd=root / "lib")
@@ -129,11 +129,14 @@ def test_a_missing_store_names_where_its_url_came_from(tmp_path: Path) -> None:
     assert default.returncode == 1 and "STALWART_URL /" not in default.stderr
     assert default.stderr.startswith(
         f"error: no store at {tmp_path / '.stalwart' / 'stalwart.db'} (the default store: no "
-        "--url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL)"
+        "--url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL); give --url "
+        "sqlite:///PATH of an existing store, or --app MODULE:APP to use your app's store"
     )
     from_env = _cli("approvals", cwd=tmp_path, STALWART_URL="sqlite:///gone.db")
     assert from_env.returncode == 1
-    assert f"no store at {tmp_path / 'gone.db'} (from STALWART_URL)" in from_env.stderr
+    assert f"no store at {tmp_path / 'gone.db'} (from STALWART_URL); set STALWART_URL to an " in (
+        from_env.stderr
+    )
     from_url = _cli("breakers", "--url", "sqlite:///typo.db", cwd=tmp_path)
     assert f"no store at {tmp_path / 'typo.db'} (from --url)" in from_url.stderr
     memory = _cli("schedules", cwd=tmp_path, STALWART_URL="memory://")

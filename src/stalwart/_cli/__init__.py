@@ -126,6 +126,18 @@ def where(found: Found, *, why: bool = False) -> str:
     return found.source
 
 
+def _remedy(found: Found) -> str:
+    """What to do about a store that is not there, by where its URL came from."""
+    existing = "give --url sqlite:///PATH of an existing store"
+    if found.source == "STALWART_URL":
+        return f"set STALWART_URL to an existing store, or {existing}"
+    if found.source.startswith("pyproject.toml"):
+        return f"fix url in its [tool.stalwart], or {existing}"
+    if found.source == "--url":
+        return existing
+    return f"{existing}, or --app MODULE:APP to use your app's store"
+
+
 def app_url(app: Any, folder: Path | None) -> str:
     """The URL of ``app``'s store, a relative SQLite path made absolute against ``folder``
     (where a pyproject's app was imported and run)."""
@@ -172,8 +184,7 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
             else ""
         )
         raise CliError(
-            f"no store at {path.absolute()} ({where(found, why=True)}); give --url "
-            f"sqlite:///PATH of an existing store, or set STALWART_URL{hint}"
+            f"no store at {path.absolute()} ({where(found, why=True)}); {_remedy(found)}{hint}"
         )
     if app is None:
         app = Stalwart(url)
