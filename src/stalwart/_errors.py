@@ -227,3 +227,22 @@ _PASSWORD = re.compile(r"(://[^:/@]*:)([^@]*)(@)")
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``."""
     return _PASSWORD.sub(r"\1***\3", url)
+
+
+def install_hint(extra: str) -> str:
+    """How to install the extra ``extra``, in a form that works where this stalwart came from:
+    ``pip install -e '.[EXTRA]'`` in the source tree an editable install runs from, else
+    ``pip install 'stalwart[EXTRA]'`` and the source-tree form next to it."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    project = root / "pyproject.toml"
+    try:
+        ours = project.is_file() and 'name = "stalwart"' in project.read_text(encoding="utf-8")
+    except OSError:
+        ours = False
+    if ours and (root / "src" / "stalwart").is_dir():
+        return f"pip install -e '.[{extra}]' in {root} (this stalwart's source tree)"
+    return (
+        f"pip install 'stalwart[{extra}]' (in stalwart's source tree: pip install -e '.[{extra}]')"
+    )

@@ -12,13 +12,18 @@ from typing import Any
 
 import click
 
-__all__ = ["Table", "duration", "local_time", "short", "timeline", "usage_line"]
+__all__ = ["Table", "cut", "duration", "local_time", "short", "timeline", "usage_line"]
 
 
-def short(value: Any, width: int = 48) -> str:
-    """A value as JSON, cut to ``width`` characters."""
+def short(value: Any, width: int | None = 48) -> str:
+    """A value as JSON, cut to ``width`` characters (``None``: whole)."""
     text = "" if value is None else json.dumps(value, default=str)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return cut(text, width)
+
+
+def cut(text: str, width: int | None) -> str:
+    """``text`` cut to ``width`` characters, the last one ``…`` (``None``: whole)."""
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
 def usage_line(usage: Any) -> str:
@@ -59,11 +64,23 @@ def duration(seconds: float | None) -> str:
 
 class Table:
     """Rows under headers; ``echo`` draws them with rich on a terminal, else as plain text
-    columns (the last column is not padded, so piped output has no trailing spaces)."""
+    columns (the last column is not padded, so piped output has no trailing spaces).
 
-    def __init__(self, *headers: str, right: Sequence[str] = ()) -> None:
+    ``wrap``: columns that, on a terminal, wrap within the screen's width rather than being
+    cut; ``clip``: the most characters a column's cells keep in plain text (piped output stays
+    one line per row)."""
+
+    def __init__(
+        self,
+        *headers: str,
+        right: Sequence[str] = (),
+        wrap: Sequence[str] = (),
+        clip: dict[str, int] | None = None,
+    ) -> None:
         self.headers = list(headers)
         self.right = set(right)
+        self.wrap = set(wrap)
+        self.clip = dict(clip or {})
         self.rows: list[list[str]] = []
 
     def add(self, *cells: Any) -> None:
@@ -79,7 +96,12 @@ class Table:
             else:
                 table = RichTable(box=None, header_style="bold", pad_edge=False)
                 for header in self.headers:
-                    table.add_column(header, justify="right" if header in self.right else "left")
+                    table.add_column(
+                        header,
+                        justify="right" if header in self.right else "left",
+                        overflow="fold" if header in self.wrap else "ellipsis",
+                        no_wrap=bool(self.wrap) and header not in self.wrap,
+                    )
                 for row in self.rows:
                     table.add_row(*row)
                 Console().print(table)
@@ -87,13 +109,16 @@ class Table:
         for line in self.lines():
             click.echo(line)
 
+    def plain(self, row: list[str]) -> list[str]:
+        """``row``'s cells as plain text prints them: each cut to its column's ``clip``."""
+        return [cut(cell, self.clip.get(self.headers[i])) for i, cell in enumerate(row)]
+
     def lines(self) -> list[str]:
         """The table as plain aligned text (no trailing spaces)."""
-        widths = [
-            max([len(h), *(len(row[i]) for row in self.rows)]) for i, h in enumerate(self.headers)
-        ]
+        rows = [self.plain(row) for row in self.rows]
+        widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(self.headers)]
         lines = []
-        for row in [self.headers, *self.rows]:
+        for row in [self.headers, *rows]:
             cells = []
             for i, cell in enumerate(row):
                 last = i == len(row) - 1
@@ -105,12 +130,13 @@ class Table:
         return lines
 
 
-def _words(e: Any, previous: Any) -> tuple[str, str]:
-    """What a journal entry says happened: a status word and a detail in words."""
+def _words(e: Any, previous: Any, width: int | None) -> tuple[str, str]:
+    """What a journal entry says happened: a status word and a detail in words, its values
+    cut to ``width`` characters (``None``: whole)."""
     if e.kind == "run":
         out = e.output if isinstance(e.output, dict) else {}
         if e.name == "started":
-            return "started", f"with {short(e.input, 200)}" if e.input else ""
+            return "started", f"with {short(e.input, width)}" if e.input else ""
         if e.name == "resumed":
             holder = out.get("recovered_from")
             if holder:
@@ -123,30 +149,31 @@ def _words(e: Any, previous: Any) -> tuple[str, str]:
             return "waiting", f"for {what}" + (f" until {until}" if until else "")
         if e.name == "finished":
             if e.status == "completed":
-                return "completed", short(e.output, 200) if e.output is not None else ""
+                return "completed", short(e.output, width) if e.output is not None else ""
             ended = "cancelled" if (e.error or "").startswith("WorkflowCancelled") else "failed"
             return ended, e.error or ""
         if e.error:
             return e.name, e.error
-        return e.name, short(e.output, 200) if e.output is not None else ""
+        return e.name, short(e.output, width) if e.output is not None else ""
     if e.kind == "operator":
-        return e.name, f"by {e.by}" + (f": {short(e.input, 200)}" if e.input is not None else "")
+        return e.name, f"by {e.by}" + (f": {short(e.input, width)}" if e.input is not None else "")
     if e.kind == "shared" and e.status in ("completed", "reused"):
         if e.output is None:  # a compare-and-set that found the version moved
             return e.status, "not written: the version moved since it was read"
         if isinstance(e.output, dict) and "version" in e.output:
             if not e.output["version"]:
                 return e.status, "never written (version 0)"
-            value = short(e.output.get("value"), 160)
+            value = short(e.output.get("value"), width)
             return e.status, f"version {e.output['version']}: {value}"
     if e.attempt == 0 and e.status == "failed":
         return "reset", f"{e.error}: the next attempt starts afresh" if e.error else "reset"
-    return e.status, e.error if e.error else short(e.output, 200)
+    return e.status, e.error if e.error else short(e.output, width)
 
 
 def timeline(entries: list[Any], *, full: bool = False) -> Table:
     """A run's journal as a table: seq, what happened in words, when, for how long, the
-    idempotency key of each step."""
+    idempotency key of each step. Its ``DETAIL`` wraps on a terminal and is cut to 90
+    characters in plain text, its values to 200; with ``full``, nothing is cut."""
     table = Table(
         "SEQ",
         "KIND",
@@ -158,15 +185,15 @@ def timeline(entries: list[Any], *, full: bool = False) -> Table:
         "KEY",
         "DETAIL",
         right=("SEQ", "TRY"),
+        wrap=("DETAIL",),
+        clip=None if full else {"DETAIL": 90},
     )
     previous = None
     for e in entries:
-        status, detail = _words(e, previous)
+        status, detail = _words(e, previous, None if full else 200)
         took = None
         if e.started_at is not None and e.finished_at is not None and e.kind == "step":
             took = (e.finished_at - e.started_at).total_seconds()
-        if not full:
-            detail = detail if len(detail) <= 90 else detail[:89] + "…"
         table.add(
             "" if e.seq is None else e.seq,
             e.kind,

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from ._errors import StoreError, UsageError
+from ._errors import StoreError, UsageError, install_hint
 from ._hooks import Observer, RunHooks
 from ._model import RunStatus, Usage
 from ._runtime import Runtime
@@ -25,7 +25,7 @@ __all__ = ["INSTALL_HINT", "Metrics"]
 
 log = logging.getLogger("stalwart")
 
-INSTALL_HINT = "pip install 'stalwart[metrics]'"
+INSTALL_HINT = install_hint("metrics")
 _OPEN = ("open", "half_open")
 # Seconds: steps from a cached tool call to a long model call; starts from instant to minutes.
 _STEP_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)

@@ -74,17 +74,6 @@ class Reads:
         the child runs of that run)."""
         return self._views.count_workflows(status, name, queue, since, parent_id)
 
-    def _count_children(
-        self,
-        status: str | None,
-        name: str | None,
-        queue: str | None,
-        since: Any,
-        parent_id: str | None,
-    ) -> int:
-        """:meth:`count_workflows` with ``parent_id`` (kept for callers of this older name)."""
-        return self.count_workflows(status, name, queue, since, parent_id=parent_id)
-
     def describe(self, workflow_id: str) -> RunDetail:
         """The run as an operator sees it: what it waits on, the step it executes now (name,
         attempt, start, last heartbeat, holder) and its usage."""

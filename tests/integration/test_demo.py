@@ -18,6 +18,9 @@ DEMO = [sys.executable, "-m", "stalwart", "demo"]
 def _demo(cwd: Path) -> str:
     done = subprocess.run(DEMO, check=False, cwd=cwd, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stdout + done.stderr
+    # the approve subprocess's "store: ..." line stays in it: the demo prints its story only
+    assert not [line for line in (done.stdout + done.stderr).splitlines() if "store: " in line]
+    assert done.stderr == ""
     return done.stdout
 
 

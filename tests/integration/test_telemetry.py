@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from telemetry_app import declare
 
 import stalwart
+from stalwart._errors import install_hint
 
 HERE = Path(__file__).resolve().parent
 KEYS = {"ts", "level", "msg", "workflow_id", "step", "seq", "attempt", "worker"}
@@ -329,9 +330,7 @@ def test_metrics_without_prometheus_client_exit_1_with_the_install_hint(
     )
     assert worker.proc.wait(timeout=WAIT_S) == 1
     lines = worker.text().splitlines()
-    assert lines == [
-        "error: serving metrics needs prometheus-client: pip install 'stalwart[metrics]'"
-    ]
+    assert lines == [f"error: serving metrics needs prometheus-client: {install_hint('metrics')}"]
 
 
 # -- traces ---------------------------------------------------------------------------------

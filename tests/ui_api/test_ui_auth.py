@@ -13,6 +13,7 @@ import pytest
 from ui_harness import Scene, _env, cli, ui_server
 
 import stalwart
+from stalwart._errors import install_hint
 
 
 def test_reads_need_no_token_on_loopback_and_writes_need_the_right_one(ui: Scene) -> None:
@@ -105,7 +106,7 @@ def test_without_the_extra_ui_says_how_to_install_it(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        "error: the console needs the ui extra: pip install 'stalwart[ui]'"
+        f"error: the console needs the ui extra (FastAPI and uvicorn): {install_hint('ui')}"
     ]
 
 

@@ -1,43 +1,54 @@
 """The ``stalwart`` command line: a thin consumer of the public API.
 
-``--url`` is accepted before or after the command; without it, ``$STALWART_URL``, else the
-embedded default. Read commands never create a store. Every error is one ``error: ...`` line
-on stderr (a hint where one is known), never a traceback for a user mistake.
+``--url`` and ``--app`` are accepted before or after the command; without them the store is
+found as docs/cli.md says ("Which store", ``_discover``). Read commands never create a store
+from a URL. Every error is one ``error: ...`` line on stderr (a hint where one is known),
+never a traceback for a user mistake (``_group``).
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .._errors import StalwartError, mask_url
+from .._errors import mask_url
+from ._discover import Found, discover
+from ._group import CliError, StalwartGroup
 
-__all__ = ["cli", "main", "open_app", "url_option"]
-
-
-class CliError(click.ClickException):
-    """A user mistake: printed as one ``error:`` line, exit code 1."""
+__all__ = ["CliError", "cli", "main", "open_app", "url_option"]
 
 
-def _remember_url(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
-    if value is not None:
-        ctx.ensure_object(dict)
-        ctx.find_root().ensure_object(dict)["url"] = value
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            ctx.find_root().ensure_object(dict)[key] = value
+
+    return callback
 
 
 def url_option(func: Callable[..., Any]) -> Callable[..., Any]:
-    """``--url`` after the command too (``stalwart ls --url U`` as ``stalwart --url U ls``)."""
+    """``--url`` and ``--app`` after the command too (``stalwart ls --url U`` as
+    ``stalwart --url U ls``)."""
+    func = click.option(
+        "--app",
+        "app_target",
+        default=None,
+        metavar="MODULE:APP",
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("app"),
+        help="Use this app and its store (else $STALWART_APP, else [tool.stalwart] app).",
+    )(func)
     return click.option(
         "--url",
         default=None,
         expose_value=False,
         is_eager=True,
-        callback=_remember_url,
-        help="Store URL (default: $STALWART_URL, else sqlite:///.stalwart/stalwart.db).",
+        callback=_remember("url"),
+        help="Store URL; without it, see docs/cli.md, 'Which store'.",
     )(func)
 
 
@@ -49,7 +60,7 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
         ctx.exit(0)
 
 
-@click.group()
+@click.group(cls=StalwartGroup, invoke_without_command=True)
 @click.option(
     "--version",
     is_flag=True,
@@ -63,6 +74,8 @@ def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 def cli(ctx: click.Context) -> None:
     """stalwart: durable execution for long-running AI agents."""
     ctx.ensure_object(dict)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 def explicit_url(ctx: click.Context) -> str | None:
@@ -71,68 +84,118 @@ def explicit_url(ctx: click.Context) -> str | None:
     return url
 
 
-def store_url(ctx: click.Context) -> str:
-    """The store a command uses: ``--url``, else ``$STALWART_URL``, else the default."""
-    from .._store import resolve_url
+def explicit_app(ctx: click.Context) -> str | None:
+    """The ``--app`` given on the command line, if any (never ``$STALWART_APP``)."""
+    app: str | None = ctx.find_root().ensure_object(dict).get("app")
+    return app
 
-    return resolve_url(explicit_url(ctx))
+
+def found_store(ctx: click.Context) -> Found:
+    """Where the command's store comes from (found once per command)."""
+    obj = ctx.find_root().ensure_object(dict)
+    if "found" not in obj:
+        obj["found"] = discover(explicit_url(ctx), explicit_app(ctx))
+    found: Found = obj["found"]
+    return found
+
+
+def app_target(ctx: click.Context, target: str | None) -> tuple[str, Path | None]:
+    """The ``MODULE:APP`` of ``worker`` and ``check``, and the folder to import it from: the
+    argument, else the app the store discovery finds (``--app``, ``$STALWART_APP``,
+    ``[tool.stalwart] app``)."""
+    if target is not None:
+        if explicit_app(ctx) not in (None, target):
+            raise click.UsageError(f"{target} and --app {explicit_app(ctx)}: name one app")
+        return target, None
+    found = found_store(ctx) if explicit_url(ctx) is None else discover(None, explicit_app(ctx))
+    if found.target is None:
+        raise click.UsageError(
+            "which app? give MODULE:APP, --app MODULE:APP, $STALWART_APP, or "
+            '[tool.stalwart] app = "MODULE:APP" in pyproject.toml'
+        )
+    return found.target, found.folder
+
+
+def where(found: Found, *, why: bool = False) -> str:
+    """``found``'s source as a phrase: ``from --url``, ..., or ``the default store`` (with
+    ``why``: what was looked for first)."""
+    if found.source != "the default store":
+        return f"from {found.source}"
+    if why:
+        return "the default store: no --url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL"
+    return found.source
+
+
+def _remedy(found: Found) -> str:
+    """What to do about a store that is not there, by where its URL came from."""
+    existing = "give --url sqlite:///PATH of an existing store"
+    if found.source == "STALWART_URL":
+        return f"set STALWART_URL to an existing store, or {existing}"
+    if found.source.startswith("pyproject.toml"):
+        return f"fix url in its [tool.stalwart], or {existing}"
+    if found.source == "--url":
+        return existing
+    return f"{existing}, or --app MODULE:APP to use your app's store"
+
+
+def app_url(app: Any, folder: Path | None) -> str:
+    """The URL of ``app``'s store, a relative SQLite path made absolute against ``folder``
+    (where a pyproject's app was imported and run)."""
+    url: str = app.url
+    path = _sqlite_path(url, folder)
+    return url if path is None else f"sqlite:///{path}"
+
+
+def _sqlite_path(url: str, folder: Path | None) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    path = Path(url[len("sqlite:///") :])
+    return path if folder is None or path.is_absolute() else folder / path
 
 
 def open_app(ctx: click.Context, *, write: bool = False) -> Any:
-    """An app on the command's store, named on stderr. Only ``write`` commands may create
-    one: a read command on a SQLite path that does not exist is refused, naming the path."""
+    """An app on the command's store, named on stderr with where it came from. Only ``write``
+    commands may create one from a URL: a read command on a SQLite path that does not exist
+    is refused, naming the path and where the URL came from. An app found by ``--app``,
+    ``$STALWART_APP`` or ``[tool.stalwart] app`` is imported and used as it is."""
     from .._app import Stalwart
 
-    url = store_url(ctx)
+    found = found_store(ctx)
+    if found.target is not None:
+        from ._load import load_app
+
+        app = load_app(found.target, found.folder)
+        url = app.url
+    else:
+        app, url = None, str(found.url)
     if url.startswith("memory:"):
-        raise CliError(f"{url}: a memory store lives in one process; give --url of a real store")
-    if url.startswith("sqlite:///") and not write:
-        path = Path(url[len("sqlite:///") :])
-        if not path.exists():
-            where = "--url" if explicit_url(ctx) else "STALWART_URL / the default store"
-            demo = Path(".stalwart") / "demo.db"
-            hint = (
-                f" (the demo's runs are in sqlite:///{demo}: add --url sqlite:///{demo})"
-                if demo.exists() and path != demo
-                else ""
-            )
-            raise CliError(
-                f"no store at {path} (from {where}); give --url sqlite:///PATH of an existing "
-                f"store, or set STALWART_URL{hint}"
-            )
-    app = Stalwart(url)
-    click.echo(f"store: {mask_url(app.url)}", err=True)  # stderr: piped output stays clean
+        if app is not None:
+            app.close()
+        raise CliError(
+            f"{mask_url(url)} ({where(found)}): a memory store lives in one process; give "
+            "--url of a real store"
+        )
+    path = _sqlite_path(url, found.folder)
+    if app is None and path is not None and not write and not path.exists():
+        demo = Path(".stalwart") / "demo.db"
+        hint = (
+            f" (the demo's runs are in sqlite:///{demo}: add --url sqlite:///{demo})"
+            if demo.exists() and path != demo
+            else ""
+        )
+        raise CliError(
+            f"no store at {path.absolute()} ({where(found, why=True)}); {_remedy(found)}{hint}"
+        )
+    if app is None:
+        app = Stalwart(url)
+    shown = url if path is None else f"sqlite:///{path}"
+    click.echo(f"store: {mask_url(shown)} ({where(found)})", err=True)  # stderr: stdout stays clean
     return app
 
 
 def main() -> None:
     """Entry point of the ``stalwart`` console script."""
-    try:
-        code = cli.main(standalone_mode=False)  # a command's ctx.exit(n) comes back as n
-        if isinstance(code, int) and code:
-            sys.exit(code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("error: aborted", err=True)
-        sys.exit(1)
-    except click.exceptions.NoSuchOption as exc:
-        _fail(exc.format_message(), exc.ctx, 2)
-    except click.UsageError as exc:
-        _fail(exc.format_message(), exc.ctx, 2)
-    except click.ClickException as exc:
-        _fail(exc.format_message(), None, exc.exit_code)
-    except StalwartError as exc:
-        _fail(str(exc), None, 1)
-    sys.exit(0)
-
-
-def _fail(message: str, ctx: click.Context | None, code: int) -> None:
-    line = " ".join(message.split())
-    if ctx is not None and code == 2:
-        line += f" (see: {ctx.command_path} --help)"
-    click.echo(f"error: {line}", err=True)
-    sys.exit(code)
+    cli.main()
 
 
 # The commands, each module adding its own to ``cli`` (they import what is above).

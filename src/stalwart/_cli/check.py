@@ -13,8 +13,9 @@ from .._errors import mask_url
 from .._format import Table
 from .._runtime import READ_ONLY_DECLARATIONS
 from .._wire import dumps
-from . import CliError, cli, explicit_url, url_option
-from .serve import _load_app, same_store
+from . import CliError, app_target, app_url, cli, explicit_url, url_option
+from ._load import load_app
+from .serve import same_store
 
 __all__: list[str] = []
 
@@ -51,29 +52,32 @@ def _summary(results: list[Any]) -> str:
 
 
 @cli.command("check")
-@click.argument("target", metavar="MODULE:APP")
+@click.argument("target", metavar="[MODULE:APP]", required=False)
 @click.option("--status", default=None, type=click.Choice(LIVE), help="Only runs in this status.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, one object per run.")
 @url_option
 @click.pass_context
-def check_command(ctx: click.Context, target: str, status: str | None, as_json: bool) -> None:
+def check_command(
+    ctx: click.Context, target: str | None, status: str | None, as_json: bool
+) -> None:
     """Replay every run that has not ended against the code of MODULE:APP, executing nothing,
     and exit 1 if any diverged from its journal, is stranded (its workflow is no longer
     registered) or has a corrupt record: a CI gate before a deploy."""
+    target, folder = app_target(ctx, target)
     declaring = READ_ONLY_DECLARATIONS.set(True)  # its queues and schedules stay unwritten
     try:
-        app = _load_app(target)
+        app = load_app(target, folder)
     except CliError as exc:
         raise _NotChecked(exc.message) from None
     finally:
         READ_ONLY_DECLARATIONS.reset(declaring)
     url = explicit_url(ctx)
-    if url is not None and not same_store(url, app.url):
+    if url is not None and not same_store(url, app_url(app, folder)):
         raise _NotChecked(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
         )
-    click.echo(f"store: {mask_url(app.url)}", err=True)
+    click.echo(f"store: {mask_url(app_url(app, folder))}", err=True)
     try:
         results = app.check(None if status is None else _ids_in(app, status))
     finally:

@@ -13,6 +13,7 @@ from .._format import Table, local_time, short
 from .._model import STATUSES
 from .._wire import approval_json, breaker_json, dumps
 from . import cli, open_app, url_option
+from ._output import WholeNumber
 
 __all__: list[str] = []
 
@@ -216,7 +217,7 @@ cancel_command = _bulk_command(
 
 @cli.command("resolve")
 @click.argument("workflow_id")
-@click.argument("seq", type=int)
+@click.argument("seq", type=WholeNumber(1, example=3))
 @click.option("--result", "result", default=None, help="What happened, as JSON.")
 @click.option("--rerun", is_flag=True, help="Run the step again.")
 @_by_option
@@ -244,7 +245,13 @@ def resolve_command(
 
 @cli.command("fork")
 @click.argument("workflow_id")
-@click.option("--from", "from_seq", type=int, required=True, help="First seq to execute again.")
+@click.option(
+    "--from",
+    "from_seq",
+    type=WholeNumber(1, example=3),
+    required=True,
+    help="First seq to execute again.",
+)
 @click.option("--new-id", default=None, help="The new run's id (default: random).")
 @click.option("--allow-reexecute", is_flag=True, help="Let completed irreversible steps rerun.")
 @_by_option

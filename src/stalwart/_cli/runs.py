@@ -11,12 +11,12 @@ from typing import Any
 import click
 
 from .._errors import WorkflowNotFound, mask_url
-from .._format import Table, duration, local_time, short, timeline, usage_line
+from .._format import Table, cut, duration, local_time, short, timeline, usage_line
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
 from . import CliError, cli, explicit_url, open_app, url_option
-from ._output import parse_when
+from ._output import WholeNumber, parse_when
 
 __all__: list[str] = []
 
@@ -34,7 +34,7 @@ def run_json(app: Any, r: Any, waiting_for: str | None) -> dict[str, Any]:
 @click.option("--name", default=None, help="Only runs of this workflow.")
 @click.option("--queue", default=None, help="Only runs of this queue.")
 @click.option("--parent", default=None, help="Only the child runs of this run.")
-@click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--limit", default=50, show_default=True, type=WholeNumber(1, example=20))
 @click.option("--before", default=None, help="Created before T: ISO 8601 or 15m, 2h, 7d ago.")
 @click.option("--since", default=None, help="Created at or after T (same forms).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines.")
@@ -61,8 +61,10 @@ def ls_command(
         runs = [info for info, _ in page]
         more = 0
         if runs:
-            matching = app._count_children(status, name, queue, after, parent)
-            newer = app._count_children(status, name, queue, runs[-1].created_at, parent)
+            matching = app.count_workflows(status, name, queue, after, parent_id=parent)
+            newer = app.count_workflows(
+                status, name, queue, runs[-1].created_at, parent_id=parent
+            )
             more = max(0, matching - newer)
         if as_json:
             for r, waiting in page:
@@ -90,19 +92,21 @@ def ls_command(
         click.echo(f"{more} more: add --before {last} to see the next page", err=True)
 
 
-def short_error(error: str | None, width: int = 100) -> str:
-    """An error as one line of plain text, cut to ``width``."""
+def short_error(error: str | None, width: int | None = 100) -> str:
+    """An error as one line of plain text, cut to ``width`` (``None``: whole)."""
     if not error:
         return ""
-    text = " ".join(error.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return cut(" ".join(error.split()), width)
 
 
 @cli.command("show")
 @click.argument("workflow_id")
-@click.option("--full", is_flag=True, help="Truncate nothing.")
+@click.option("--full", is_flag=True, help="Cut nothing: every value whole, drawn or piped.")
 @click.option(
-    "--seq", type=int, default=None, help="Print the entries of this seq whole, as a JSON array."
+    "--seq",
+    type=WholeNumber(1, example=3),
+    default=None,
+    help="Print the entries of this seq whole: a JSON array (with --json, the run with only them).",
 )
 @click.option("--follow", is_flag=True, help="Print entries as they land, until the run ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -125,22 +129,23 @@ def show_command(
             hint = _demo_hint(app.url, workflow_id) or _near_ids(app, workflow_id)
             raise CliError(f"{exc}{hint}") from None
         entries = app.journal(workflow_id)
-        if as_json:
-            click.echo(dumps(_run_detail_json(detail, entries), indent=2))
-            return
         if seq is not None:
-            chosen = [e for e in entries if e.seq == seq]
-            if not chosen:
-                seqs = sorted({e.seq for e in entries if e.seq is not None})
+            entries = [e for e in entries if e.seq == seq]
+            if not entries:
+                seqs = sorted({e.seq for e in app.journal(workflow_id) if e.seq is not None})
                 raise CliError(
                     f"run {workflow_id!r} has no entry {seq}; its seqs are "
                     + (f"{seqs[0]} to {seqs[-1]}" if seqs else "none yet")
                 )
-            click.echo(dumps([entry_json(e) for e in chosen], indent=2))
+        if as_json:  # one object; with --seq, its journal holds that seq's entries only
+            click.echo(dumps(_run_detail_json(detail, entries), indent=2))
+            return
+        if seq is not None:
+            click.echo(dumps([entry_json(e) for e in entries], indent=2))
             return
         url = explicit_url(ctx)
         show = "stalwart show" if url is None else f"stalwart --url {mask_url(url)} show"
-        for line in header(detail, show=show):
+        for line in header(detail, show=show, full=full):
             click.echo(line)
         for line in children_lines(app, workflow_id):
             click.echo(line)
@@ -154,8 +159,9 @@ def show_command(
             detail = app.describe(workflow_id)
             entries = app.journal(workflow_id)
             if len(entries) > seen:
-                for row in timeline(entries[seen:], full=full).rows:
-                    click.echo("  ".join(cell for cell in row if cell))
+                table = timeline(entries[seen:], full=full)
+                for row in table.rows:
+                    click.echo("  ".join(cell for cell in table.plain(row) if cell))
                 seen = len(entries)
         click.echo(f"run {workflow_id}: {detail.info.status}")
 
@@ -180,8 +186,9 @@ def _demo_hint(url: str, workflow_id: str) -> str:
     )
 
 
-def header(detail: Any, *, show: str = "stalwart show") -> list[str]:
-    """The lines above a run's timeline; ``show``: the command that shows another run."""
+def header(detail: Any, *, show: str = "stalwart show", full: bool = False) -> list[str]:
+    """The lines above a run's timeline; ``show``: the command that shows another run;
+    ``full``: the error and the heartbeat whole."""
     info, usage = detail.info, detail.usage
     ended = info.status in _ENDED
     span = (info.updated_at if ended else _dt.datetime.now(_dt.UTC)) - info.created_at
@@ -197,7 +204,7 @@ def header(detail: Any, *, show: str = "stalwart show") -> list[str]:
         f"  usage      {usage_line(usage)}",
     ]
     if info.error:
-        lines.append(f"  error      {short_error(info.error, 200)}")
+        lines.append(f"  error      {short_error(info.error, None if full else 200)}")
     if info.parent_id is not None:
         lines.append(f"  parent     {info.parent_id} ({show} {info.parent_id})")
     current = detail.current
@@ -208,7 +215,7 @@ def header(detail: Any, *, show: str = "stalwart show") -> list[str]:
             f"running for {duration(elapsed)}"
         )
         if current.heartbeat is not None:
-            lines.append(f"  heartbeat  {short(current.heartbeat, 200)}")
+            lines.append(f"  heartbeat  {short(current.heartbeat, None if full else 200)}")
         lines.append(f"  held by    {current.holder}")
     return lines
 

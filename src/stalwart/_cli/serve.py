@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
-import traceback
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -14,7 +12,9 @@ from urllib.parse import urlsplit
 import click
 
 from .._errors import mask_url
-from . import CliError, cli, explicit_url, url_option
+from . import CliError, app_target, app_url, cli, explicit_url, url_option
+from ._load import load_app
+from ._output import WholeNumber
 
 __all__ = ["same_store"]
 
@@ -34,9 +34,9 @@ def same_store(a: str, b: str) -> bool:
 
 
 @cli.command("worker")
-@click.argument("target", metavar="MODULE:APP")
+@click.argument("target", metavar="[MODULE:APP]", required=False)
 @click.option(
-    "--concurrency", type=click.IntRange(min=1), default=None, help="Runs at once (default 8)."
+    "--concurrency", type=WholeNumber(1, example=8), default=None, help="Runs at once (default 8)."
 )
 @click.option("--queue", "queues", multiple=True, help="Serve this queue (repeatable).")
 @click.option(
@@ -55,7 +55,7 @@ def same_store(a: str, b: str) -> bool:
 )
 @click.option(
     "--metrics-port",
-    type=click.IntRange(0, 65535),
+    type=WholeNumber(0, 65535, example=9464),
     default=None,
     help="Serve Prometheus metrics at http://HOST:PORT/metrics (needs stalwart[metrics]).",
 )
@@ -66,7 +66,7 @@ def same_store(a: str, b: str) -> bool:
 @click.pass_context
 def worker_command(
     ctx: click.Context,
-    target: str,
+    target: str | None,
     concurrency: int | None,
     queues: tuple[str, ...],
     log_level: str,
@@ -74,14 +74,16 @@ def worker_command(
     metrics_port: int | None,
     metrics_host: str,
 ) -> None:
-    """Run a worker for the app MODULE:APP until SIGINT or SIGTERM, on the app's own store
-    (a --url that names another store is refused)."""
+    """Run a worker for the app MODULE:APP (default: --app, $STALWART_APP, or [tool.stalwart]
+    app in pyproject.toml) until SIGINT or SIGTERM, on the app's own store (a --url that names
+    another store is refused)."""
     from .._logs import configure
 
+    target, folder = app_target(ctx, target)
     configure(log_level, log_format)  # before the app's module: its lines are formatted too
-    app = _load_app(target)
+    app = load_app(target, folder)
     url = explicit_url(ctx)
-    if url is not None and not same_store(url, app.url):
+    if url is not None and not same_store(url, app_url(app, folder)):
         raise CliError(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
@@ -98,40 +100,6 @@ def worker_command(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _load_app(target: str) -> Any:
-    from .._app import Stalwart
-
-    module_name, _, attr = target.partition(":")
-    if module_name.endswith(".py"):
-        hint = module_name[: -len(".py")].replace("/", ".")
-        raise CliError(f"{target!r}: name the module, not the file: {hint}:{attr or 'app'}")
-    if not module_name or not attr:
-        raise CliError(f"{target!r}: write MODULE:APP, for example agents.refunds:app")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the user's module: say where it broke, not our traceback
-        raise CliError(f"cannot import {module_name!r}: {_where(exc)}") from exc
-    app = getattr(module, attr, None)
-    if not isinstance(app, Stalwart):
-        apps = [name for name, value in vars(module).items() if isinstance(value, Stalwart)]
-        found = f"; it has {', '.join(f'{module_name}:{a}' for a in apps)}" if apps else ""
-        raise CliError(f"{target!r} is not a stalwart.Stalwart app{found}")
-    return app
-
-
-def _where(exc: BaseException) -> str:
-    """An import failure as one line: the error, and the file and line it came from."""
-    if isinstance(exc, SyntaxError) and exc.filename:
-        return f"SyntaxError: {exc.msg} ({exc.filename}, line {exc.lineno})"
-    frames = traceback.extract_tb(exc.__traceback__)
-    ours = [f for f in frames if "importlib" not in f.filename and "/stalwart/_" not in f.filename]
-    place = f" ({ours[-1].filename}, line {ours[-1].lineno})" if ours else ""
-    text = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
-    return text + place
 
 
 @cli.command("demo")

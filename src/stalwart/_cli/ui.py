@@ -7,12 +7,16 @@ import sys
 
 import click
 
-from .._errors import UsageError
+from .._errors import UsageError, install_hint
 from . import CliError, cli, open_app, url_option
+from ._output import WholeNumber
 
 __all__: list[str] = []
 
-EXTRA_MISSING = "the console needs the ui extra: pip install 'stalwart[ui]'"
+
+def extra_missing() -> str:
+    """The error when FastAPI or uvicorn cannot be imported."""
+    return f"the console needs the ui extra (FastAPI and uvicorn): {install_hint('ui')}"
 
 
 @cli.command("ui")
@@ -21,7 +25,7 @@ EXTRA_MISSING = "the console needs the ui extra: pip install 'stalwart[ui]'"
     "--port",
     default=8377,
     show_default=True,
-    type=click.IntRange(0, 65535),
+    type=WholeNumber(0, 65535, example=8377),
     help="Port to listen on (0: any free port).",
 )
 @click.option(
@@ -34,9 +38,12 @@ EXTRA_MISSING = "the console needs the ui extra: pip install 'stalwart[ui]'"
 @click.pass_context
 def ui_command(ctx: click.Context, host: str, port: int, token: str | None) -> None:
     """Serve the operator console and its HTTP API (docs/http-api.md) until Ctrl-C."""
-    if any(importlib.util.find_spec(m) is None for m in ("fastapi", "uvicorn")):
-        raise CliError(EXTRA_MISSING)
-    from .._ui.server import check_bind, serve
+    try:
+        if any(importlib.util.find_spec(m) is None for m in ("fastapi", "uvicorn")):
+            raise ImportError("fastapi or uvicorn")
+        from .._ui.server import check_bind, serve
+    except (ImportError, ValueError):  # ValueError: find_spec of a module set to None
+        raise CliError(extra_missing()) from None
 
     try:
         bind = check_bind(host, port, token)

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from .._errors import StoreError, mask_url
+from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS
 from .queries import load_queries
 from .sql import SQLStore
@@ -177,7 +177,7 @@ class PostgresStore(SQLStore):
         except ImportError:
             raise StoreError(
                 f"{mask_url(url)}: the PostgreSQL store needs psycopg; install it with "
-                "pip install 'stalwart[postgres]'"
+                f"{install_hint('postgres')}"
             ) from None
         self.url = url
         self.durable = True
