@@ -62,9 +62,7 @@ def ls_command(
         more = 0
         if runs:
             matching = app.count_workflows(status, name, queue, after, parent_id=parent)
-            newer = app.count_workflows(
-                status, name, queue, runs[-1].created_at, parent_id=parent
-            )
+            newer = app.count_workflows(status, name, queue, runs[-1].created_at, parent_id=parent)
             more = max(0, matching - newer)
         if as_json:
             for r, waiting in page:
