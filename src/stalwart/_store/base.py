@@ -48,7 +48,7 @@ verb                    from (precondition)                 to
 ``redrive``             ``failed`` / ``needs_attention``    ``pending``, no lease
 ======================  ==================================  =================================
 
-Claimable (defined once per dialect, the ``claimable`` fragment of ``queries.sql``): pending or
+Claimable (defined once, the ``claimable`` fragment of ``sql/queries.sql``): pending or
 running without a live lease (none, lapsed, or its holder seen gone), or suspended and due.
 Verbs that keep the status: ``release_lease`` (drops the lease; a ``running`` run left so is
 recovered by its next taker), ``renew_lease``, ``record_progress``, ``mark_retry``, and the
