@@ -64,7 +64,6 @@ from typing import Any, Protocol
 from .rows import (
     ApprovalRow,
     BreakerRow,
-    ClaimCandidate,
     CompensationRow,
     CountRow,
     Entry,
@@ -98,7 +97,6 @@ __all__ = [
     "BreakerRow",
     "BreakerStore",
     "ChildStore",
-    "ClaimCandidate",
     "CompensationRow",
     "CountRow",
     "Entry",
@@ -211,9 +209,10 @@ class LeaseStore(Protocol):
 
     def claim_candidates(
         self, *, names: list[str], queues: list[str], now: float, limit: int
-    ) -> list[ClaimCandidate]:
+    ) -> list[RunRow]:
         """Claimable runs of these workflows and queues, best first: takeovers, then due
-        wake-ups, then new runs, each by priority and age."""
+        wake-ups, then new runs, each by priority and age; each the whole row, as ``get_run``
+        reads it."""
 
     def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
         """Running runs held by processes whose owner id starts with ``host_prefix``."""

@@ -164,6 +164,7 @@ DELETE FROM workers WHERE id = :id;
 SELECT id, host, pid, queues, started_at, seen_at, running FROM workers ORDER BY started_at, id;
 
 -- dialect: claim_candidates
+-- The whole run row (get_run's columns): a worker starts a candidate without reading it again.
 -- A list parameter: json_each(:names) on SQLite, = ANY(:names) on PostgreSQL.
 
 -- dialect: held_on_host

@@ -31,7 +31,9 @@ WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owne
 SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
 
 -- name: claim_candidates
-SELECT workflow_id, status, lease_owner
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested, retrying, progress, current_step, trace_context, parent_id
 FROM runs
 WHERE name = ANY(:names)
   AND queue = ANY(:queues)
