@@ -31,6 +31,7 @@ import stalwart
 from stalwart._extension import ExtensionStore, Transaction
 
 from . import _schema as q
+from ._prune import Pruner
 from ._values import (
     LIST_TYPE,
     MAX_DEPTH,
@@ -388,9 +389,8 @@ class StalwartSaver(BaseCheckpointSaver[str]):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) that the given runs wrote, and the
         values no other checkpoint uses."""
-        from ._prune import delete_runs
-
-        self._ext.run(lambda tx: delete_runs(self, tx, [str(r) for r in run_ids]))
+        pruner = self._pruner()
+        self._ext.run(lambda tx: pruner.delete_runs(tx, [str(r) for r in run_ids]))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, value and write of one thread to another."""
@@ -406,16 +406,20 @@ class StalwartSaver(BaseCheckpointSaver[str]):
         """``"keep_latest"``: keep each namespace's latest checkpoint of each thread (and, for
         a thread with DeltaChannels, the ancestors its delta values are rebuilt from), delete
         the rest and the values only they used. ``"delete"``: delete the threads."""
-        from ._prune import keep_latest
-
         if strategy == "delete":
             for thread_id in thread_ids:
                 self.delete_thread(thread_id)
             return
         if strategy != "keep_latest":
             raise ValueError(f"prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        pruner = self._pruner()
         for thread_id in thread_ids:
-            self._ext.run(functools.partial(keep_latest, self, thread_id=str(thread_id)))
+            self._ext.run(functools.partial(pruner.keep_latest, thread_id=str(thread_id)))
+
+    def _pruner(self) -> Pruner:
+        """The pruning of this saver, with its serializer as it is now (``with_allowlist``
+        gives a copy of the saver another one)."""
+        return Pruner(self.serde, postgres=self._pg)
 
     # -- async twins: the same, in a thread off the event loop ----------------------------
 
