@@ -13,7 +13,7 @@ from .._errors import mask_url
 from .._format import Table
 from .._runtime import READ_ONLY_DECLARATIONS
 from .._wire import dumps
-from . import CliError, cli, explicit_url, url_option
+from ._root import CliError, cli, explicit_url, url_option
 from .serve import _load_app, same_store
 
 __all__: list[str] = []

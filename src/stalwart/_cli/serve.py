@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import click
 
 from .._errors import mask_url
-from . import CliError, cli, explicit_url, url_option
+from ._root import CliError, cli, explicit_url, url_option
 
 __all__ = ["same_store"]
 

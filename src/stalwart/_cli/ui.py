@@ -8,7 +8,7 @@ import sys
 import click
 
 from .._errors import UsageError
-from . import CliError, cli, open_app, url_option
+from ._root import CliError, cli, open_app, url_option
 
 __all__: list[str] = []
 
