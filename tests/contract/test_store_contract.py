@@ -27,6 +27,7 @@ from stalwart._store.base import (
     ForkCandidate,
     HeldRun,
     QueueLimits,
+    ReadModelStore,
     ScheduledRun,
     WaitDecision,
     WorkerRow,
@@ -1114,7 +1115,7 @@ def _protocol_verbs() -> list[str]:
     return sorted(
         name
         for role in Store.__mro__
-        if role.__module__ == Store.__module__
+        if role.__module__ in {Store.__module__, ReadModelStore.__module__}
         for name, value in vars(role).items()
         if callable(value) and not name.startswith("_")
     )

@@ -21,13 +21,18 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   things a wait waits for, events and approvals.
 - ``AdminStore``: operator actions on a run nobody executes: cancel, redrive (retry and
   resolve), fork. ``list_runs`` stays with runs: it is a read model, not an action.
-- ``ReadStore``: what operators read about the fleet: run counts, the queues apps declared,
-  the workers serving the store (each refreshes its row as it renews leases).
+- ``ReadStore``: the fleet: the queues apps declared, the workers serving the store (each
+  refreshes its row as it renews leases).
 - ``BreakerStore``: circuit breakers shared by the fleet: their failures in a sliding window,
   opening, the one half-open probe, closing (which wakes the runs waiting on the breaker).
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+
+Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
+``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
+``BreakerStore`` ``BreakerReads``, ``ReadStore`` ``FleetReads``); ``ReadModelStore`` is all of
+them, what the read models type their store as.
 
 Run status transitions, each done by one verb whose ``WHERE`` clause holds the precondition
 (``held``: ``lease_owner = owner``):
@@ -61,6 +66,14 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .read_roles import (
+    ApprovalReads,
+    BreakerReads,
+    FleetReads,
+    JournalReads,
+    ReadModelStore,
+    RunReads,
+)
 from .rows import (
     ApprovalRow,
     BreakerRow,
@@ -93,16 +106,20 @@ READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 __all__ = [
     "AdminStore",
+    "ApprovalReads",
     "ApprovalRow",
+    "BreakerReads",
     "BreakerRow",
     "BreakerStore",
     "ChildStore",
     "CompensationRow",
     "CountRow",
     "Entry",
+    "FleetReads",
     "ForkCandidate",
     "HeldRun",
     "IndexRow",
+    "JournalReads",
     "JournalRow",
     "JournalStore",
     "LeaseClaim",
@@ -110,7 +127,9 @@ __all__ = [
     "LiveNameRow",
     "QueueLimits",
     "QueueRow",
+    "ReadModelStore",
     "ReadStore",
+    "RunReads",
     "RunRow",
     "RunStore",
     "ScheduleRow",
@@ -130,7 +149,7 @@ __all__ = [
 SCHEMA_VERSION = 15
 
 
-class RunStore(Protocol):
+class RunStore(RunReads, Protocol):
     """The store itself, and runs as rows."""
 
     url: str
@@ -166,24 +185,6 @@ class RunStore(Protocol):
         trace_context: str | None = None,
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists."""
-
-    def get_run(self, workflow_id: str) -> RunRow | None:
-        """The run, or ``None``."""
-
-    def list_runs(
-        self,
-        *,
-        status: str | None,
-        name: str | None,
-        limit: int,
-        before: float | None,
-        before_id: str | None = None,
-        queue: str | None = None,
-        since: float | None = None,
-        parent_id: str | None = None,
-    ) -> list[RunRow]:
-        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``;
-        ``parent_id``: only the children of that run."""
 
     def finish_run(
         self,
@@ -268,7 +269,7 @@ class LeaseStore(Protocol):
         """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
 
 
-class JournalStore(Protocol):
+class JournalStore(JournalReads, Protocol):
     """A run's journal: what its holder appends, and the views replay reads."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
@@ -283,16 +284,6 @@ class JournalStore(Protocol):
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """The positioned journal rows of a run, in order, without inputs."""
 
-    def load_payload(self, stored: bytes) -> bytes:
-        """Resolve a stored payload column (inline or reference) to the encoded payload."""
-
-    def journal(self, workflow_id: str, *, after: int | None = None) -> list[JournalRow]:
-        """Every journal row of a run (with ``after``: those whose id is over it), in order,
-        payloads resolved."""
-
-    def journal_size(self, workflow_id: str) -> int:
-        """How many journal rows the run has."""
-
     def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
         """Rows of compensable steps and compensations, in order, payloads resolved."""
 
@@ -300,7 +291,7 @@ class JournalStore(Protocol):
         """What a started rollback will end as, unless a retry came after it."""
 
 
-class WaitStore(Protocol):
+class WaitStore(ApprovalReads, Protocol):
     """Durable waits, and the events and approvals they wait for."""
 
     def suspend_run(
@@ -353,12 +344,6 @@ class WaitStore(Protocol):
         """Store an event and wake its run; ``False`` for a repeated ``dedup_key``;
         ``InvalidOperation`` when the run is completed or cancelled."""
 
-    def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
-        """One approval request."""
-
-    def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
-        """Approval requests, oldest first."""
-
     def decide_approval(
         self,
         workflow_id: str,
@@ -402,14 +387,8 @@ class AdminStore(Protocol):
         """Create a run whose journal reuses rows of ``source``."""
 
 
-class BreakerStore(Protocol):
+class BreakerStore(BreakerReads, Protocol):
     """Circuit breakers shared by every worker of the fleet."""
-
-    def breaker(self, name: str, *, now: float) -> BreakerRow | None:
-        """Breaker ``name``; ``None`` when it never counted a failure (closed)."""
-
-    def list_breakers(self, *, now: float) -> list[BreakerRow]:
-        """Every breaker that has counted a failure, by name."""
 
     def breaker_failed(
         self,
@@ -433,42 +412,19 @@ class BreakerStore(Protocol):
         """Close the breaker after its probe succeeded, waking the runs waiting on it."""
 
 
-class ReadStore(Protocol):
-    """What operators read about the fleet: counts, declared queues, live workers."""
-
-    def count_runs(
-        self,
-        *,
-        status: str | None,
-        name: str | None,
-        queue: str | None,
-        since: float | None,
-        parent_id: str | None = None,
-    ) -> int:
-        """How many runs match."""
-
-    def run_counts(self) -> list[CountRow]:
-        """How many runs each queue has in each status."""
-
-    def step_usage(self, workflow_id: str) -> list[UsageRow]:
-        """What each step attempt of a run used, in order, without reading payloads."""
+class ReadStore(FleetReads, Protocol):
+    """The fleet: declared queues, live workers, and the workflows of the runs not ended."""
 
     def declare_queue(
         self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float
     ) -> None:
         """Record a queue's limits as an app declared them."""
 
-    def list_queues(self) -> list[QueueRow]:
-        """Every declared queue, by name."""
-
     def beat_worker(self, worker: WorkerRow) -> None:
         """Insert or refresh a worker's row."""
 
     def drop_worker(self, worker_id: str) -> None:
         """A worker stopped: remove its row."""
-
-    def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
-        """The workers seen since ``stale_before`` (older rows are dropped)."""
 
     def live_run_names(self) -> list[LiveNameRow]:
         """How many runs that have not ended each queue has of each workflow name."""
