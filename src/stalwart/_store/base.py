@@ -114,6 +114,7 @@ __all__ = [
     "ChildStore",
     "CompensationRow",
     "CountRow",
+    "CursorStore",
     "Entry",
     "FleetReads",
     "ForkCandidate",
@@ -125,6 +126,7 @@ __all__ = [
     "LeaseClaim",
     "LeaseStore",
     "LiveNameRow",
+    "OperatorStore",
     "QueueLimits",
     "QueueRow",
     "ReadModelStore",
@@ -270,7 +272,7 @@ class LeaseStore(Protocol):
 
 
 class JournalStore(JournalReads, Protocol):
-    """A run's journal: what its holder appends, and the views replay reads."""
+    """A run's journal: what its holder appends (and reads, ``JournalReads``)."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry; with ``owner``, only while that owner holds the lease."""
@@ -280,15 +282,6 @@ class JournalStore(JournalReads, Protocol):
 
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
-
-    def replay_index(self, workflow_id: str) -> list[IndexRow]:
-        """The positioned journal rows of a run, in order, without inputs."""
-
-    def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
-        """Rows of compensable steps and compensations, in order, payloads resolved."""
-
-    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
-        """What a started rollback will end as, unless a retry came after it."""
 
 
 class WaitStore(ApprovalReads, Protocol):
@@ -504,3 +497,12 @@ class Store(
     Protocol,
 ):
     """What the engine needs from a backend: every role."""
+
+
+class CursorStore(JournalStore, LeaseStore, Protocol):
+    """What an invocation's replay cursor needs: its run's journal and its lease."""
+
+
+class OperatorStore(AdminStore, WaitStore, JournalReads, RunReads, Protocol):
+    """What the operator verbs need: the admin actions, the waits they resolve (events and
+    approvals) and the journal and runs they check first."""

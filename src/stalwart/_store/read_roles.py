@@ -13,7 +13,9 @@ from typing import Protocol
 from .rows import (
     ApprovalRow,
     BreakerRow,
+    CompensationRow,
     CountRow,
+    IndexRow,
     JournalRow,
     QueueRow,
     RunRow,
@@ -68,8 +70,9 @@ class RunReads(Protocol):
 
 
 class JournalReads(Protocol):
-    """A run's journal as a reader sees it: its rows, its size, the usage of its steps,
-    and a stored payload resolved."""
+    """A run's journal as a reader sees it: its rows, its size, the usage of its steps, a
+    stored payload resolved, and the views replay and rollback read (the replay index, the
+    compensation plan, a rollback in progress)."""
 
     def load_payload(self, stored: bytes) -> bytes:
         """Resolve a stored payload column (inline or reference) to the encoded payload."""
@@ -83,6 +86,15 @@ class JournalReads(Protocol):
 
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
         """What each step attempt of a run used, in order, without reading payloads."""
+
+    def replay_index(self, workflow_id: str) -> list[IndexRow]:
+        """The positioned journal rows of a run, in order, without inputs."""
+
+    def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
+        """Rows of compensable steps and compensations, in order, payloads resolved."""
+
+    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
+        """What a started rollback will end as, unless a retry came after it."""
 
 
 class ApprovalReads(Protocol):
