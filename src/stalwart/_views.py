@@ -41,7 +41,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import Codec
 from ._store import RunRow
-from ._store.base import ApprovalRow, JournalRow, UsageRow
+from ._store.base import ApprovalRow, JournalRow, ReadModelStore, UsageRow
 
 __all__ = ["Views", "error_text", "journal_key", "run_error"]
 
@@ -192,8 +192,14 @@ class Views:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
+    @property
+    def store(self) -> ReadModelStore:
+        """The runtime's store as the read side may use it: its read roles, none of its
+        writes (the type checker holds every read below to that)."""
+        return self.runtime.store
+
     def row(self, workflow_id: str) -> RunRow:
-        row = self.runtime.store.get_run(workflow_id)
+        row = self.store.get_run(workflow_id)
         if row is None:
             raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
         return row
@@ -202,7 +208,7 @@ class Views:
         if row.status == RunStatus.COMPLETED:
             try:
                 value = (
-                    self.runtime.codec.decode(self.runtime.store.load_payload(row.output))
+                    self.runtime.codec.decode(self.store.load_payload(row.output))
                     if row.output
                     else None
                 )
@@ -264,7 +270,7 @@ class Views:
         )
         declared = None
         if any(r.status == RunStatus.PENDING for r in rows):
-            declared = {q.name for q in self.runtime.store.list_queues()}
+            declared = {q.name for q in self.store.list_queues()}
         return [(info_of(r), self._waiting_for(r, declared)) for r in rows]
 
     def _page(
@@ -284,7 +290,7 @@ class Views:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         before_at, before_id = _cursor(before)
-        return self.runtime.store.list_runs(
+        return self.store.list_runs(
             status=status,
             name=name,
             limit=limit,
@@ -304,7 +310,7 @@ class Views:
         parent_id: str | None = None,
     ) -> int:
         _check_filters(status, queue)
-        return self.runtime.store.count_runs(
+        return self.store.count_runs(
             status=status, name=name, queue=queue, since=_when(since, "since"), parent_id=parent_id
         )
 
@@ -320,13 +326,13 @@ class Views:
     def _waiting_for(self, row: RunRow, declared: set[str] | None = None) -> str | None:
         if row.status == RunStatus.PENDING:
             if declared is None:
-                declared = {q.name for q in self.runtime.store.list_queues()}
+                declared = {q.name for q in self.store.list_queues()}
             return f"queue {row.queue}" if row.queue in declared else None
         if row.status != RunStatus.SUSPENDED:
             return None
         kind, _, key = (row.waiting_for or "").partition(":")
         if kind == "approval":
-            request = self.runtime.store.get_approval(row.workflow_id, key)
+            request = self.store.get_approval(row.workflow_id, key)
             return f"approval {request.subject if request is not None else key}"
         if kind in ("event", "breaker", "child"):
             return f"{kind} {key}"
@@ -341,7 +347,7 @@ class Views:
             heartbeat = (
                 None
                 if row.progress is None
-                else self.runtime.codec.decode(self.runtime.store.load_payload(row.progress))
+                else self.runtime.codec.decode(self.store.load_payload(row.progress))
             )
         except (ValueError, CorruptRecord):
             return None  # what operators read only: a damaged note is not worth an error
@@ -355,7 +361,7 @@ class Views:
         )
 
     def queues(self) -> list[QueueInfo]:
-        store = self.runtime.store
+        store = self.store
         counts: dict[str, dict[str, int]] = {}
         for count in store.run_counts():
             counts.setdefault(count.queue, {})[count.status] = count.runs
@@ -385,7 +391,7 @@ class Views:
                 seen_at=from_epoch(w.seen_at),  # type: ignore[arg-type]
                 running=w.running,
             )
-            for w in runtime.store.list_workers(stale_before=stale)
+            for w in self.store.list_workers(stale_before=stale)
         ]
 
     def journal(
@@ -397,12 +403,12 @@ class Views:
         if limit is not None and not _row_id(limit, 1):
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         codec = self.runtime.codec
-        rows = self.runtime.store.journal(workflow_id, after=after, limit=limit)
+        rows = self.store.journal(workflow_id, after=after, limit=limit)
         return [_entry_of(codec, workflow_id, row) for row in rows]
 
     def journal_size(self, workflow_id: str) -> int:
         self.row(workflow_id)
-        return self.runtime.store.journal_size(workflow_id)
+        return self.store.journal_size(workflow_id)
 
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""
@@ -413,7 +419,7 @@ class Views:
         total = Usage()  # reused (forked) rows are not counted: they ran in another run
         interrupted: set[str] = set()  # steps with an attempt whose usage a crash lost
         recording: set[str] = set()  # steps with an attempt that recorded usage
-        for row in self.runtime.store.step_usage(workflow_id):
+        for row in self.store.step_usage(workflow_id):
             if row.status == EntryStatus.IN_DOUBT or _was_interrupted(row.error):
                 interrupted.add(row.name)
             if row.status == EntryStatus.IN_DOUBT:
@@ -437,11 +443,11 @@ class Views:
                 opened_at=from_epoch(row.opened_at),
                 retry_at=from_epoch(row.probe_until if row.state == "half_open" else row.retry_at),
             )
-            for row in self.runtime.store.list_breakers(now=now)
+            for row in self.store.list_breakers(now=now)
         ]
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
-        return [self.approval(row) for row in self.runtime.store.list_approvals(pending=pending)]
+        return [self.approval(row) for row in self.store.list_approvals(pending=pending)]
 
     def approval(self, row: ApprovalRow) -> ApprovalRequest:
         decision = None

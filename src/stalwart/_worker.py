@@ -258,14 +258,13 @@ class Worker:
                 names=names, queues=queues, now=now, limit=free * 2
             )
             newly_refused = False
-            for workflow_id in (candidate.workflow_id for candidate in candidates):
+            for row in candidates:
                 if free <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
-                    if workflow_id in self.active:
+                    if row.workflow_id in self.active:
                         continue
-                row = self.runtime.store.get_run(workflow_id)
-                if row is None or row.queue in refused:
+                if row.queue in refused:
                     continue
                 if self._start(row, pool):
                     free -= 1

@@ -23,11 +23,11 @@ from stalwart._errors import InvalidOperation, StoreError
 from stalwart._store import Entry, Store, open_store
 from stalwart._store.base import (
     ApprovalRow,
-    ClaimCandidate,
     CompensationRow,
     ForkCandidate,
     HeldRun,
     QueueLimits,
+    ReadModelStore,
     ScheduledRun,
     WaitDecision,
     WorkerRow,
@@ -361,11 +361,13 @@ def test_claimable_is_one_definition(store: Store) -> None:
     assert not store.claimable("missing", now=1e12)
     # The candidates are exactly the claimable runs, takeovers first, then wake-ups, then new.
     candidates = store.claim_candidates(names=["agent"], queues=["default"], now=160.0, limit=10)
-    assert candidates == [
-        ClaimCandidate("held", "running", "w1"),
-        ClaimCandidate("sleeper", "suspended", None),
-        ClaimCandidate("new", "pending", None),
+    assert [(c.workflow_id, c.status, c.lease_owner) for c in candidates] == [
+        ("held", "running", "w1"),
+        ("sleeper", "suspended", None),
+        ("new", "pending", None),
     ]
+    # each is the whole run row, as get_run reads it: a worker starts it without reading it again
+    assert candidates == [store.get_run(c.workflow_id) for c in candidates]
     for wid in ("held", "new", "sleeper", "waiter", "done"):
         listed = any(c.workflow_id == wid for c in candidates)
         assert store.claimable(wid, now=160.0) == listed, wid
@@ -1133,7 +1135,7 @@ def _protocol_verbs() -> list[str]:
     return sorted(
         name
         for role in Store.__mro__
-        if role.__module__ == Store.__module__
+        if role.__module__ in {Store.__module__, ReadModelStore.__module__}
         for name, value in vars(role).items()
         if callable(value) and not name.startswith("_")
     )

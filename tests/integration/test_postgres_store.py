@@ -342,3 +342,37 @@ def test_a_parent_suspending_on_a_child_as_the_child_ends_is_woken(pg_url: str) 
         assert row is not None and row.status == "running"
     finally:
         store.close()
+
+
+def test_a_shared_write_retried_after_a_lost_acknowledgement_reports_what_it_did(
+    pg_url: str,
+) -> None:
+    """Its compare-and-set committed; the retry finds the write (or the journal entry) it made
+    instead of failing the compare-and-set against its own write."""
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    try:
+        with _acks_lost_once(store, ["write_shared"]):
+            plain = store.write_shared("plan", b"J1", if_version=0, by="alice", now=1.0)
+        assert (plain.held, plain.version) == (True, 1)
+        _held_run(store, "r")
+        entry = Entry(kind="shared", name="plan", status="completed", seq=1, position="0")
+        with _acks_lost_once(store, ["write_shared"]):
+            journaled = store.write_shared(
+                "plan",
+                b"J2",
+                if_version=1,
+                by="r",
+                now=2.0,
+                workflow_id="r",
+                owner="w",
+                entry=entry,
+                encode_result=lambda version: f"J{version}".encode(),
+            )
+        assert (journaled.held, journaled.version) == (True, 2)
+        assert [row.version for row in store.shared_history("plan")] == [1, 2]
+        assert [(r.kind, r.output) for r in store.journal("r") if r.kind == "shared"] == [
+            ("shared", b"J2")
+        ]
+    finally:
+        store.close()

@@ -12,7 +12,7 @@ from .._errors import StalwartError
 from .._format import Table, local_time, short
 from .._model import STATUSES
 from .._wire import approval_json, breaker_json, dumps
-from . import cli, open_app, url_option
+from ._root import cli, open_app, url_option
 from ._output import WholeNumber
 
 __all__: list[str] = []

@@ -15,7 +15,7 @@ from .._format import Table, cut, duration, local_time, short, timeline, usage_l
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
-from . import CliError, cli, explicit_url, open_app, url_option
+from ._root import CliError, cli, explicit_url, open_app, url_option
 from ._output import WholeNumber, parse_when
 
 __all__: list[str] = []

@@ -6,7 +6,7 @@ import click
 
 from .._format import Table
 from .._wire import dumps, schedule_json
-from . import cli, open_app, url_option
+from ._root import cli, open_app, url_option
 
 __all__: list[str] = []
 

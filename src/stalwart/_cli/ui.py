@@ -8,7 +8,7 @@ import sys
 import click
 
 from .._errors import UsageError, install_hint
-from . import CliError, cli, open_app, url_option
+from ._root import CliError, cli, open_app, url_option
 from ._output import WholeNumber
 
 __all__: list[str] = []

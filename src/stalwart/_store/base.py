@@ -21,13 +21,18 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   things a wait waits for, events and approvals.
 - ``AdminStore``: operator actions on a run nobody executes: cancel, redrive (retry and
   resolve), fork. ``list_runs`` stays with runs: it is a read model, not an action.
-- ``ReadStore``: what operators read about the fleet: run counts, the queues apps declared,
-  the workers serving the store (each refreshes its row as it renews leases).
+- ``ReadStore``: the fleet: the queues apps declared, the workers serving the store (each
+  refreshes its row as it renews leases).
 - ``BreakerStore``: circuit breakers shared by the fleet: their failures in a sliding window,
   opening, the one half-open probe, closing (which wakes the runs waiting on the breaker).
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+
+Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
+``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
+``BreakerStore`` ``BreakerReads``, ``ReadStore`` ``FleetReads``); ``ReadModelStore`` is all of
+them, what the read models type their store as.
 
 Run status transitions, each done by one verb whose ``WHERE`` clause holds the precondition
 (``held``: ``lease_owner = owner``):
@@ -48,7 +53,7 @@ verb                    from (precondition)                 to
 ``redrive``             ``failed`` / ``needs_attention``    ``pending``, no lease
 ======================  ==================================  =================================
 
-Claimable (defined once per dialect, the ``claimable`` fragment of ``queries.sql``): pending or
+Claimable (defined once, the ``claimable`` fragment of ``sql/queries.sql``): pending or
 running without a live lease (none, lapsed, or its holder seen gone), or suspended and due.
 Verbs that keep the status: ``release_lease`` (drops the lease; a ``running`` run left so is
 recovered by its next taker), ``renew_lease``, ``record_progress``, ``mark_retry``, and the
@@ -61,10 +66,17 @@ import contextvars
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from .read_roles import (
+    ApprovalReads,
+    BreakerReads,
+    FleetReads,
+    JournalReads,
+    ReadModelStore,
+    RunReads,
+)
 from .rows import (
     ApprovalRow,
     BreakerRow,
-    ClaimCandidate,
     CompensationRow,
     CountRow,
     Entry,
@@ -94,25 +106,32 @@ READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
 
 __all__ = [
     "AdminStore",
+    "ApprovalReads",
     "ApprovalRow",
+    "BreakerReads",
     "BreakerRow",
     "BreakerStore",
     "ChildStore",
-    "ClaimCandidate",
     "CompensationRow",
     "CountRow",
+    "CursorStore",
     "Entry",
+    "FleetReads",
     "ForkCandidate",
     "HeldRun",
     "IndexRow",
+    "JournalReads",
     "JournalRow",
     "JournalStore",
     "LeaseClaim",
     "LeaseStore",
     "LiveNameRow",
+    "OperatorStore",
     "QueueLimits",
     "QueueRow",
+    "ReadModelStore",
     "ReadStore",
+    "RunReads",
     "RunRow",
     "RunStore",
     "ScheduleRow",
@@ -132,7 +151,7 @@ __all__ = [
 SCHEMA_VERSION = 15
 
 
-class RunStore(Protocol):
+class RunStore(RunReads, Protocol):
     """The store itself, and runs as rows."""
 
     url: str
@@ -169,24 +188,6 @@ class RunStore(Protocol):
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists."""
 
-    def get_run(self, workflow_id: str) -> RunRow | None:
-        """The run, or ``None``."""
-
-    def list_runs(
-        self,
-        *,
-        status: str | None,
-        name: str | None,
-        limit: int,
-        before: float | None,
-        before_id: str | None = None,
-        queue: str | None = None,
-        since: float | None = None,
-        parent_id: str | None = None,
-    ) -> list[RunRow]:
-        """Runs, newest first on ``(created_at, workflow_id)``, after ``(before, before_id)``;
-        ``parent_id``: only the children of that run."""
-
     def finish_run(
         self,
         workflow_id: str,
@@ -211,9 +212,10 @@ class LeaseStore(Protocol):
 
     def claim_candidates(
         self, *, names: list[str], queues: list[str], now: float, limit: int
-    ) -> list[ClaimCandidate]:
+    ) -> list[RunRow]:
         """Claimable runs of these workflows and queues, best first: takeovers, then due
-        wake-ups, then new runs, each by priority and age."""
+        wake-ups, then new runs, each by priority and age; each the whole row, as ``get_run``
+        reads it."""
 
     def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
         """Running runs held by processes whose owner id starts with ``host_prefix``."""
@@ -269,8 +271,8 @@ class LeaseStore(Protocol):
         """Runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
 
 
-class JournalStore(Protocol):
-    """A run's journal: what its holder appends, and the views replay reads."""
+class JournalStore(JournalReads, Protocol):
+    """A run's journal: what its holder appends (and reads, ``JournalReads``)."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry; with ``owner``, only while that owner holds the lease."""
@@ -281,29 +283,8 @@ class JournalStore(Protocol):
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
 
-    def replay_index(self, workflow_id: str) -> list[IndexRow]:
-        """The positioned journal rows of a run, in order, without inputs."""
 
-    def load_payload(self, stored: bytes) -> bytes:
-        """Resolve a stored payload column (inline or reference) to the encoded payload."""
-
-    def journal(
-        self, workflow_id: str, *, after: int | None = None, limit: int | None = None
-    ) -> list[JournalRow]:
-        """Every journal row of a run (with ``after``: those whose id is over it; with
-        ``limit``: at most that many), in order, payloads resolved."""
-
-    def journal_size(self, workflow_id: str) -> int:
-        """How many journal rows the run has."""
-
-    def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
-        """Rows of compensable steps and compensations, in order, payloads resolved."""
-
-    def rollback_in_progress(self, workflow_id: str) -> bytes | None:
-        """What a started rollback will end as, unless a retry came after it."""
-
-
-class WaitStore(Protocol):
+class WaitStore(ApprovalReads, Protocol):
     """Durable waits, and the events and approvals they wait for."""
 
     def suspend_run(
@@ -356,12 +337,6 @@ class WaitStore(Protocol):
         """Store an event and wake its run; ``False`` for a repeated ``dedup_key``;
         ``InvalidOperation`` when the run is completed or cancelled."""
 
-    def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
-        """One approval request."""
-
-    def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
-        """Approval requests, oldest first."""
-
     def decide_approval(
         self,
         workflow_id: str,
@@ -405,14 +380,8 @@ class AdminStore(Protocol):
         """Create a run whose journal reuses rows of ``source``."""
 
 
-class BreakerStore(Protocol):
+class BreakerStore(BreakerReads, Protocol):
     """Circuit breakers shared by every worker of the fleet."""
-
-    def breaker(self, name: str, *, now: float) -> BreakerRow | None:
-        """Breaker ``name``; ``None`` when it never counted a failure (closed)."""
-
-    def list_breakers(self, *, now: float) -> list[BreakerRow]:
-        """Every breaker that has counted a failure, by name."""
 
     def breaker_failed(
         self,
@@ -436,43 +405,19 @@ class BreakerStore(Protocol):
         """Close the breaker after its probe succeeded, waking the runs waiting on it."""
 
 
-class ReadStore(Protocol):
-    """What operators read about the fleet: counts, declared queues, live workers."""
-
-    def count_runs(
-        self,
-        *,
-        status: str | None,
-        name: str | None,
-        queue: str | None,
-        since: float | None,
-        parent_id: str | None = None,
-    ) -> int:
-        """How many runs match."""
-
-    def run_counts(self) -> list[CountRow]:
-        """How many runs each queue has in each status."""
-
-    def step_usage(self, workflow_id: str) -> list[UsageRow]:
-        """What each step attempt of a run used, in order, without reading payloads; its
-        ``in_doubt`` entries too."""
+class ReadStore(FleetReads, Protocol):
+    """The fleet: declared queues, live workers, and the workflows of the runs not ended."""
 
     def declare_queue(
         self, name: str, *, concurrency: int | None, rate: int | None, period: float, now: float
     ) -> None:
         """Record a queue's limits as an app declared them."""
 
-    def list_queues(self) -> list[QueueRow]:
-        """Every declared queue, by name."""
-
     def beat_worker(self, worker: WorkerRow) -> None:
         """Insert or refresh a worker's row."""
 
     def drop_worker(self, worker_id: str) -> None:
         """A worker stopped: remove its row."""
-
-    def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
-        """The workers seen since ``stale_before`` (older rows are dropped)."""
 
     def live_run_names(self) -> list[LiveNameRow]:
         """How many runs that have not ended each queue has of each workflow name."""
@@ -552,3 +497,12 @@ class Store(
     Protocol,
 ):
     """What the engine needs from a backend: every role."""
+
+
+class CursorStore(JournalStore, LeaseStore, Protocol):
+    """What an invocation's replay cursor needs: its run's journal and its lease."""
+
+
+class OperatorStore(AdminStore, WaitStore, JournalReads, RunReads, Protocol):
+    """What the operator verbs need: the admin actions, the waits they resolve (events and
+    approvals) and the journal and runs they check first."""

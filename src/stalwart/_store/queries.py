@@ -1,9 +1,16 @@
-"""Named SQL queries, loaded from ``sql/<backend>/queries.sql`` (``-- name: x`` blocks), and
-versioned migrations from ``sql/<backend>/migrations/NNNN_name.sql``.
+"""Named SQL queries, loaded from ``sql/queries.sql`` (every dialect's) merged with
+``sql/<backend>/queries.sql`` (the dialect's own text), and versioned migrations from
+``sql/<backend>/migrations/NNNN_name.sql``.
+
+The shared file holds ``-- name: x`` blocks (a query, the same on every dialect), ``-- fragment:
+x`` blocks and ``-- dialect: x`` declarations (a query each dialect writes itself, with a
+comment saying why it differs). A dialect's file holds a ``-- name: x`` block for each declared
+one and ``-- own: x`` blocks for the queries only its store code runs. A dialect that lacks a
+declared query, writes one not declared, or owns a name the shared file has fails to load.
 
 A ``-- fragment: x`` block is a condition several queries share: each ``{{x}}`` in a query is
-replaced by it (its comment lines dropped), so the condition is written once per dialect and
-a query naming an unknown fragment fails to load.
+replaced by it (its comment lines dropped), so the condition is written once and a query naming
+an unknown fragment fails to load.
 
 An optional condition, ``(:x IS NULL OR cond)``, is resolved per call by :func:`specialize`:
 a planner that cannot see bound values (SQLite's) would otherwise use no index for ``cond``."""
@@ -15,9 +22,16 @@ import re
 from importlib import resources
 from typing import NamedTuple
 
-__all__ = ["Migration", "has_optional", "load_migrations", "load_queries", "specialize"]
+__all__ = [
+    "Migration",
+    "has_optional",
+    "load_migrations",
+    "load_queries",
+    "merge_queries",
+    "specialize",
+]
 
-_BLOCK = re.compile(r"^-- (name|fragment): (\w+)\s*$", re.MULTILINE)
+_BLOCK = re.compile(r"^-- (name|fragment|dialect|own): (\w+)\s*$", re.MULTILINE)
 _USE = re.compile(r"\{\{(\w+)\}\}")
 _OLDEST = re.compile(r"^-- oldest-compatible: (\d+)\s*$", re.MULTILINE)
 # "(:x IS NULL OR " in either placeholder style (SQLite's :x, psycopg's %(x)s)
@@ -35,16 +49,59 @@ class Migration(NamedTuple):
 
 def load_queries(backend: str) -> dict[str, str]:
     """Map of query name to SQL text for ``backend``."""
-    text = resources.files(__package__).joinpath("sql", backend, "queries.sql").read_text("utf-8")
+    sql = resources.files(__package__).joinpath("sql")
+    shared = sql.joinpath("queries.sql").read_text("utf-8")
+    return merge_queries(shared, sql.joinpath(backend, "queries.sql").read_text("utf-8"), backend)
+
+
+def _blocks(text: str, kinds: tuple[str, ...], where: str) -> dict[tuple[str, str], str]:
+    """The ``-- kind: name`` blocks of ``text``, by (kind, name), each name once per kind."""
     parts = _BLOCK.split(text)
-    queries: dict[str, str] = {}
-    fragments: dict[str, str] = {}
-    for kind, name, sql in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
-        if kind == "fragment":
-            lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
-            fragments[name] = "\n".join(lines).strip()
-        else:
-            queries[name] = sql.strip()
+    if _uncommented(parts[0]).strip():
+        raise ValueError(f"{where} has SQL before its first block; put it in a named block")
+    found: dict[tuple[str, str], str] = {}
+    for kind, name, body in zip(parts[1::3], parts[2::3], parts[3::3], strict=True):
+        if kind not in kinds:
+            raise ValueError(f"{where} has a '-- {kind}:' block ({name}); it takes {kinds}")
+        if (kind, name) in found:
+            raise ValueError(f"{where} has two '-- {kind}: {name}' blocks; keep one")
+        found[kind, name] = body
+    return found
+
+
+def _uncommented(sql: str) -> str:
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
+def merge_queries(shared_text: str, dialect_text: str, backend: str) -> dict[str, str]:
+    """The queries of ``backend``: the shared file's, its declared ones in the dialect's text,
+    and the dialect's own, each fragment written in."""
+    shared = _blocks(shared_text, ("name", "fragment", "dialect"), "sql/queries.sql")
+    dialect = _blocks(dialect_text, ("name", "own"), f"sql/{backend}/queries.sql")
+    declared = {name for kind, name in shared if kind == "dialect"}
+    for (kind, name), body in shared.items():
+        if kind == "dialect" and _uncommented(body).strip():
+            raise ValueError(f"sql/queries.sql declares {name!r} per dialect but gives it SQL")
+    if both := sorted(declared & {name for kind, name in shared if kind == "name"}):
+        raise ValueError(f"sql/queries.sql both writes and declares per dialect {both}; keep one")
+    written = {name for kind, name in dialect if kind == "name"}
+    if missing := sorted(declared - written):
+        raise ValueError(f"sql/{backend}/queries.sql lacks the declared queries {missing}")
+    if undeclared := sorted(written - declared):
+        raise ValueError(
+            f"sql/{backend}/queries.sql writes {undeclared}, which sql/queries.sql does not "
+            "declare with '-- dialect:' (declare it there, or make it '-- own:')"
+        )
+    shared_names = {name for kind, name in shared if kind == "name"} | declared
+    if clashes := sorted(shared_names & {name for kind, name in dialect if kind == "own"}):
+        raise ValueError(f"sql/{backend}/queries.sql owns {clashes}, which sql/queries.sql has")
+    fragments = {
+        name: _uncommented(body).strip()
+        for (kind, name), body in shared.items()
+        if kind == "fragment"
+    }
+    queries = {name: body.strip() for (kind, name), body in shared.items() if kind == "name"}
+    queries.update((name, body.strip()) for (_, name), body in dialect.items())
 
     def fragment(use: re.Match[str]) -> str:
         if use[1] not in fragments:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 __all__ = [
     "ApprovalRow",
     "BreakerRow",
-    "ClaimCandidate",
     "CompensationRow",
     "CountRow",
     "Entry",
@@ -145,15 +144,6 @@ class LeaseClaim:
     # For a recovery, how many recoveries in a row found the run with no more completed
     # journal entries than the previous one (1 when it made progress since); 0 otherwise.
     recoveries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimCandidate:
-    """A run a worker may claim now."""
-
-    workflow_id: str
-    status: str
-    lease_owner: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """The verbs every SQL backend shares; backends supply connections, transactions, retries and
-their dialect's query text (``sql/<backend>/queries.sql``, same names in every dialect).
+the named queries (``sql/queries.sql``, with each dialect's own text of the few that differ
+in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``) over the

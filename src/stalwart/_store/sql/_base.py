@@ -150,11 +150,12 @@ class SQLBase:
 
     def _once(
         self,
-        workflow_id: str,
+        workflow_id: str | None,
         footprint: Entry | None,
         work: Callable[[Any], T],
         *,
         transaction: bool = True,
+        landed: Callable[[Any], bool] | None = None,
     ) -> T:
         """Run ``work`` once even when it is retried after a lost connection.
 
@@ -162,26 +163,33 @@ class SQLBase:
         ``work`` writes, stamped here with an id of this call; a retry whose first try may
         have committed (it got as far as the commit, or was one autocommitted statement)
         looks for that entry first and, when it is there, returns what the first try decided
-        (for a lone statement: that it landed) instead of doing it again."""
+        (for a lone statement: that it landed) instead of doing it again. A write that
+        journals nothing passes ``landed`` instead: whether the write this call made is
+        there (found by an id of its own)."""
         if footprint is not None:
             footprint.call_id = uuid.uuid4().hex  # this call's, even for a reused Entry
+            landed = self._journaled(workflow_id, footprint.call_id)
         decided: list[T] = []
         tried = False
 
         def attempt(conn: Any) -> T:
             nonlocal tried
-            if footprint is not None and (decided or (tried and not transaction)):
-                found = conn.execute(
-                    self._q["entry_exists"],
-                    {"workflow_id": workflow_id, "call_id": footprint.call_id},
-                ).fetchone()
-                if found is not None:
-                    return decided[0] if decided else cast(T, True)
+            if landed is not None and (decided or (tried and not transaction)) and landed(conn):
+                return decided[0] if decided else cast(T, True)
             tried = True
             decided[:] = [work(conn)]
             return decided[0]
 
         return self._write(attempt) if transaction else self._run(attempt)
+
+    def _journaled(self, workflow_id: str | None, call_id: str) -> Callable[[Any], bool]:
+        """Whether the entry of call ``call_id`` is in ``workflow_id``'s journal."""
+
+        def found(conn: Any) -> bool:
+            params = {"workflow_id": workflow_id, "call_id": call_id}
+            return conn.execute(self._q["entry_exists"], params).fetchone() is not None
+
+        return found
 
     def _sql(self, name: str, params: dict[str, Any]) -> str:
         """The text of query ``name`` as run with ``params``: its optional conditions resolved

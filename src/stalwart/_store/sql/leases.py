@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..base import ClaimCandidate, Entry, HeldRun, LeaseClaim, QueueLimits
+from ..base import Entry, HeldRun, LeaseClaim, QueueLimits, RunRow
 from ._base import SQLBase
 
 __all__ = ["LeaseVerbs"]
@@ -51,8 +51,8 @@ class LeaseVerbs(SQLBase):
 
     def claim_candidates(
         self, *, names: list[str], queues: list[str], now: float, limit: int
-    ) -> list[ClaimCandidate]:
-        """Claimable runs of these workflows and queues, best first."""
+    ) -> list[RunRow]:
+        """Claimable runs of these workflows and queues, best first, each its whole row."""
         params = {
             "names": self._list(names),
             "queues": self._list(queues),
@@ -60,7 +60,7 @@ class LeaseVerbs(SQLBase):
             "limit": limit,
             "holder_gone": 0,  # a worker finds dead holders of its host with held_on_host
         }
-        return self._records("claim_candidates", params, ClaimCandidate)
+        return self._records("claim_candidates", params, RunRow)
 
     def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
         """Running runs whose lease holder names this host."""

@@ -47,34 +47,20 @@ class SharedVerbs(SQLBase):
         and with ``entry`` journal the outcome for ``workflow_id`` in the same transaction
         while ``owner`` holds its lease. A retry of a commit whose acknowledgement was lost
         finds the write (or the entry) it made and returns what it decided."""
-        call_id = uuid.uuid4().hex
-        journaled = entry is not None and workflow_id is not None
-        if journaled:
-            assert entry is not None
-            entry.call_id = call_id
-        decided: list[SharedSet] = []
+        footprint = entry if workflow_id is not None else None  # journaled: the entry it makes
+        call_id = uuid.uuid4().hex  # the id of a plain write (a journaled one has its entry's)
 
         def landed(conn: Any) -> bool:
-            if journaled:
-                found = conn.execute(
-                    self._q["entry_exists"], {"workflow_id": workflow_id, "call_id": call_id}
-                ).fetchone()
-            else:
-                found = conn.execute(
-                    self._q["shared_write_of_call"], {"key": key, "call_id": call_id}
-                ).fetchone()
-            return found is not None
+            found = conn.execute(self._q["shared_write_of_call"], {"key": key, "call_id": call_id})
+            return found.fetchone() is not None
 
         def work(conn: Any) -> SharedSet:
-            if decided and landed(conn):
-                return decided[0]
-            if journaled:
+            if footprint is not None:
                 assert workflow_id is not None
                 self._lock_run(conn, workflow_id)
                 held = {"workflow_id": workflow_id, "owner": owner}
                 if conn.execute(self._q["lease_held"], held).fetchone() is None:
-                    decided[:] = [SharedSet(held=False, version=None)]
-                    return decided[0]
+                    return SharedSet(held=False, version=None)
             conn.execute(self._q["lock_shared"], {"key": key})
             current = int(conn.execute(self._q["shared_version"], {"key": key}).fetchone()[0])
             version: int | None = None
@@ -85,16 +71,15 @@ class SharedVerbs(SQLBase):
                     "value": self._stash(conn, value),
                     "by": by,
                     "now": now,
-                    "call_id": call_id,
+                    "call_id": call_id if footprint is None else footprint.call_id,
                 }
                 if conn.execute(self._q["insert_shared"], params).rowcount == 1:
                     version = current + 1
-            if journaled:
-                assert entry is not None and workflow_id is not None
+            if footprint is not None:
+                assert workflow_id is not None
                 if encode_result is not None:
-                    entry.output = encode_result(version)
-                self._journal_in(conn, workflow_id, entry)
-            decided[:] = [SharedSet(held=True, version=version)]
-            return decided[0]
+                    footprint.output = encode_result(version)
+                self._journal_in(conn, workflow_id, footprint)
+            return SharedSet(held=True, version=version)
 
-        return self._write(work)
+        return self._once(workflow_id, footprint, work, landed=landed)

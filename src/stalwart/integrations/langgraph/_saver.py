@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import json
 import logging
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
-    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -31,6 +29,8 @@ import stalwart
 from stalwart._extension import ExtensionStore, Transaction
 
 from . import _schema as q
+from ._async import ThreadedAsyncSaver
+from ._prune import Pruner
 from ._values import (
     LIST_TYPE,
     MAX_DEPTH,
@@ -175,7 +175,7 @@ def _elements(
     return rebuild((int(keep), bytes(data)) for _kind, keep, data in chain)
 
 
-class StalwartSaver(BaseCheckpointSaver[str]):
+class StalwartSaver(ThreadedAsyncSaver):
     """A LangGraph checkpoint saver on a stalwart app's store (SQLite or PostgreSQL)::
 
         graph = builder.compile(checkpointer=StalwartSaver(app))
@@ -388,9 +388,8 @@ class StalwartSaver(BaseCheckpointSaver[str]):
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) that the given runs wrote, and the
         values no other checkpoint uses."""
-        from ._prune import delete_runs
-
-        self._ext.run(lambda tx: delete_runs(self, tx, [str(r) for r in run_ids]))
+        pruner = self._pruner()
+        self._ext.run(lambda tx: pruner.delete_runs(tx, [str(r) for r in run_ids]))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy every checkpoint, value and write of one thread to another."""
@@ -406,70 +405,17 @@ class StalwartSaver(BaseCheckpointSaver[str]):
         """``"keep_latest"``: keep each namespace's latest checkpoint of each thread (and, for
         a thread with DeltaChannels, the ancestors its delta values are rebuilt from), delete
         the rest and the values only they used. ``"delete"``: delete the threads."""
-        from ._prune import keep_latest
-
         if strategy == "delete":
             for thread_id in thread_ids:
                 self.delete_thread(thread_id)
             return
         if strategy != "keep_latest":
             raise ValueError(f"prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+        pruner = self._pruner()
         for thread_id in thread_ids:
-            self._ext.run(functools.partial(keep_latest, self, thread_id=str(thread_id)))
+            self._ext.run(functools.partial(pruner.keep_latest, thread_id=str(thread_id)))
 
-    # -- async twins: the same, in a thread off the event loop ----------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """``get_tuple`` off the event loop."""
-        return await asyncio.to_thread(self.get_tuple, config)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        """``list`` off the event loop."""
-        found = await asyncio.to_thread(
-            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
-        )
-        for item in found:
-            yield item
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """``put`` off the event loop."""
-        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        """``put_writes`` off the event loop."""
-        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        """``delete_thread`` off the event loop."""
-        await asyncio.to_thread(self.delete_thread, thread_id)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """``delete_for_runs`` off the event loop."""
-        await asyncio.to_thread(self.delete_for_runs, run_ids)
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """``copy_thread`` off the event loop."""
-        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """``prune`` off the event loop."""
-        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+    def _pruner(self) -> Pruner:
+        """The pruning of this saver, with its serializer as it is now (``with_allowlist``
+        gives a copy of the saver another one)."""
+        return Pruner(self.serde, postgres=self._pg)

@@ -1,17 +1,9 @@
--- name: lock_migrations
+-- PostgreSQL's text of the `-- dialect:` queries of ../queries.sql (`-- name: x`, one for each).
+-- `-- own: x` is a query only PostgreSQL's store code runs (its row and advisory locks,
+-- its prepared hot path), a name the shared file must not declare.
+
+-- own: lock_migrations
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/stalwart-migrations'));
-
--- name: schema_table
-CREATE TABLE IF NOT EXISTS stalwart_schema (
-    version           INTEGER NOT NULL,
-    oldest_compatible INTEGER NOT NULL
-);
-
--- name: schema_version
-SELECT version, oldest_compatible FROM stalwart_schema ORDER BY version DESC LIMIT 1;
-
--- name: set_schema_version
-INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :oldest_compatible);
 
 -- name: create_run
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
@@ -20,56 +12,12 @@ VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now
         :owner, :lease_until, :deadline, :trace_context)
 ON CONFLICT (workflow_id) DO NOTHING;
 
--- fragment: claimable
--- The one definition of a run a worker may take now: pending or running with no live lease
--- (none, no expiry, lapsed, or its holder seen gone by the caller: :holder_gone), or suspended
--- and due. take_lease, claim_candidates and claimable all use it.
-((status = 'suspended' AND wake_at <= :now)
- OR (status IN ('pending', 'running')
-     AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= :now
-          OR :holder_gone = 1)))
-
--- name: claimable
-SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND {{claimable}};
-
--- name: get_run
-SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
-       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step, trace_context, parent_id
-FROM runs WHERE workflow_id = :workflow_id;
-
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
     updated_at = :now, recoveries = :recoveries, recovery_mark = :recovery_mark,
     wake_at = NULL, waiting_for = NULL
 WHERE workflow_id = :workflow_id AND lease_owner IS NOT DISTINCT FROM :expected_owner AND {{claimable}};
-
--- name: recovery_state
-SELECT recoveries, recovery_mark,
-       (SELECT count(*) FROM journal
-        WHERE journal.workflow_id = runs.workflow_id AND seq IS NOT NULL
-          AND status = 'completed') AS progress
-FROM runs WHERE workflow_id = :workflow_id;
-
--- name: renew_lease
-UPDATE runs SET lease_expires_at = :lease_until
-WHERE workflow_id = :workflow_id AND lease_owner = :owner
-RETURNING cancel_requested;
-
--- name: record_progress
-UPDATE runs SET lease_expires_at = :lease_until, progress = :progress, updated_at = :now
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: release_lease
-UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: finish_run
-UPDATE runs
-SET status = :status, output = :output, error = :error, updated_at = :now,
-    lease_owner = NULL, lease_expires_at = NULL
-WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
 
 -- name: append_entry_if_owner
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
@@ -79,111 +27,13 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
               FOR SHARE);
 
--- name: append_entry
-INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable, call_id, usage)
-VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
-        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage);
-
--- name: put_payload
-INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
-
--- name: get_payload
-SELECT data FROM payloads WHERE digest = :digest;
-
--- name: get_payloads
+-- own: get_payloads
 SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
 
--- name: replay_index
-SELECT seq, position, kind, name, status, attempt, output, error,
-       CASE WHEN status = 'scheduled' THEN input END AS input
-FROM journal
-WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
-ORDER BY id;
-
--- name: journal
-SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
-       position, usage
-FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
-
--- name: journal_after
--- The rows after the one with id `after` (the console's run page polls with it): a range of
--- the index journal_by_run (workflow_id, id), however long the journal is.
-SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
-       position, usage
-FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id;
-
--- name: journal_page
--- At most `limit` rows after the one with id `after` (app.journal(after=, limit=)): the same
--- range of journal_by_run, stopped after `limit` rows.
-SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
-       position, usage
-FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id LIMIT :limit;
-
--- name: journal_size
-SELECT count(*) FROM journal WHERE workflow_id = :workflow_id;
-
--- fragment: run_filter
--- What list_runs and count_runs filter on (each filter NULL: not applied, and dropped from the
--- query text as run, so the index of each filter given is used: runs_by_status_created...).
-(:status IS NULL OR status = :status)
-  AND (:name IS NULL OR name = :name)
-  AND (:queue IS NULL OR queue = :queue)
-  AND (:since IS NULL OR created_at >= :since - 0.0000005)
-
--- name: list_runs
--- Newest first on (created_at, workflow_id): a page ends at (:before, :before_id), so runs
--- created in the same microsecond page correctly. The bound on created_at alone comes first,
--- so that a deep page starts its index scan there instead of filtering every newer run.
+-- name: claim_candidates
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step, parent_id
-FROM runs
-WHERE {{run_filter}}
-  AND (:parent_id IS NULL OR parent_id = :parent_id)
-  AND (:before IS NULL OR (created_at <= :before + 0.0000005
-                            AND (created_at < :before - 0.0000005
-                                 OR (:before_id IS NOT NULL AND workflow_id < :before_id))))
-ORDER BY created_at DESC, workflow_id DESC
-LIMIT :limit;
-
--- name: count_runs
-SELECT count(*) FROM runs WHERE {{run_filter}}
-  AND (:parent_id IS NULL OR parent_id = :parent_id);
-
--- name: run_counts
-SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
-
--- name: publish_step
-UPDATE runs SET current_step = :current
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: declare_queue
-INSERT INTO queues (name, concurrency, rate, period, declared_at)
-VALUES (:name, :concurrency, :rate, :period, :now)
-ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excluded.rate,
-                                 period = excluded.period, declared_at = excluded.declared_at;
-
--- name: list_queues
-SELECT name, concurrency, rate, period FROM queues ORDER BY name;
-
--- name: beat_worker
-INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running)
-VALUES (:id, :host, :pid, :queues, :started_at, :now, :running)
-ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, running = excluded.running,
-                               queues = excluded.queues;
-
--- name: drop_stale_workers
-DELETE FROM workers WHERE seen_at < :before;
-
--- name: drop_worker
-DELETE FROM workers WHERE id = :id;
-
--- name: list_workers
-SELECT id, host, pid, queues, started_at, seen_at, running FROM workers ORDER BY started_at, id;
-
--- name: claim_candidates
-SELECT workflow_id, status, lease_owner
+       cancel_requested, retrying, progress, current_step, trace_context, parent_id
 FROM runs
 WHERE name = ANY(:names)
   AND queue = ANY(:queues)
@@ -202,197 +52,22 @@ SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
   AND name = ANY(:names)
   AND queue = ANY(:queues);
 
--- name: suspend_run
-UPDATE runs
-SET status = 'suspended', wake_at = :wake_at, waiting_for = :waiting_for,
-    lease_owner = NULL, lease_expires_at = NULL, updated_at = :now
-WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
-  AND NOT EXISTS (SELECT 1 FROM events
-                  WHERE events.workflow_id = :workflow_id AND events.name = :event_name
-                    AND events.consumed_seq IS NULL)
-  AND NOT EXISTS (SELECT 1 FROM approvals
-                  WHERE approvals.workflow_id = :workflow_id
-                    AND approvals.approval_id = :approval_id
-                    AND approvals.decided_at IS NOT NULL)
-  AND NOT EXISTS (SELECT 1 FROM breakers
-                  WHERE breakers.name = :breaker_name AND breakers.state = 'closed')
-  AND NOT EXISTS (SELECT 1 FROM runs AS child
-                  WHERE child.workflow_id = :child_id
-                    AND child.status IN ('completed', 'failed', 'cancelled'))
-  AND cancel_requested = 0;
-
--- name: insert_event
-INSERT INTO events (workflow_id, name, payload, dedup_key, sent_at, by)
-SELECT :workflow_id, :name, :payload, :dedup_key, :now, :by
-WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id)
-ON CONFLICT DO NOTHING;
-
--- name: wake_run
-UPDATE runs SET wake_at = :now, updated_at = :now
-WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for;
-
--- name: oldest_event
-SELECT id, payload FROM events
-WHERE workflow_id = :workflow_id AND name = :name AND consumed_seq IS NULL
-  AND (:until IS NULL OR sent_at <= :until)
-ORDER BY id LIMIT 1;
-
--- name: consume_event
-UPDATE events SET consumed_seq = :seq WHERE id = :id AND consumed_seq IS NULL;
-
--- name: seq_completed
-SELECT 1 FROM journal
-WHERE workflow_id = :workflow_id AND seq = :seq AND status = 'completed' LIMIT 1;
-
--- name: lease_held
-SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: parent_held
-SELECT cancel_requested FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: create_approval
-INSERT INTO approvals (workflow_id, approval_id, subject, details, requested_at, expires_at)
-VALUES (:workflow_id, :approval_id, :subject, :details, :now, :expires_at)
-ON CONFLICT DO NOTHING;
-
--- name: get_approval
-SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
-       approved, by, reason
-FROM approvals WHERE workflow_id = :workflow_id AND approval_id = :approval_id;
-
--- name: list_approvals
-SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
-       approved, by, reason
-FROM approvals
-WHERE (:pending IS NULL OR decided_at IS NULL)
-  AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
-ORDER BY requested_at, workflow_id, approval_id;
-
--- name: decide_approval
-UPDATE approvals SET decided_at = :now, approved = :approved, by = :by, reason = :reason
-WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
-
--- name: cancel_waiting_run
-UPDATE runs
-SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expires_at = NULL,
-    wake_at = NULL, waiting_for = NULL, updated_at = :now,
-    error = :error
-WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
-  AND lease_owner IS NULL
-  AND NOT EXISTS (SELECT 1 FROM journal
-                  WHERE journal.workflow_id = :workflow_id AND compensable = 1
-                    AND status IN ('completed', 'reused'));
-
--- name: cancel_to_roll_back
-UPDATE runs
-SET cancel_requested = 1, status = CASE WHEN status = 'needs_attention' THEN 'pending'
-                                        ELSE status END,
-    wake_at = CASE WHEN status = 'suspended' THEN :now ELSE wake_at END, updated_at = :now
-WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
-  AND lease_owner IS NULL;
-
--- name: compensation_plan
-SELECT id, seq, position, name, status, attempt, input, output, kind, error
-FROM journal
-WHERE workflow_id = :workflow_id AND seq IS NOT NULL
-  AND (kind = 'compensation' OR (kind = 'step' AND (compensable = 1 OR status = 'compensated')))
-ORDER BY id;
-
--- name: request_cancel
-UPDATE runs SET cancel_requested = 1, updated_at = :now
-WHERE workflow_id = :workflow_id
-  AND status IN ('pending', 'running', 'suspended', 'needs_attention');
-
--- name: cancel_requested_for
-SELECT workflow_id FROM runs
-WHERE cancel_requested = 1 AND status = 'running'
-  AND substr(lease_owner, 1, length(:owner_prefix)) = :owner_prefix;
-
--- name: close_approvals
-UPDATE approvals SET decided_at = :now, reason = :reason
-WHERE workflow_id = :workflow_id AND decided_at IS NULL;
-
--- name: expire_approval
-UPDATE approvals SET decided_at = :now, reason = 'expired'
-WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at IS NULL;
-
--- name: redrive_run
-UPDATE runs
-SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
-    cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
-    waiting_for = NULL, retrying = NULL, updated_at = :now
-WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
-
--- name: release_run
-UPDATE runs SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
-    updated_at = :now
-WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
-
--- name: fork_candidates
-SELECT id, seq, position, kind, name, status, compensable
-FROM journal
-WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
-ORDER BY id;
-
--- name: copy_entry_reused
--- A child's recorded failure stays a failure (with its error): the fork's replay raises it.
-INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
-                     finished_at, input, output, error, by, compensable)
-SELECT :new_id, seq, position, kind, name,
-       CASE WHEN status IN ('scheduled', 'in_doubt') THEN status
-            WHEN kind = 'child' AND status = 'failed' THEN status ELSE 'reused' END, attempt,
-       started_at, finished_at, input, output,
-       CASE WHEN kind = 'child' AND status = 'failed' THEN error END, :by, compensable
-FROM journal WHERE id = :id;
-
--- name: rollback_state
-SELECT name, output FROM journal
-WHERE workflow_id = :workflow_id AND seq IS NULL
-  AND ((kind = 'run' AND name = 'rolling_back') OR (kind = 'operator' AND name = 'retry'))
-ORDER BY id DESC LIMIT 1;
-
--- name: run_state
-SELECT status, queue FROM runs WHERE workflow_id = :workflow_id;
-
--- name: queue_running
-SELECT count(*) FROM runs WHERE status = 'running' AND queue = :queue;
-
--- name: prune_starts
-DELETE FROM queue_starts WHERE queue = :queue AND started_at <= :since;
-
--- name: recent_starts
-SELECT count(*) FROM queue_starts WHERE queue = :queue AND started_at > :since;
-
--- name: record_start
-INSERT INTO queue_starts (queue, started_at) VALUES (:queue, :now);
-
--- name: nth_latest_start
-SELECT started_at FROM queue_starts WHERE queue = :queue
-ORDER BY started_at DESC LIMIT 1 OFFSET :offset;
-
--- name: lock_run
+-- own: lock_run
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE;
 
--- name: lock_run_skip_locked
+-- own: lock_run_skip_locked
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE SKIP LOCKED;
 
--- name: lock_queue
+-- own: lock_queue
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/queue/' || :queue));
 
--- name: run_exists
+-- own: run_exists
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id;
 
--- name: entry_exists
-SELECT 1 FROM journal WHERE workflow_id = :workflow_id AND call_id = :call_id LIMIT 1;
-
--- name: server_time
+-- own: server_time
 SELECT EXTRACT(EPOCH FROM clock_timestamp());
 
--- name: mark_retry
-UPDATE runs SET retrying = :marker
-WHERE workflow_id = :workflow_id AND lease_owner = :owner;
-
--- name: append_step_prepared
+-- own: append_step_prepared
 -- The hot path, prepared once per connection: typed parameters, so no literal is rendered.
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
                      finished_at, input, output, error, by, compensable, call_id, usage)
@@ -405,79 +80,8 @@ SELECT CAST(:workflow_id AS text), CAST(:seq AS integer), CAST(:position AS text
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = CAST(:workflow_id AS text)
                 AND lease_owner = CAST(:owner AS text) FOR SHARE);
 
--- fragment: breaker_row
--- A breaker as read: its row and the failed attempts inside its sliding window.
-SELECT name, state, window_seconds, opened_at, retry_at, probe_owner, probe_until,
-       (SELECT count(*) FROM breaker_failures
-        WHERE breaker_failures.name = breakers.name
-          AND breaker_failures.at > :now - breakers.window_seconds) AS failures
-FROM breakers
-
--- name: get_breaker
-{{breaker_row}} WHERE name = :name;
-
--- name: list_breakers
-{{breaker_row}} ORDER BY name;
-
 -- name: lock_breaker
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/breaker/' || :name));
-
--- name: ensure_breaker
-INSERT INTO breakers (name, state, window_seconds, updated_at)
-VALUES (:name, 'closed', :window, :now)
-ON CONFLICT (name) DO UPDATE SET window_seconds = excluded.window_seconds;
-
--- name: record_breaker_failure
-INSERT INTO breaker_failures (name, at) VALUES (:name, :now);
-
--- name: prune_breaker_failures
-DELETE FROM breaker_failures WHERE name = :name AND at <= :now - :window;
-
--- name: count_breaker_failures
-SELECT count(*) FROM breaker_failures WHERE name = :name AND at > :now - :window;
-
--- name: open_breaker
--- Closed and tripped (:trip), or half-open with this probe failing or a probe past its time.
-UPDATE breakers
-SET state = 'open', opened_at = :now, retry_at = :retry_at, probe_owner = NULL,
-    probe_until = NULL, updated_at = :now
-WHERE name = :name
-  AND ((state = 'closed' AND :trip = 1)
-       OR (state = 'half_open' AND (probe_owner = :probe OR probe_until <= :now)));
-
--- name: take_probe
-UPDATE breakers SET state = 'half_open', probe_owner = :probe, probe_until = :until,
-                    updated_at = :now
-WHERE name = :name AND state = 'open' AND retry_at <= :now;
-
--- name: close_breaker
-UPDATE breakers
-SET state = 'closed', opened_at = NULL, retry_at = NULL, probe_owner = NULL,
-    probe_until = NULL, updated_at = :now
-WHERE name = :name AND state = 'half_open' AND probe_owner = :probe;
-
--- name: clear_breaker_failures
-DELETE FROM breaker_failures WHERE name = :name;
-
--- name: wake_breaker_waiters
-UPDATE runs SET wake_at = :now, updated_at = :now
-WHERE status = 'suspended' AND waiting_for = :waiting_for;
-
--- name: retime_breaker_waiters
--- The breaker opened again: runs waiting for its probe wait for the next cooldown instead.
-UPDATE runs SET wake_at = :retry_at, updated_at = :now
-WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;
-
--- name: step_usage
--- What a run's step attempts used, without reading their payloads (describe's usage totals);
--- in-doubt entries too, and the errors, which say which attempts were interrupted.
-SELECT seq, name, status, usage, error FROM journal
-WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed', 'in_doubt')
-ORDER BY id;
-
--- name: event_delivered
--- Whether a run already got an event with this dedup key.
-SELECT 1 FROM events WHERE workflow_id = :workflow_id AND dedup_key = :dedup_key;
 
 -- name: create_child_run
 -- A child run, started by its parent (whose lease the caller checked in the same transaction).
@@ -487,55 +91,9 @@ VALUES (:workflow_id, :name, 'pending', :queue, 0, :input, round(CAST(:now AS nu
         :deadline, :trace_context, :parent_id)
 ON CONFLICT (workflow_id) DO NOTHING;
 
--- name: child_owner
-SELECT name, parent_id FROM runs WHERE workflow_id = :workflow_id;
-
--- name: wake_parent
--- A child ended: its parent, if it waits on this child, becomes due now.
-UPDATE runs SET wake_at = :now, updated_at = :now
-WHERE workflow_id = (SELECT parent_id FROM runs WHERE workflow_id = :workflow_id)
-  AND status = 'suspended' AND waiting_for = :waiting_for;
-
--- name: child_runs
-SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
-       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
-       cancel_requested, retrying, progress, current_step, parent_id
-FROM runs WHERE parent_id = :parent_id
-ORDER BY created_at, workflow_id;
-
--- name: redrive_child
--- A parent's retry retries its failed and cancelled children too.
-UPDATE runs
-SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
-    cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
-    waiting_for = NULL, retrying = NULL, updated_at = :now
-WHERE workflow_id = :workflow_id AND parent_id = :parent_id
-  AND status IN ('failed', 'cancelled', 'needs_attention');
-
--- name: read_shared
--- A shared key's latest write (its value), read from the end of its primary key.
-SELECT key, version, value, by, at FROM shared_writes
-WHERE key = :key ORDER BY version DESC LIMIT 1;
-
--- name: shared_history
-SELECT key, version, value, by, at FROM shared_writes WHERE key = :key ORDER BY version;
-
 -- name: lock_shared
 -- Serialize the writers of one key, so a writer reads the version the last one committed.
 SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/shared/' || :key));
-
--- name: shared_version
-SELECT COALESCE(MAX(version), 0) FROM shared_writes WHERE key = :key;
-
--- name: insert_shared
--- Compare-and-set: the next version, only while the key's version is still :expected.
-INSERT INTO shared_writes (key, version, value, by, at, call_id)
-SELECT :key, :expected + 1, :value, :by, :now, :call_id
-WHERE (SELECT COALESCE(MAX(version), 0) FROM shared_writes WHERE key = :key) = :expected;
-
--- name: shared_write_of_call
--- The version a write with this call id made (a retry after a lost acknowledgement).
-SELECT version FROM shared_writes WHERE key = :key AND call_id = :call_id;
 
 -- name: declare_schedule
 -- A new schedule starts counting ticks from its declaration; declaring it again keeps its last
@@ -553,14 +111,6 @@ ON CONFLICT (name) DO UPDATE SET workflow = excluded.workflow, cron = excluded.c
     next_due = excluded.declared_at, revision = schedules.revision + 1,
     declared_at = excluded.declared_at;
 
--- name: list_schedules
-SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, revision,
-       declared_at
-FROM schedules ORDER BY name;
-
--- name: drop_schedule
-DELETE FROM schedules WHERE name = :name;
-
 -- name: next_schedule_due
 SELECT next_due FROM schedules WHERE workflow = ANY(:names) ORDER BY next_due LIMIT 1;
 
@@ -569,18 +119,3 @@ SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, rev
        declared_at
 FROM schedules WHERE next_due <= :now AND workflow = ANY(:names)
 ORDER BY next_due, name;
-
--- name: advance_schedule
--- Handle a tick: only from the last tick and the declaration the caller read, so of workers
--- racing for one tick exactly one moves it (and creates the tick's run in the same
--- transaction).
-UPDATE schedules SET last_tick = :tick, next_due = :next_due
-WHERE name = :name AND last_tick = :last_tick AND revision = :revision;
-
--- name: live_run_names
--- The workflow names of the runs that have not ended, by queue (a worker warns at start about
--- the names its app does not register: runs nothing will execute). The statuses are listed so
--- that runs_by_status reads the live runs only, never the history of ended ones.
-SELECT queue, name, count(*) AS runs FROM runs
-WHERE status IN ('pending', 'running', 'suspended', 'needs_attention')
-GROUP BY queue, name;

@@ -1,0 +1,197 @@
+"""The root ``stalwart`` group and what every command shares: ``--url`` and ``--app``
+(before or after the command), ``--version``, the store a command uses (found as docs/cli.md
+says, "Which store", ``_discover``), and the one-line user error (``_group``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._errors import mask_url
+from ._discover import Found, discover
+from ._group import CliError, StalwartGroup
+
+__all__ = [
+    "CliError",
+    "app_target",
+    "app_url",
+    "cli",
+    "explicit_url",
+    "open_app",
+    "url_option",
+]
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def callback(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            ctx.find_root().ensure_object(dict)[key] = value
+
+    return callback
+
+
+def url_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--url`` and ``--app`` after the command too (``stalwart ls --url U`` as
+    ``stalwart --url U ls``)."""
+    func = click.option(
+        "--app",
+        "app_target",
+        default=None,
+        metavar="MODULE:APP",
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("app"),
+        help="Use this app and its store (else $STALWART_APP, else [tool.stalwart] app).",
+    )(func)
+    return click.option(
+        "--url",
+        default=None,
+        expose_value=False,
+        is_eager=True,
+        callback=_remember("url"),
+        help="Store URL; without it, see docs/cli.md, 'Which store'.",
+    )(func)
+
+
+def _version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        from .. import __version__
+
+        click.echo(f"stalwart {__version__}")
+        ctx.exit(0)
+
+
+@click.group(cls=StalwartGroup, invoke_without_command=True)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_version,
+    help="Print the version and exit.",
+)
+@url_option
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """stalwart: durable execution for long-running AI agents."""
+    ctx.ensure_object(dict)
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+def explicit_url(ctx: click.Context) -> str | None:
+    """The ``--url`` given on the command line, if any (never ``$STALWART_URL``)."""
+    url: str | None = ctx.find_root().ensure_object(dict).get("url")
+    return url
+
+
+def explicit_app(ctx: click.Context) -> str | None:
+    """The ``--app`` given on the command line, if any (never ``$STALWART_APP``)."""
+    app: str | None = ctx.find_root().ensure_object(dict).get("app")
+    return app
+
+
+def found_store(ctx: click.Context) -> Found:
+    """Where the command's store comes from (found once per command)."""
+    obj = ctx.find_root().ensure_object(dict)
+    if "found" not in obj:
+        obj["found"] = discover(explicit_url(ctx), explicit_app(ctx))
+    found: Found = obj["found"]
+    return found
+
+
+def app_target(ctx: click.Context, target: str | None) -> tuple[str, Path | None]:
+    """The ``MODULE:APP`` of ``worker`` and ``check``, and the folder to import it from: the
+    argument, else the app the store discovery finds (``--app``, ``$STALWART_APP``,
+    ``[tool.stalwart] app``)."""
+    if target is not None:
+        if explicit_app(ctx) not in (None, target):
+            raise click.UsageError(f"{target} and --app {explicit_app(ctx)}: name one app")
+        return target, None
+    found = found_store(ctx) if explicit_url(ctx) is None else discover(None, explicit_app(ctx))
+    if found.target is None:
+        raise click.UsageError(
+            "which app? give MODULE:APP, --app MODULE:APP, $STALWART_APP, or "
+            '[tool.stalwart] app = "MODULE:APP" in pyproject.toml'
+        )
+    return found.target, found.folder
+
+
+def where(found: Found, *, why: bool = False) -> str:
+    """``found``'s source as a phrase: ``from --url``, ..., or ``the default store`` (with
+    ``why``: what was looked for first)."""
+    if found.source != "the default store":
+        return f"from {found.source}"
+    if why:
+        return "the default store: no --url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL"
+    return found.source
+
+
+def _remedy(found: Found) -> str:
+    """What to do about a store that is not there, by where its URL came from."""
+    existing = "give --url sqlite:///PATH of an existing store"
+    if found.source == "STALWART_URL":
+        return f"set STALWART_URL to an existing store, or {existing}"
+    if found.source.startswith("pyproject.toml"):
+        return f"fix url in its [tool.stalwart], or {existing}"
+    if found.source == "--url":
+        return existing
+    return f"{existing}, or --app MODULE:APP to use your app's store"
+
+
+def app_url(app: Any, folder: Path | None) -> str:
+    """The URL of ``app``'s store, a relative SQLite path made absolute against ``folder``
+    (where a pyproject's app was imported and run)."""
+    url: str = app.url
+    path = _sqlite_path(url, folder)
+    return url if path is None else f"sqlite:///{path}"
+
+
+def _sqlite_path(url: str, folder: Path | None) -> Path | None:
+    if not url.startswith("sqlite:///"):
+        return None
+    path = Path(url[len("sqlite:///") :])
+    return path if folder is None or path.is_absolute() else folder / path
+
+
+def open_app(ctx: click.Context, *, write: bool = False) -> Any:
+    """An app on the command's store, named on stderr with where it came from. Only ``write``
+    commands may create one from a URL: a read command on a SQLite path that does not exist
+    is refused, naming the path and where the URL came from. An app found by ``--app``,
+    ``$STALWART_APP`` or ``[tool.stalwart] app`` is imported and used as it is."""
+    from .._app import Stalwart
+
+    found = found_store(ctx)
+    if found.target is not None:
+        from ._load import load_app
+
+        app = load_app(found.target, found.folder)
+        url = app.url
+    else:
+        app, url = None, str(found.url)
+    if url.startswith("memory:"):
+        if app is not None:
+            app.close()
+        raise CliError(
+            f"{mask_url(url)} ({where(found)}): a memory store lives in one process; give "
+            "--url of a real store"
+        )
+    path = _sqlite_path(url, found.folder)
+    if app is None and path is not None and not write and not path.exists():
+        demo = Path(".stalwart") / "demo.db"
+        hint = (
+            f" (the demo's runs are in sqlite:///{demo}: add --url sqlite:///{demo})"
+            if demo.exists() and path != demo
+            else ""
+        )
+        raise CliError(
+            f"no store at {path.absolute()} ({where(found, why=True)}); {_remedy(found)}{hint}"
+        )
+    if app is None:
+        app = Stalwart(url)
+    shown = url if path is None else f"sqlite:///{path}"
+    click.echo(f"store: {mask_url(shown)} ({where(found)})", err=True)  # stderr: stdout stays clean
+    return app
