@@ -13,8 +13,8 @@ from .._errors import mask_url
 from .._format import Table
 from .._runtime import READ_ONLY_DECLARATIONS
 from .._wire import dumps
-from ._root import CliError, app_target, app_url, cli, explicit_url, url_option
 from ._load import load_app
+from ._root import CliError, app_target, app_url, cli, explicit_url, url_option
 from .serve import same_store
 
 __all__: list[str] = []

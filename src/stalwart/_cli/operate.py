@@ -12,8 +12,8 @@ from .._errors import StalwartError
 from .._format import Table, local_time, short
 from .._model import STATUSES
 from .._wire import approval_json, breaker_json, dumps
-from ._root import cli, open_app, url_option
 from ._output import WholeNumber
+from ._root import cli, open_app, url_option
 
 __all__: list[str] = []
 

@@ -15,8 +15,8 @@ from .._format import Table, cut, duration, local_time, short, timeline, usage_l
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
-from ._root import CliError, cli, explicit_url, open_app, url_option
 from ._output import WholeNumber, parse_when
+from ._root import CliError, cli, explicit_url, open_app, url_option
 
 __all__: list[str] = []
 

@@ -12,9 +12,9 @@ from urllib.parse import urlsplit
 import click
 
 from .._errors import mask_url
-from ._root import CliError, app_target, app_url, cli, explicit_url, url_option
 from ._load import load_app
 from ._output import WholeNumber
+from ._root import CliError, app_target, app_url, cli, explicit_url, url_option
 
 __all__ = ["same_store"]
 

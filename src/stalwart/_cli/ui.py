@@ -8,8 +8,8 @@ import sys
 import click
 
 from .._errors import UsageError, install_hint
-from ._root import CliError, cli, open_app, url_option
 from ._output import WholeNumber
+from ._root import CliError, cli, open_app, url_option
 
 __all__: list[str] = []
 
