@@ -6,6 +6,7 @@ import datetime as _dt
 import random as _random
 import uuid as _uuid
 from typing import Any
+from urllib.parse import quote
 
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
@@ -66,10 +67,21 @@ def request_headers() -> dict[str, str]:
             "tags is made"
         )
     return {
-        "X-Stalwart-Run-Id": scope.invocation.workflow_id,
-        "X-Stalwart-Step": scope.name,
-        "Idempotency-Key": scope.idempotency_key,
+        "X-Stalwart-Run-Id": _header_value(scope.invocation.workflow_id),
+        "X-Stalwart-Step": _header_value(scope.name),
+        "Idempotency-Key": _header_value(scope.idempotency_key),
     }
+
+
+# Printable ASCII but ``%``: what an HTTP client sends as it is in a header value.
+_HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
+
+
+def _header_value(text: str) -> str:
+    """``text`` as HTTP clients accept it in a header: a character outside printable ASCII
+    (``é``, a control character) or ``%`` percent-encoded as UTF-8 (``commande-%C3%A9``);
+    ``urllib.parse.unquote`` gives the text back."""
+    return quote(text, safe=_HEADER_SAFE)
 
 
 def attempt() -> int:

@@ -9,6 +9,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import httpx
 import openai
@@ -434,6 +435,33 @@ def test_request_headers_tag_each_provider_call_with_its_run_and_step(
         assert headers["x-stalwart-run-id"] == "tagged"
         assert headers["x-stalwart-step"] == "chat"
         assert headers["idempotency-key"] == keys[0]
+
+
+def test_request_headers_of_a_non_ascii_run_are_sent_percent_encoded(
+    app: stalwart.Stalwart, provider: FakeProvider
+) -> None:
+    """httpx (so the ``openai`` SDK) refuses a header value outside ASCII: a run id such as
+    ``commande-é`` is sent percent-encoded, and ``unquote`` gives it back."""
+    client = _client(provider)
+
+    @app.step(name="étape 1", retry=stalwart.Retry.llm())
+    def chat() -> Any:
+        return client.chat.completions.create(
+            model="fake-model",
+            messages=[{"role": "user", "content": "hi"}],
+            extra_headers=stalwart.request_headers(),
+        )
+
+    @app.workflow
+    def agent() -> str:
+        return str(chat()["choices"][0]["message"]["content"])
+
+    assert app.run(agent, workflow_id="commande-é 100%") == "ok"
+    (headers,) = provider.received
+    assert headers["x-stalwart-run-id"] == "commande-%C3%A9 100%25"
+    assert unquote(headers["x-stalwart-run-id"]) == "commande-é 100%"
+    assert unquote(headers["x-stalwart-step"]) == "étape 1"
+    assert unquote(headers["idempotency-key"]).startswith("commande-é 100%")
 
 
 def test_request_headers_outside_a_step_are_refused(app: stalwart.Stalwart) -> None:

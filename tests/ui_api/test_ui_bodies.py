@@ -33,7 +33,9 @@ def _refused(answer: httpx.Response, status: int = 400) -> str:
 
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize(
-    "number", [b"1e400", b"-1e400", b"1E+999", b"123456789e999"], ids=lambda n: n.decode()
+    "number",
+    [b"1e400", b"-1e400", b"1E+999", b"123456789e999", b"1" + b"0" * 400],
+    ids=lambda n: n.decode()[:12],
 )
 def test_a_number_that_overflows_a_float_is_400_on_every_route(
     ui: Scene, route: str, number: bytes

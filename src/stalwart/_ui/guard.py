@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sys
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -80,12 +81,24 @@ def _finite(text: str) -> float:
     return value
 
 
+def _bounded(text: str) -> int:
+    value = int(text)
+    if abs(value) > sys.float_info.max:  # JavaScript, the console's language, reads Infinity
+        raise _NotStandard(f"the number {text[:40]}... overflows a float: send a smaller number")
+    return value
+
+
 def _body_problem(body: bytes) -> str | None:
     """Why ``body`` is not a JSON document every client reads alike (``None``: it is one): not
     UTF-8, malformed, nested past what the server parses, NaN or Infinity, or a number that
     overflows a float (``1e400``, which Python would read as infinity)."""
     try:
-        json.loads(body.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite)
+        json.loads(
+            body.decode("utf-8"),
+            parse_constant=_no_constant,
+            parse_float=_finite,
+            parse_int=_bounded,
+        )
     except UnicodeDecodeError as exc:
         return f"the body is not UTF-8 (byte {exc.start}): send JSON encoded as UTF-8"
     except _NotStandard as exc:
