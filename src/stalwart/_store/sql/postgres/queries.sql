@@ -438,6 +438,10 @@ WHERE name = :name
   AND ((state = 'closed' AND :trip = 1)
        OR (state = 'half_open' AND (probe_owner = :probe OR probe_until <= :now)));
 
+-- name: probe_deadline
+-- When the half-open breaker's probe counts as failed if it has not finished.
+SELECT probe_until FROM breakers WHERE name = :name AND state = 'half_open';
+
 -- name: take_probe
 UPDATE breakers SET state = 'half_open', probe_owner = :probe, probe_until = :until,
                     updated_at = :now
