@@ -432,8 +432,10 @@ WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_a
 
 -- name: step_usage
 -- What a run's step attempts used, without reading their payloads (describe's usage totals).
+-- Attempt 0 is no attempt: it is the marker a retry writes to give a step fresh attempts.
 SELECT seq, status, usage FROM journal
 WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed')
+  AND attempt <> 0
 ORDER BY id;
 
 -- name: event_delivered
