@@ -24,7 +24,7 @@ from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError, mask_url
-from ._leases import HOST, holder_is_gone
+from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._store.base import WorkerRow
 from ._ticks import Ticker
 
@@ -207,7 +207,7 @@ class Worker:
         self._next_beat = time.monotonic() + max(0.05, runtime.lease_seconds / 3)
         row = WorkerRow(
             id=runtime.owner,
-            host=HOST,
+            host=HOSTNAME,
             pid=os.getpid(),
             queues=json.dumps(self.queues),
             started_at=self._started_at,
@@ -289,7 +289,7 @@ class Worker:
             workflow_id, holder = held.workflow_id, held.lease_owner
             if self._free_slots() <= 0 or self.stopping.is_set():
                 return
-            if not holder.startswith(self.runtime.owner) and holder_is_gone(holder):
+            if not holder.startswith(self.runtime.holder + "#") and holder_is_gone(holder):
                 row = self.runtime.store.get_run(workflow_id)
                 if row is not None and row.lease_owner == holder:
                     self._start(row, pool)
