@@ -42,17 +42,20 @@ def test_tokens_spent_before_a_crash_count_after_a_retry_with_a_larger_budget(
         with pytest.raises(stalwart.InvalidOperation, match="raises a limit"):
             app.retry(wid, budget=stalwart.Budget(max_tokens=100))
         app.retry(wid, budget=stalwart.Budget(max_tokens=130), by="ops")
+    # Killed again, in think5: the larger budget is the journal's, so the next process still
+    # has it (under the declared 100, the 120 tokens spent would stop the run again).
+    agent.crash("budget_tokens", wid, at=["think5"])
     done = agent.run("budget_tokens", wid)
     assert done.outcome == {
         "status": "completed",
         "result": 7 + 15,
         "elapsed": pytest.approx(done.outcome["elapsed"]),
     }, done.describe()
-    assert agent.counts(wid) == {"think1": 1, "think2": 1, "think3": 2, "think4": 1, "think5": 1}
+    assert agent.counts(wid) == {"think1": 1, "think2": 1, "think3": 2, "think4": 1, "think5": 2}
     with agent.app() as app:
-        # every token once: five finished attempts of 30, and the killed one, counted as an
-        # attempt with no usage recorded
-        assert app.usage(wid) == stalwart.Usage(input_tokens=150, attempts=6)
+        # every token once: five finished attempts of 30, and the two killed ones, each
+        # counted as an attempt with no usage recorded
+        assert app.usage(wid) == stalwart.Usage(input_tokens=150, attempts=7)
 
 
 def test_a_run_failed_after_a_crash_retried_with_one_more_step_takes_it(
