@@ -7,12 +7,13 @@ schedule's last tick by compare-and-set and creates the tick's run. Of workers r
 tick exactly one wins; the others find it handled. The claim loop's hot path pays one
 comparison per turn.
 
-Which ticks came due while a worker ran is read from the workers' rows (``app.workers()``):
-a row shows that its worker ran from its start until its last refresh, and no longer: a
-worker killed without stopping leaves a row that outlives it, and what it started before it
-died is in the schedule's last tick. A tick after the last refresh of a row that may still be
-refreshed (one seen within ``lease_seconds``) waits until the row is refreshed past it or goes
-stale; the asking worker runs from its own start until now. Pure decisions live in
+Which ticks came due while a worker ran is read from the rows (``app.workers()``) of the
+workers that serve the schedule's workflow: a row shows that its worker ran from its start
+until its last refresh, and no longer (a worker killed without stopping leaves a row that
+outlives it, and what it started before it died is in the schedule's last tick). A tick after
+the last refresh of a row that may still be refreshed (one seen within ``lease_seconds``)
+waits until the row is refreshed past it or goes stale; the asking worker runs from its own
+start until now. Pure decisions live in
 ``_cron.plan``.
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import time
@@ -28,7 +30,7 @@ from datetime import UTC, datetime
 from ._cron import plan, tick_run_id
 from ._engine.lifecycle import lifecycle
 from ._runtime import Runtime
-from ._store.base import ScheduledRun, ScheduleRow
+from ._store.base import ScheduledRun, ScheduleRow, WorkerRow
 
 __all__ = ["Ticker"]
 
@@ -107,22 +109,26 @@ class Ticker:
         due = store.due_schedules(names=self.names, now=now)
         if not due:
             return False
-        watched, unsure = self._watched(now)
+        rows = store.list_workers(stale_before=now - 3 * self.runtime.lease_seconds)
         moved = False
         for row in due:
+            watched, unsure = self._watched(rows, row.workflow, now)
             moved = self._handle(row, now, watched, unsure) or moved
         return moved
 
-    def _watched(self, now: float) -> tuple[list[Span], list[Span]]:
-        """When workers ran: each worker row's span from its start to its last refresh, and
-        this worker's own until now; and when they may have run: after the last refresh of a
-        row seen within a lease (a live worker refreshes it every third of one)."""
+    def _watched(
+        self, rows: list[WorkerRow], workflow: str, now: float
+    ) -> tuple[list[Span], list[Span]]:
+        """When workers that serve ``workflow`` ran: each one's row from its start to its
+        last refresh, and this worker's own span until now; and when they may have run: after
+        the last refresh of a row seen within a lease (a live worker refreshes it every third
+        of one). A row without workflows (an older release's) serves every workflow."""
         lease = self.runtime.lease_seconds
-        rows = self.runtime.store.list_workers(stale_before=now - 3 * lease)
-        watched = [(w.started_at, w.seen_at) for w in rows]
+        serving = [w for w in rows if w.workflows is None or workflow in json.loads(w.workflows)]
+        watched = [(w.started_at, w.seen_at) for w in serving]
         unsure = [
             (max(w.started_at, w.seen_at), math.inf)
-            for w in rows
+            for w in serving
             if w.id != self.runtime.owner and w.seen_at >= now - lease
         ]
         return [*watched, (self.started_at, math.inf)], unsure

@@ -213,6 +213,7 @@ class Worker:
             started_at=self._started_at,
             seen_at=runtime.clock.time(),
             running=len(self.active),
+            workflows=json.dumps(sorted(runtime.registry.workflows)),
         )
         try:
             runtime.store.beat_worker(row)

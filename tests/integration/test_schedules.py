@@ -135,10 +135,31 @@ def test_ticks_missed_while_no_worker_ran_start_per_catch_up(
     assert schedule.next_tick.timestamp() == T0 + 18  # nothing of the backlog is left
 
 
-def _worker_row(app: stalwart.Stalwart, name: str, started: float, seen: float) -> None:
+def _worker_row(
+    app: stalwart.Stalwart,
+    name: str,
+    started: float,
+    seen: float,
+    serves: str | None = '["job"]',
+) -> None:
     """A worker's row as its last refresh left it (the worker may be dead since)."""
-    row = WorkerRow(name, "elsewhere", 1, '["default"]', T0 + started, T0 + seen, 0)
+    row = WorkerRow(name, "elsewhere", 1, '["default"]', T0 + started, T0 + seen, 0, serves)
     testing.store_of(app).beat_worker(row)
+
+
+@pytest.mark.parametrize(("catch_up", "expected"), [("latest", [4, 6, 8]), ("none", [6, 8])])
+def test_only_workers_that_serve_the_workflow_count_as_running_for_its_schedule(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any, catch_up: str, expected: list[int]
+) -> None:
+    # From T0 on only a worker of another app ran (its row says it serves "other"); from
+    # T0 + 5 a worker of an older release ran too (its row names no workflows: it may serve
+    # any). Ticks 2 and 4 came due while no worker of "job" ran; 6 and 8 while one ran.
+    app.schedule(job, EVERY_2S, catch_up=catch_up)
+    _worker_row(app, "other-app", started=0.0, seen=9.4, serves='["other"]')
+    _worker_row(app, "old-release", started=5.0, seen=9.4, serves=None)
+    clock.advance(9.5)
+    _ticker(app).fire()
+    assert _started(app) == sorted(f"job@{_at(s)}" for s in expected)
 
 
 @pytest.mark.parametrize(("catch_up", "expected"), [("latest", [2]), ("all", [2]), ("none", [])])

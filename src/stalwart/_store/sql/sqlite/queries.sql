@@ -154,10 +154,10 @@ ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excl
 SELECT name, concurrency, rate, period FROM queues ORDER BY name;
 
 -- name: beat_worker
-INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running)
-VALUES (:id, :host, :pid, :queues, :started_at, :now, :running)
+INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running, workflows)
+VALUES (:id, :host, :pid, :queues, :started_at, :now, :running, :workflows)
 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, running = excluded.running,
-                               queues = excluded.queues;
+                               queues = excluded.queues, workflows = excluded.workflows;
 
 -- name: drop_stale_workers
 DELETE FROM workers WHERE seen_at < :before;
@@ -166,7 +166,8 @@ DELETE FROM workers WHERE seen_at < :before;
 DELETE FROM workers WHERE id = :id;
 
 -- name: list_workers
-SELECT id, host, pid, queues, started_at, seen_at, running FROM workers ORDER BY started_at, id;
+SELECT id, host, pid, queues, started_at, seen_at, running, workflows FROM workers
+ORDER BY started_at, id;
 
 -- name: claim_candidates
 SELECT workflow_id, status, lease_owner
