@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -25,6 +25,7 @@ from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError, mask_url
 from ._leases import HOST, HOSTNAME, holder_is_gone
+from ._shutdown import shut_down
 from ._store.base import WorkerRow
 from ._ticks import Ticker
 
@@ -345,62 +346,4 @@ class Worker:
         """Let current steps finish, give runs back at their next boundary, release the rest."""
         with self._lock:
             active = [(w, entry) for w, entry in self.active.items() if not entry[0].done()]
-        for _wid, (_future, invocations) in active:
-            invocations[-1].releasing.set()
-        grace = self.runtime.lease_seconds
-        deadline = time.monotonic() + grace
-        self._wait_for_runs(active, grace, deadline)
-        now = self.runtime.clock.time()
-        for wid, (future, invocations) in active:
-            if not future.done():
-                log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
-                invocations[-1].lease_lost.set()
-                self.runtime.store.release_run(wid, owner=invocations[-1].owner, now=now)
-        pool.shutdown(wait=False, cancel_futures=True)
-
-    def _wait_for_runs(
-        self,
-        active: list[tuple[str, tuple[Future[None], list[Invocation]]]],
-        grace: float,
-        deadline: float,
-    ) -> None:
-        """Wait until ``deadline`` for the runs in progress to end or give their lease back,
-        saying which they are, how long it waits at most, and as each one is done."""
-        owner = self.runtime.owner
-        if not active:
-            log.info("worker %s: no run in progress", owner, extra=fields(None, owner))
-            return
-        doing = ", ".join(f"{wid} ({_doing(invs[-1])})" for wid, (_f, invs) in active)
-        log.info(
-            "worker %s: waiting up to %gs (lease_seconds) for %d run(s) to finish their current "
-            "step and give their lease back: %s",
-            owner,
-            grace,
-            len(active),
-            doing,
-            extra=fields(None, owner),
-        )
-        waiting = {future: wid for wid, (future, _invs) in active}
-        while waiting:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return
-            done, _ = wait(list(waiting), timeout=left, return_when=FIRST_COMPLETED)
-            for future in done:
-                wid = waiting.pop(future)
-                log.info(
-                    "worker %s: run %s is off this worker (%d left, at most %.1fs more)",
-                    owner,
-                    wid,
-                    len(waiting),
-                    max(0.0, deadline - time.monotonic()),
-                    extra=fields(wid, owner),
-                )
-
-
-def _doing(inv: Invocation) -> str:
-    """What a run in progress is doing, as the shutdown's log line names it."""
-    scope = inv.current_step
-    if scope is None:
-        return "between steps"
-    return f"step {scope.name}, seq {scope.seq}, attempt {scope.attempt}"
+        shut_down(self.runtime, active, pool)
