@@ -134,22 +134,30 @@ def plan(
     next_due: float,
     now: float,
     watched: Sequence[tuple[float, float]],
+    unsure: Sequence[tuple[float, float]] = (),
 ) -> Advance | None:
-    """The next thing to do about a schedule at ``now``; ``None`` when nothing is due.
+    """The next thing to do about a schedule at ``now``; ``None`` when nothing is due, or when
+    what to do cannot be told yet.
 
-    ``watched`` are the spans of time during which a worker ran (the caller's own span runs
-    to now). A tick inside one came due while a worker ran: it is started, however late.
-    Consecutive ticks outside every span came due while no worker ran: ``catch_up`` says
-    which of them start (``latest``: the newest, ``all``: each, ``none``: none). One tick
-    (or one stretch of unwatched ticks) per call; the caller writes it and asks again.
+    ``watched`` are the spans of time during which a worker is known to have run (the
+    caller's own span runs to now). A tick inside one came due while a worker ran: it is
+    started, however late. ``unsure`` are the spans during which a worker may have run (after
+    the last refresh of a worker row that may still be refreshed): a tick inside one waits
+    (``None``) until that worker's row is refreshed past it or goes stale. Consecutive ticks
+    outside every span came due while no worker ran: ``catch_up`` says which of them start
+    (``latest``: the newest, ``all``: each, ``none``: none). One tick (or one stretch of
+    unwatched ticks) per call; the caller writes it and asks again.
     """
     tick = next_tick(cron, timezone, last_tick)
     if tick > now:  # not due yet: only say when it will be, if the store does not know
         return None if tick == next_due else Advance(last_tick, False, tick)
     if catch_up == "all" or any(start <= tick <= end for start, end in watched):
         return Advance(tick, True, next_tick(cron, timezone, tick))
+    if any(start <= tick <= end for start, end in unsure):
+        return None
     # The stretch of unwatched ticks ends where the next span starts (the caller's, at the
     # latest), or now.
-    until = min((start for start, _end in watched if start > tick), default=now)
+    starts = [start for start, _end in [*watched, *unsure] if start > tick]
+    until = min(starts, default=now)
     newest = max(tick, _prev_tick(cron, timezone, min(until, now + 1e-6)))
     return Advance(newest, catch_up == "latest", next_tick(cron, timezone, newest))

@@ -1,13 +1,23 @@
-"""Lease holders: who holds a run, and whether that process still exists."""
+"""Lease holders: who holds a run, and whether that process still exists.
+
+A process's owner id (one per app: what logs, ``app.workers()`` and the journal name) is
+short and readable, ``host-pid-suffix`` (``web-3-8121-1f0c``). A lease holder written on a
+run is longer, ``HOST/pid/start/owner#claim``: the machine (its name, boot and process-id
+namespace) and the process's start time come first, so that a worker on the same machine can
+tell that the holder process is gone, and the owner id last.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import socket
-import uuid
 
-__all__ = ["HOST", "holder_is_gone", "new_owner"]
+__all__ = ["HOST", "HOSTNAME", "holder_is_gone", "lease_prefix", "new_owner", "worker_of"]
+
+HOSTNAME = socket.gethostname()
 
 
 def _machine() -> str:
@@ -56,10 +66,31 @@ def _alive(pid: int) -> bool:
     return True
 
 
+_SHORT_HOST = re.sub(r"[^A-Za-z0-9_-]", "_", HOSTNAME.split(".")[0]) or "host"
+_issued: set[str] = set()  # the owner ids this process made: two apps never share one
+
+
 def new_owner() -> str:
-    """A lease owner id: ``host/pid/start/token``; the token tells apps in one process apart."""
+    """An owner id, ``host-pid-suffix``: the short host name, this process's id and a random
+    suffix (apps in one process, and a process that reuses a pid, get another)."""
+    while True:
+        owner = f"{_SHORT_HOST}-{os.getpid()}-{secrets.token_hex(2)}"
+        if owner not in _issued:
+            _issued.add(owner)
+            return owner
+
+
+def lease_prefix(owner: str) -> str:
+    """What the lease holders of ``owner`` (made in this process) start with:
+    ``HOST/pid/start/owner``; a claim adds ``#n``."""
     pid = os.getpid()
-    return f"{HOST}/{pid}/{_start_ticks(pid) or '?'}/{uuid.uuid4().hex[:12]}"
+    return f"{HOST}/{pid}/{_start_ticks(pid) or '?'}/{owner}"
+
+
+def worker_of(holder: str) -> str:
+    """The owner id of a lease holder (``web-3-8121-1f0c``), as logs and ``app.workers()``
+    name it."""
+    return holder.rsplit("/", 1)[-1].split("#", 1)[0]
 
 
 def holder_is_gone(owner: str) -> bool:

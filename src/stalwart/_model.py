@@ -235,7 +235,8 @@ class WorkflowInfo:
 class CurrentStep:
     """The step a running run executes now, as its holder last published it: the step's
     name, seq and attempt, when the attempt started, the details of its last
-    ``stalwart.heartbeat`` (``None`` if none) and the worker holding the run."""
+    ``stalwart.heartbeat`` (``None`` if none) and the id of the worker holding the run
+    (``web-3-8121-1f0c``, as :class:`WorkerInfo` and the logs name it)."""
 
     name: str
     seq: int
@@ -273,9 +274,10 @@ class QueueInfo:
 
 @dataclass(frozen=True)
 class WorkerInfo:
-    """A worker process serving the store: its id (the lease owner prefix), host and pid,
-    the queues it serves, when it started, when it was last seen, and how many runs it
-    executes."""
+    """A worker process serving the store: its id (``host-pid-suffix``, such as
+    ``web-3-8121-1f0c``: the short host name, the pid and a random suffix, new at every
+    start), host name and pid, the queues it serves, when it started, when it was last seen,
+    and how many runs it executes."""
 
     id: str
     host: str

@@ -20,7 +20,7 @@ from typing import Any
 
 from ._clock import Clock
 from ._hooks import Observer
-from ._leases import new_owner
+from ._leases import lease_prefix, new_owner
 from ._loop import AppLoop
 from ._registry import Registry
 from ._serde import Codec
@@ -52,6 +52,7 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self._claims = itertools.count(1)
+        self.holder = lease_prefix(self.owner)  # what this app's lease holders start with
         runtime = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _call_if_alive(runtime, "_forked"))
         self.wakeup = threading.Event()  # set when this process changes something to claim
@@ -61,6 +62,7 @@ class Runtime:
     def _forked(self) -> None:
         """In a forked child: a process of its own, so an owner of its own."""
         self.owner = new_owner()
+        self.holder = lease_prefix(self.owner)
         self._claims = itertools.count(1)
         self.loop.forget()
 
@@ -71,9 +73,9 @@ class Runtime:
             self.settled.notify_all()
 
     def claim_owner(self) -> str:
-        """A lease owner for one claim: this process and app, and which claim it is, so that
-        two claims of one run by the same app can never both write."""
-        return f"{self.owner}#{next(self._claims)}"
+        """A lease holder for one claim: this machine, process and app, and which claim it
+        is, so that two claims of one run by the same app can never both write."""
+        return f"{self.holder}#{next(self._claims)}"
 
 
 def _call_if_alive(ref: weakref.ref[Any], method: str) -> None:

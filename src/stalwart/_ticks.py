@@ -7,9 +7,13 @@ schedule's last tick by compare-and-set and creates the tick's run. Of workers r
 tick exactly one wins; the others find it handled. The claim loop's hot path pays one
 comparison per turn.
 
-Which ticks came due while a worker ran is read from the workers' rows (``app.workers()``):
-each ran from its start until its last refresh (plus one refresh period, for a worker killed
-without stopping); the asking worker runs from its own start until now. Pure decisions live in
+Which ticks came due while a worker ran is read from the rows (``app.workers()``) of the
+workers that serve the schedule's workflow: a row shows that its worker ran from its start
+until its last refresh, and no longer (a worker killed without stopping leaves a row that
+outlives it, and what it started before it died is in the schedule's last tick). A tick after
+the last refresh of a row that may still be refreshed (one seen within ``lease_seconds``)
+waits until the row is refreshed past it or goes stale; the asking worker runs from its own
+start until now. Pure decisions live in
 ``_cron.plan``.
 """
 
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import math
 import time
@@ -25,13 +30,14 @@ from datetime import UTC, datetime
 from ._cron import plan, tick_run_id
 from ._engine.lifecycle import lifecycle
 from ._runtime import Runtime
-from ._store.base import ScheduledRun, ScheduleRow
+from ._store.base import ScheduledRun, ScheduleRow, WorkerRow
 
 __all__ = ["Ticker"]
 
 log = logging.getLogger("stalwart")
 
 LOOK_SECONDS = 0.5  # how often a worker asks when its schedules are next due
+Span = tuple[float, float]  # from, to: epoch seconds
 MAX_ADVANCES = 100  # ticks one schedule handles per turn of the loop (a long backlog: more turns)
 
 
@@ -64,13 +70,18 @@ class Ticker:
         if until > 0:
             return min(wait, until)
         try:
-            self.fire()
+            moved = self.fire()
         except Exception:  # the store is away, say: the next look tries again
             log.warning("worker %s: firing schedules failed", self.runtime.owner, exc_info=True)
             self._due = None
             return wait
         self._due = self._ask()
-        return 0.0 if self._due is not None and self._due <= self.runtime.clock.time() else wait
+        if self._due is None or self._due > self.runtime.clock.time():
+            return wait
+        if not moved:  # a tick waits for another worker's row to tell: ask at the next look
+            self._due = None
+            return wait
+        return 0.0  # a long backlog: the next turn goes on with it
 
     def leave(self, started_at: float) -> None:
         """The worker stops: start every tick that came due while it ran (once its row is
@@ -91,29 +102,45 @@ class Ticker:
             log.warning("worker %s: reading schedules failed", self.runtime.owner, exc_info=True)
             return None
 
-    def fire(self) -> None:
-        """Handle the ticks of every schedule due now."""
+    def fire(self) -> bool:
+        """Handle the ticks of every schedule due now; ``False`` when none moved."""
         store = self.runtime.store
         now = self.runtime.clock.time()
         due = store.due_schedules(names=self.names, now=now)
         if not due:
-            return
-        watched = self._watched(now)
+            return False
+        rows = store.list_workers(stale_before=now - 3 * self.runtime.lease_seconds)
+        moved = False
         for row in due:
-            self._handle(row, now, watched)
+            watched, unsure = self._watched(rows, row.workflow, now)
+            moved = self._handle(row, now, watched, unsure) or moved
+        return moved
 
-    def _watched(self, now: float) -> list[tuple[float, float]]:
-        """When workers ran: each worker row's span, and this worker's own until now."""
+    def _watched(
+        self, rows: list[WorkerRow], workflow: str, now: float
+    ) -> tuple[list[Span], list[Span]]:
+        """When workers that serve ``workflow`` ran: each one's row from its start to its
+        last refresh, and this worker's own span until now; and when they may have run: after
+        the last refresh of a row seen within a lease (a live worker refreshes it every third
+        of one). A row without workflows (an older release's) serves every workflow."""
         lease = self.runtime.lease_seconds
-        refresh = max(0.05, lease / 3)  # how often a worker refreshes its row (_worker._beat)
-        rows = self.runtime.store.list_workers(stale_before=now - 3 * lease)
-        spans = [(w.started_at, w.seen_at + refresh + LOOK_SECONDS) for w in rows]
-        return [*spans, (self.started_at, math.inf)]
+        serving = [w for w in rows if w.workflows is None or workflow in json.loads(w.workflows)]
+        watched = [(w.started_at, w.seen_at) for w in serving]
+        unsure = [
+            (max(w.started_at, w.seen_at), math.inf)
+            for w in serving
+            if w.id != self.runtime.owner and w.seen_at >= now - lease
+        ]
+        return [*watched, (self.started_at, math.inf)], unsure
 
-    def _handle(self, row: ScheduleRow, now: float, watched: list[tuple[float, float]]) -> None:
+    def _handle(
+        self, row: ScheduleRow, now: float, watched: list[Span], unsure: list[Span]
+    ) -> bool:
+        """Handle one schedule's due ticks; ``False`` when none moved."""
         wf = self.runtime.registry.workflows.get(row.workflow)
         if wf is None:
-            return
+            return False
+        moved = False
         for _ in range(MAX_ADVANCES):
             step = plan(
                 cron=row.cron,
@@ -123,9 +150,10 @@ class Ticker:
                 next_due=row.next_due,
                 now=now,
                 watched=watched,
+                unsure=unsure,
             )
             if step is None:
-                return
+                return moved
             wid = tick_run_id(row.name, step.tick)
             run = (
                 ScheduledRun(
@@ -148,11 +176,13 @@ class Ticker:
                 next_due=step.next_due,
                 run=run,
             ):
-                return  # another worker handled it, or it was declared again: look again
+                return moved  # another worker handled it, or it was declared again: look again
+            moved = True
             self._log(row, step.tick, run, skipped_from=row.last_tick)
             row = dataclasses.replace(row, last_tick=step.tick, next_due=step.next_due)
             if step.next_due > now:
-                return
+                return moved
+        return moved
 
     def _log(
         self, row: ScheduleRow, tick: float, run: ScheduledRun | None, *, skipped_from: float

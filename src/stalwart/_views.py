@@ -18,6 +18,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._leases import worker_of
 from ._model import (
     STATUSES,
     Approval,
@@ -357,7 +358,7 @@ class Views:
             attempt=step["attempt"],
             started_at=from_epoch(step["started_at"]),  # type: ignore[arg-type]
             heartbeat=heartbeat,
-            holder=row.lease_owner,
+            holder=None if row.lease_owner is None else worker_of(row.lease_owner),
         )
 
     def queues(self) -> list[QueueInfo]:

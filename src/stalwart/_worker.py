@@ -8,7 +8,6 @@ Suspended runs hold nothing here.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -25,7 +24,8 @@ from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError, mask_url
-from ._leases import HOST, holder_is_gone
+from ._leases import HOST, HOSTNAME, holder_is_gone
+from ._shutdown import shut_down
 from ._store.base import WorkerRow
 from ._ticks import Ticker
 
@@ -208,12 +208,13 @@ class Worker:
         self._next_beat = time.monotonic() + max(0.05, runtime.lease_seconds / 3)
         row = WorkerRow(
             id=runtime.owner,
-            host=HOST,
+            host=HOSTNAME,
             pid=os.getpid(),
             queues=json.dumps(self.queues),
             started_at=self._started_at,
             seen_at=runtime.clock.time(),
             running=len(self.active),
+            workflows=json.dumps(sorted(runtime.registry.workflows)),
         )
         try:
             runtime.store.beat_worker(row)
@@ -289,7 +290,7 @@ class Worker:
             workflow_id, holder = held.workflow_id, held.lease_owner
             if self._free_slots() <= 0 or self.stopping.is_set():
                 return
-            if not holder.startswith(self.runtime.owner) and holder_is_gone(holder):
+            if not holder.startswith(self.runtime.holder + "#") and holder_is_gone(holder):
                 row = self.runtime.store.get_run(workflow_id)
                 if row is not None and row.lease_owner == holder:
                     self._start(row, pool)
@@ -343,17 +344,5 @@ class Worker:
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Let current steps finish, give runs back at their next boundary, release the rest."""
         with self._lock:
-            active = list(self.active.items())
-        for _wid, (_future, invocations) in active:
-            invocations[-1].releasing.set()
-        deadline = time.monotonic() + self.runtime.lease_seconds
-        for _wid, (future, _invocations) in active:
-            with contextlib.suppress(Exception):  # a timeout: handled below
-                future.result(timeout=max(0.0, deadline - time.monotonic()))
-        now = self.runtime.clock.time()
-        for wid, (future, invocations) in active:
-            if not future.done():
-                log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
-                invocations[-1].lease_lost.set()
-                self.runtime.store.release_run(wid, owner=invocations[-1].owner, now=now)
-        pool.shutdown(wait=False, cancel_futures=True)
+            active = [(w, entry) for w, entry in self.active.items() if not entry[0].done()]
+        shut_down(self.runtime, active, pool)

@@ -97,13 +97,15 @@ class RuntimeView:
 
     @property
     def owner(self) -> str:
-        """This process's lease owner for the app (``host/pid/...``); a forked child gets a
-        new one."""
+        """This process's owner id for the app (``host-pid-suffix``, as logs and
+        ``app.workers()`` name it; its lease holders end with it); a forked child gets a new
+        one."""
         return self._app._runtime.owner
 
     def new_claim_owner(self) -> str:
-        """A fresh lease owner for one claim: the process's owner and which claim it is, so that
-        two claims of one run by the same app are told apart."""
+        """A fresh lease holder for one claim (``HOST/pid/start/owner#n``): the machine, the
+        process, its owner id and which claim it is, so that two claims of one run by the same
+        app are told apart."""
         return self._app._runtime.claim_owner()
 
     @property

@@ -862,10 +862,10 @@ def test_queues_and_workers_are_kept_for_operators(store: Store) -> None:
     ]
     store.beat_worker(WorkerRow("w1", "h", 10, '["default"]', 100.0, 100.0, 0))
     store.beat_worker(WorkerRow("w2", "h", 11, '["mail"]', 100.0, 100.0, 0))
-    store.beat_worker(WorkerRow("w1", "h", 10, '["default"]', 100.0, 150.0, 2))
-    assert [(w.id, w.seen_at, w.running) for w in store.list_workers(stale_before=120.0)] == [
-        ("w1", 150.0, 2)
-    ]
+    store.beat_worker(WorkerRow("w1", "h", 10, '["default"]', 100.0, 150.0, 2, '["job"]'))
+    assert [
+        (w.id, w.seen_at, w.running, w.workflows) for w in store.list_workers(stale_before=120.0)
+    ] == [("w1", 150.0, 2, '["job"]')]
     store.drop_worker("w1")
     assert store.list_workers(stale_before=0.0) == []
 

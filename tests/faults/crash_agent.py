@@ -436,6 +436,62 @@ def usage_scenario(
     return usage_agent, (opts.seed,)
 
 
+def budget_tokens_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """Five steps ``think1`` ... ``think5`` under ``Budget(max_tokens=100)``; each attempt
+    records 30 input tokens when it finishes."""
+
+    def make(i: int) -> Any:
+        name = f"think{i}"
+
+        @app.step(name=name)
+        def think(x: int) -> int:
+            rec.executed(name)
+            rec.hang_sync(name)
+            stalwart.record_usage(input_tokens=30)
+            return x + i
+
+        return think
+
+    steps = [make(i) for i in range(1, 6)]
+
+    @app.workflow(name="budget_tokens_agent", budget=stalwart.Budget(max_tokens=100))
+    def budget_tokens_agent(seed: int) -> int:
+        value = seed
+        for step in steps:
+            value = step(value)
+        return value
+
+    return budget_tokens_agent, (opts.seed,)
+
+
+def budget_steps_scenario(
+    app: stalwart.Stalwart, rec: Recorder, opts: argparse.Namespace
+) -> tuple[Any, tuple[Any, ...]]:
+    """``first`` then ``second`` (two attempts) under ``Budget(max_steps=3)``; ``second``
+    raises while the file ``WORKDIR/fail-second`` exists."""
+
+    @app.step(name="first")
+    def first(x: int) -> int:
+        rec.executed("first")
+        return x + 1
+
+    @app.step(name="second", retry=stalwart.Retry(max_attempts=2, initial_delay=0))
+    def second(x: int) -> int:
+        rec.executed("second")
+        rec.hang_sync("second")
+        if (rec.workdir / "fail-second").exists():
+            raise ValueError("second is failing")
+        return x * 2
+
+    @app.workflow(name="budget_steps_agent", budget=stalwart.Budget(max_steps=3))
+    def budget_steps_agent(seed: int) -> int:
+        return second(first(seed))
+
+    return budget_steps_agent, (opts.seed,)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "sync": sync_scenario,
     "async": async_scenario,
@@ -448,6 +504,8 @@ SCENARIOS: dict[str, Scenario] = {
     "trip": trip_scenario,
     "poison_saga": poison_saga_scenario,
     "usage": usage_scenario,
+    "budget_tokens": budget_tokens_scenario,
+    "budget_steps": budget_steps_scenario,
 }
 
 

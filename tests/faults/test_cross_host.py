@@ -18,7 +18,7 @@ import pytest
 from fault_harness import WORKER_AGENT, Harness, WorkerHarness, completed_twice
 from worker_agent import Downstream
 
-from stalwart._leases import HOST
+from stalwart._leases import HOST, worker_of
 from stalwart.testing import store_of
 
 LEASE_S = 3.0
@@ -70,7 +70,7 @@ def test_a_dead_workers_run_on_another_host_is_taken_over_once_its_lease_lapses(
 
         assert handle.result(timeout=30)["charge"], workers.describe()
         resumed = [e for e in app.journal("far-1") if e.kind == "run" and e.name == "resumed"][-1]
-        assert resumed.output == {"recovered_from": held.lease_owner}
+        assert resumed.output == {"recovered_from": worker_of(held.lease_owner)}
         # Not at once: the local worker could not see that process, so it waited for the lease
         # (renewed every LEASE_S / 3 until the kill) to lapse.
         assert held.lease_expires_at is not None

@@ -175,3 +175,36 @@ def test_sigterm_landing_while_the_loop_holds_its_wakeup_lock_still_stops_the_wo
     assert done.returncode == 0, done.stderr
     assert "stopped cleanly" in done.stdout
     assert "SIGTERM received, stopping" in done.stderr
+
+
+def test_after_sigterm_the_worker_says_what_it_waits_for_and_as_each_run_is_done(
+    workers: WorkerHarness,
+) -> None:
+    """The wait after ``SIGTERM received, stopping`` is logged: which runs, at which step,
+    the bound (``lease_seconds``), and each run as it is done. Only the lines are asserted,
+    not how long anything took."""
+    app, wf = workers.app()
+    first = workers.start(lease_seconds=10.0)
+    wids = ["slow-a", "slow-b"]
+    for wid in wids:
+        app.start(wf["chain_agent"], 4, 1.0, workflow_id=wid)
+    workers.wait_for(
+        lambda: all(workers.executions(wid) for wid in wids), "both runs in a step", 30, [first]
+    )
+    stop(workers, first, within=10.0)
+    lines = workers.output(first).splitlines()
+
+    def where(text: str) -> int:
+        found = [i for i, line in enumerate(lines) if text in line]
+        assert found, f"no line with {text!r} in:\n" + "\n".join(lines)
+        return found[0]
+
+    stopping = where("SIGTERM received, stopping")
+    waiting = where("waiting up to 10s (lease_seconds) for 2 run(s)")
+    assert stopping < waiting
+    for wid in wids:
+        assert f"{wid} (step link, seq " in lines[waiting], lines[waiting]
+    done = sorted(where(f"run {wid} is off this worker") for wid in wids)
+    assert waiting < done[0]
+    assert "(1 left, at most " in lines[done[0]] and "(0 left, at most " in lines[done[1]]
+    assert done[1] < where(": stopped")

@@ -188,6 +188,27 @@ def test_the_probe_closing_wakes_the_runs_waiting_on_it(
         thread.join(10)
 
 
+def test_a_probe_lost_long_ago_failed_at_its_deadline_and_the_next_attempt_probes_at_once(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    # A probe whose worker died (tests/faults/test_breaker_probe_crashes.py kills it for
+    # real) counts as failed at its deadline: the cooldown runs from there, not from when
+    # an attempt next looks at the breaker.
+    provider, agent = _tripped(app, clock)
+    store = testing.store_of(app)
+    now = clock.time()
+    assert store.take_probe("provider", probe="lost/1/1", now=now + 30, until=now + 90)
+    clock.advance(90 + 30 + 5)  # its deadline, then a whole cooldown, passed unseen
+    start_b = clock.time()
+    with timers_fire(app, clock):
+        assert app.run(agent, "b", workflow_id="b") == "done b"
+    assert provider.calls[3:] == [start_b]  # it probed at once, and closed the breaker
+    waits = [e for e in app.journal("b") if e.kind == "run" and e.name == "suspended"]
+    assert waits == []
+    (state,) = app.breakers()
+    assert (state.state, state.failures) == ("closed", 0)
+
+
 def test_a_long_outage_does_not_dead_letter_the_probing_run(
     app: stalwart.Stalwart, clock: FakeClock
 ) -> None:

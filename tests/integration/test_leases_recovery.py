@@ -15,6 +15,7 @@ import pytest
 
 import stalwart
 from stalwart import testing
+from stalwart._leases import HOST
 from stalwart._store import Entry
 from stalwart.testing import FakeClock, runtime_of, store_of
 
@@ -217,7 +218,10 @@ def test_forked_process_gets_its_own_lease_owner(tmp_path: Path) -> None:
         child.join(10)
         parent_claim = runtime_of(app).new_claim_owner()
         assert child_claim != parent_claim  # two processes, one lease owner: no fencing
-        assert owner.split("/")[1] == str(pid), (owner, pid)
+        assert owner.split("-")[-2] == str(pid), (owner, pid)  # host-pid-suffix
+        assert child_claim.startswith(f"{HOST}/{pid}/") and child_claim.split("/")[-1].startswith(
+            f"{owner}#"
+        ), child_claim
 
 
 def test_a_run_failed_for_crash_looping_cancels_its_children(tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 import pytest
 
 import stalwart
+from stalwart import testing
+from stalwart._store.base import WorkerRow
 from stalwart._ticks import Ticker
 from stalwart.testing import FakeClock
 
@@ -131,6 +133,67 @@ def test_ticks_missed_while_no_worker_ran_start_per_catch_up(
     assert _started(app) == sorted([f"job@{_at(2)}", *(f"job@{_at(s)}" for s in expected)])
     (schedule,) = app.schedules()
     assert schedule.next_tick.timestamp() == T0 + 18  # nothing of the backlog is left
+
+
+def _worker_row(
+    app: stalwart.Stalwart,
+    name: str,
+    started: float,
+    seen: float,
+    serves: str | None = '["job"]',
+) -> None:
+    """A worker's row as its last refresh left it (the worker may be dead since)."""
+    row = WorkerRow(name, "elsewhere", 1, '["default"]', T0 + started, T0 + seen, 0, serves)
+    testing.store_of(app).beat_worker(row)
+
+
+@pytest.mark.parametrize(("catch_up", "expected"), [("latest", [4, 6, 8]), ("none", [6, 8])])
+def test_only_workers_that_serve_the_workflow_count_as_running_for_its_schedule(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any, catch_up: str, expected: list[int]
+) -> None:
+    # From T0 on only a worker of another app ran (its row says it serves "other"); from
+    # T0 + 5 a worker of an older release ran too (its row names no workflows: it may serve
+    # any). Ticks 2 and 4 came due while no worker of "job" ran; 6 and 8 while one ran.
+    app.schedule(job, EVERY_2S, catch_up=catch_up)
+    _worker_row(app, "other-app", started=0.0, seen=9.4, serves='["other"]')
+    _worker_row(app, "old-release", started=5.0, seen=9.4, serves=None)
+    clock.advance(9.5)
+    _ticker(app).fire()
+    assert _started(app) == sorted(f"job@{_at(s)}" for s in expected)
+
+
+@pytest.mark.parametrize(("catch_up", "expected"), [("latest", [2]), ("all", [2]), ("none", [])])
+def test_a_tick_after_a_rows_last_refresh_waits_for_the_row_then_follows_catch_up(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any, catch_up: str, expected: list[int]
+) -> None:
+    # A worker last refreshed its row at T0 + 1 and was killed; tick 2 came due; a worker
+    # starts at T0 + 2.5. The row may still be refreshed (it is younger than a lease): with
+    # catch_up "latest" or "none" tick 2 waits. Once it is stale, tick 2 was missed.
+    app.schedule(job, EVERY_2S, catch_up=catch_up)
+    _worker_row(app, "dead", started=0.0, seen=1.0)
+    clock.advance(2.5)
+    ticker = _ticker(app)
+    ticker.fire()
+    assert _started(app) == ([] if catch_up != "all" else [f"job@{_at(2)}"])
+    clock.advance(app._runtime.lease_seconds)  # the row went stale: its worker is gone
+    ticker.fire()
+    started = [f"job@{_at(s)}" for s in expected]
+    later = [f"job@{_at(s)}" for s in range(4, int(2.5 + app._runtime.lease_seconds) + 1, 2)]
+    assert _started(app) == sorted([*started, *later])  # the new worker ran since T0 + 2.5
+
+
+def test_a_tick_after_a_rows_last_refresh_starts_once_the_row_is_refreshed_past_it(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any
+) -> None:
+    app.schedule(job, EVERY_2S, catch_up="none")
+    _worker_row(app, "busy", started=0.0, seen=1.0)
+    clock.advance(2.5)
+    ticker = _ticker(app)
+    ticker.fire()
+    assert _started(app) == []  # the busy worker may start it yet
+    _worker_row(app, "busy", started=0.0, seen=2.5)  # it was alive at tick 2
+    ticker.fire()
+    assert _started(app) == [f"job@{_at(2)}"]
 
 
 def test_declaring_again_updates_the_schedule_and_keeps_its_last_tick(

@@ -136,3 +136,27 @@ def test_nothing_is_planned_before_a_tick_and_next_due_is_kept_right() -> None:
         watched=watched,
     )
     assert stale == Advance(T0, False, T0 + 2)
+
+
+def test_a_tick_after_the_last_refresh_of_a_row_that_may_still_be_refreshed_waits() -> None:
+    # A worker row refreshed at T0 + 1 that may still be refreshed: tick 2 may have come due
+    # while it ran, so nothing is decided; once the row is stale it is a missed tick.
+    watched = [(T0, T0 + 1), (T0 + 5, float("inf"))]
+    unsure = [(T0 + 1, float("inf"))]
+    for catch_up in ("latest", "none"):
+        assert (
+            plan(
+                cron=EVERY_2S,
+                timezone="UTC",
+                catch_up=catch_up,
+                last_tick=T0,
+                next_due=T0 + 2,
+                now=T0 + 6,
+                watched=watched,
+                unsure=unsure,
+            )
+            is None
+        )
+    assert _plan("all", T0, T0 + 6, watched) == Advance(T0 + 2, True, T0 + 4)
+    assert _plan("latest", T0, T0 + 6, watched) == Advance(T0 + 4, True, T0 + 6)
+    assert _plan("none", T0, T0 + 6, watched) == Advance(T0 + 4, False, T0 + 6)

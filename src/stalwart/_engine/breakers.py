@@ -31,8 +31,10 @@ def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
     if row.state == "half_open" and (row.probe_until or 0.0) <= now:
         if store.expire_probe(name, now=now, cooldown=breaker.cooldown):
             log.warning("breaker %s: its probe did not finish in time; open again", name)
-        row = store.breaker(name, now=now)
-    elif row.state == "open" and (row.retry_at or 0.0) <= now:
+        row = store.breaker(name, now=now)  # open as of the probe's deadline, or taken again
+        if row is None or row.state == "closed":
+            return None
+    if row.state == "open" and (row.retry_at or 0.0) <= now:
         until = now + inv.runtime.lease_seconds
         if store.take_probe(name, probe=attempt, now=now, until=until):
             log.info("breaker %s: half-open, run %s probes", name, inv.workflow_id)

@@ -21,7 +21,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
-from .._leases import holder_is_gone
+from .._leases import holder_is_gone, worker_of
 from .._model import (
     ENDED,
     TERMINAL,
@@ -306,7 +306,8 @@ class Driver:
         holder = row.lease_owner
         # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
         recovering = row.status == RunStatus.RUNNING
-        detail = runtime.codec.encode({"recovered_from": holder}) if recovering else None
+        replaced = None if holder is None else worker_of(holder)  # as logs and workers() say
+        detail = runtime.codec.encode({"recovered_from": replaced}) if recovering else None
         owner = runtime.claim_owner()
         claim = runtime.store.take_lease(
             row.workflow_id,
@@ -322,7 +323,7 @@ class Driver:
         taken, crashes = claim.taken, claim.recoveries
         if not taken:
             return None
-        took(runtime, row, now, holder=holder, takeover=recovering)
+        took(runtime, row, now, holder=replaced, takeover=recovering)
         if recovering and crashes >= self.runtime.max_recoveries:
             go_on = stop_poison_run(self.runtime, row, crashes, owner)
             return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None

@@ -93,7 +93,7 @@ class LeaseKeeper:
             if not held:
                 continue
             try:
-                cancelled = self.runtime.store.cancel_requested_for(self.runtime.owner + "#")
+                cancelled = self.runtime.store.cancel_requested_for(self.runtime.holder + "#")
             except Exception:
                 log.warning("cancel poll failed", exc_info=True)
                 cancelled = set()

@@ -148,7 +148,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 
 class RunStore(RunReads, Protocol):

@@ -226,6 +226,7 @@ class WorkerRow:
     started_at: float
     seen_at: float
     running: int
+    workflows: str | None = None  # JSON list; None: a worker of an older release (any workflow)
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,14 +67,22 @@ class BreakerVerbs(SQLBase):
         return True
 
     def expire_probe(self, name: str, *, now: float, cooldown: float) -> bool:
-        """A probe still unfinished at its deadline failed: open the breaker again."""
+        """A probe still unfinished at its deadline failed then: open the breaker again as of
+        that deadline (a probe lost with its worker, found long after, costs no extra
+        cooldown)."""
 
         def work(conn: Any) -> bool:
             conn.execute(self._q["lock_breaker"], {"name": name})
-            params = {"name": name, "now": now, "retry_at": now + cooldown, "trip": 0}
-            if not self._opened(conn, name, {**params, "probe": None}):
+            found = conn.execute(self._q["probe_deadline"], {"name": name}).fetchone()
+            if found is None or found[0] is None or float(found[0]) > now:
                 return False
-            conn.execute(self._q["record_breaker_failure"], {"name": name, "now": now})
+            at = float(found[0])
+            params = {"name": name, "now": at, "retry_at": at + cooldown, "trip": 0}
+            if conn.execute(self._q["open_breaker"], {**params, "probe": None}).rowcount != 1:
+                return False
+            retime = {"now": now, "retry_at": at + cooldown, "waiting_for": f"breaker:{name}"}
+            conn.execute(self._q["retime_breaker_waiters"], retime)
+            conn.execute(self._q["record_breaker_failure"], {"name": name, "now": at})
             return True
 
         return self._write(work)

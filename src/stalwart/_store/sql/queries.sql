@@ -156,10 +156,10 @@ ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency, rate = excl
 SELECT name, concurrency, rate, period FROM queues ORDER BY name;
 
 -- name: beat_worker
-INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running)
-VALUES (:id, :host, :pid, :queues, :started_at, :now, :running)
+INSERT INTO workers (id, host, pid, queues, started_at, seen_at, running, workflows)
+VALUES (:id, :host, :pid, :queues, :started_at, :now, :running, :workflows)
 ON CONFLICT (id) DO UPDATE SET seen_at = excluded.seen_at, running = excluded.running,
-                               queues = excluded.queues;
+                               queues = excluded.queues, workflows = excluded.workflows;
 
 -- name: drop_stale_workers
 DELETE FROM workers WHERE seen_at < :before;
@@ -168,7 +168,8 @@ DELETE FROM workers WHERE seen_at < :before;
 DELETE FROM workers WHERE id = :id;
 
 -- name: list_workers
-SELECT id, host, pid, queues, started_at, seen_at, running FROM workers ORDER BY started_at, id;
+SELECT id, host, pid, queues, started_at, seen_at, running, workflows FROM workers
+ORDER BY started_at, id;
 
 -- dialect: claim_candidates
 -- The whole run row (get_run's columns): a worker starts a candidate without reading it again.
@@ -395,6 +396,10 @@ WHERE name = :name
   AND ((state = 'closed' AND :trip = 1)
        OR (state = 'half_open' AND (probe_owner = :probe OR probe_until <= :now)));
 
+-- name: probe_deadline
+-- When the half-open breaker's probe counts as failed if it has not finished.
+SELECT probe_until FROM breakers WHERE name = :name AND state = 'half_open';
+
 -- name: take_probe
 UPDATE breakers SET state = 'half_open', probe_owner = :probe, probe_until = :until,
                     updated_at = :now
@@ -421,8 +426,10 @@ WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_a
 -- name: step_usage
 -- What a run's step attempts used, without reading their payloads (describe's usage totals);
 -- in-doubt entries too, and the errors, which say which attempts were interrupted.
+-- Attempt 0 is no attempt: it is the marker a retry writes to give a step fresh attempts.
 SELECT seq, name, status, usage, error FROM journal
 WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed', 'in_doubt')
+  AND attempt <> 0
 ORDER BY id;
 
 -- name: event_delivered
