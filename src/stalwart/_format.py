@@ -67,19 +67,26 @@ class Table:
     columns (the last column is not padded, so piped output has no trailing spaces).
 
     ``wrap``: columns that, on a terminal, wrap within the screen's width rather than being
-    cut; ``clip``: the most characters a column's cells keep in plain text (piped output stays
-    one line per row)."""
+    cut (the others are kept on one line); ``ratio``: how much of the width left over by the
+    one-line columns a wrapping column gets against the others' 1 each, and ``min_width`` the
+    least it keeps while the screen allows, so a long key cannot squeeze the detail away;
+    ``clip``: the most characters a column's cells keep in plain text (piped output stays one
+    line per row)."""
 
     def __init__(
         self,
         *headers: str,
         right: Sequence[str] = (),
         wrap: Sequence[str] = (),
+        ratio: dict[str, int] | None = None,
+        min_width: dict[str, int] | None = None,
         clip: dict[str, int] | None = None,
     ) -> None:
         self.headers = list(headers)
         self.right = set(right)
         self.wrap = set(wrap)
+        self.ratio = dict(ratio or {})
+        self.min_width = dict(min_width or {})
         self.clip = dict(clip or {})
         self.rows: list[list[str]] = []
 
@@ -94,6 +101,8 @@ class Table:
             except ImportError:  # pragma: no cover - rich is a dependency
                 pass
             else:
+                console = Console()
+                widths = self.widths(console.width) if self.wrap else {}
                 table = RichTable(box=None, header_style="bold", pad_edge=False)
                 for header in self.headers:
                     table.add_column(
@@ -101,13 +110,44 @@ class Table:
                         justify="right" if header in self.right else "left",
                         overflow="fold" if header in self.wrap else "ellipsis",
                         no_wrap=bool(self.wrap) and header not in self.wrap,
+                        width=widths.get(header),
                     )
                 for row in self.rows:
                     table.add_row(*row)
-                Console().print(table)
+                console.print(table)
                 return
         for line in self.lines():
             click.echo(line)
+
+    def widths(self, screen: int) -> dict[str, int]:
+        """The widths of the ``wrap`` columns on a screen ``screen`` characters wide: each its
+        whole width if all fit beside the one-line columns; else each first keeps its
+        ``min_width`` (8 unless given; a given one shrinks to what the screen leaves), and the
+        rest of the room goes out by ``ratio``, no column past its whole width."""
+        natural = {
+            h: max(_cells(h), *(_cells(row[i]) for row in self.rows))
+            for i, h in enumerate(self.headers)
+        }
+        room = screen - 2 * (len(self.headers) - 1)  # one space either side between columns
+        room -= sum(n for h, n in natural.items() if h not in self.wrap)
+        whole = {h: n for h, n in natural.items() if h in self.wrap}
+        if sum(whole.values()) <= room:
+            return {}
+        shares = {h: min(n, 8) for h, n in whole.items() if h not in self.min_width}
+        for h in [h for h in whole if h in self.min_width]:
+            shares[h] = min(whole[h], self.min_width[h], room - sum(shares.values()))
+        if min(shares.values()) < min(8, *whole.values()):
+            return {}  # too narrow to share out: rich's own squeeze
+        room -= sum(shares.values())
+        while room > 0:
+            growing = [h for h in whole if shares[h] < whole[h]]
+            weight = sum(self.ratio.get(h, 1) for h in growing)
+            for h in growing:
+                more = min(whole[h] - shares[h], max(1, room * self.ratio.get(h, 1) // weight))
+                more = min(more, room)
+                shares[h] += more
+                room -= more
+        return shares
 
     def plain(self, row: list[str]) -> list[str]:
         """``row``'s cells as plain text prints them: each cut to its column's ``clip``."""
@@ -128,6 +168,13 @@ class Table:
                     cells.append(cell if last else cell.ljust(widths[i]))
             lines.append("  ".join(cells).rstrip())
         return lines
+
+
+def _cells(text: str) -> int:
+    """How many screen cells the widest line of ``text`` takes."""
+    from rich.cells import cell_len
+
+    return max(cell_len(line) for line in text.split("\n"))
 
 
 def _words(e: Any, previous: Any, width: int | None) -> tuple[str, str]:
@@ -172,20 +219,17 @@ def _words(e: Any, previous: Any, width: int | None) -> tuple[str, str]:
 
 def timeline(entries: list[Any], *, full: bool = False) -> Table:
     """A run's journal as a table: seq, what happened in words, when, for how long, the
-    idempotency key of each step. Its ``DETAIL`` wraps on a terminal and is cut to 90
-    characters in plain text, its values to 200; with ``full``, nothing is cut."""
+    idempotency key of each step. On a terminal its ``NAME``, ``FINISHED``, ``KEY`` and
+    ``DETAIL`` wrap (``DETAIL`` gets the most room, however long the key); in plain text
+    ``DETAIL`` is cut to 90 characters; its values are cut to 200. With ``full`` nothing is
+    cut: every column wraps on a terminal."""
+    headers = ("SEQ", "KIND", "NAME", "STATUS", "TRY", "FINISHED", "DURATION", "KEY", "DETAIL")
     table = Table(
-        "SEQ",
-        "KIND",
-        "NAME",
-        "STATUS",
-        "TRY",
-        "FINISHED",
-        "DURATION",
-        "KEY",
-        "DETAIL",
+        *headers,
         right=("SEQ", "TRY"),
-        wrap=("DETAIL",),
+        wrap=tuple(headers) if full else ("NAME", "FINISHED", "KEY", "DETAIL"),
+        ratio={"DETAIL": 3},
+        min_width={"DETAIL": 30, "FINISHED": 12},  # a time wraps at its space: 2 lines
         clip=None if full else {"DETAIL": 90},
     )
     previous = None

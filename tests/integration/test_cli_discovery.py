@@ -6,6 +6,7 @@ came from. Run as the real command in a subprocess."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -94,8 +95,9 @@ def test_app_option_and_stalwart_app_come_before_the_pyproject(
     _store_with_a_run(elsewhere / "mine.db", "in-mine")
     env = {"PYTHONPATH": str(elsewhere)}
     by_option = _cli("ls", "--app", "mine:app", cwd=project, **env)
-    assert by_option.returncode == 0, by_option.stderr
-    assert "in-mine" not in by_option.stdout  # mine.db relative to the working directory
+    assert by_option.returncode == 1  # mine.db relative to the working directory: not there
+    assert f"error: no store at {project / 'mine.db'} (from --app mine:app)" in by_option.stderr
+    assert not (project / "mine.db").exists()
     by_option = _cli("--app", "mine:app", "ls", cwd=elsewhere)
     assert "in-mine" in by_option.stdout and "(from --app mine:app)" in by_option.stderr
     by_env = _cli("ls", cwd=elsewhere, STALWART_APP="mine:app")
@@ -183,3 +185,40 @@ def test_check_and_worker_take_the_app_the_discovery_finds(project: Path, tmp_pa
         )
     both = _cli("check", "agent:app", "--app", "other:app", cwd=project)
     assert both.returncode == 2 and "name one app" in both.stderr
+
+
+DECLARING = (
+    AGENT
+    + """
+app.queue("refunds", concurrency=2)
+app.schedule(job, "0 3 * * *", name="nightly")
+"""
+)
+
+
+def _rows(db: Path, table: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return list(conn.execute(f"SELECT * FROM {table}"))
+
+
+def test_a_read_command_on_a_pyproject_app_creates_and_writes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "declaring"
+    root.mkdir()
+    (root / "agent.py").write_text(DECLARING)
+    (root / "pyproject.toml").write_text('[tool.stalwart]\napp = "agent:app"\n')
+    missing = _cli("ls", cwd=root)
+    assert missing.returncode == 1
+    assert missing.stderr.splitlines() == [
+        f"error: no store at {root / 'agent.db'} (from pyproject.toml at "
+        f"{root / 'pyproject.toml'}); start a worker of agent:app to create its store, or give "
+        "--url sqlite:///PATH of an existing store"
+    ]
+    assert not list(root.glob("agent.db*"))
+    _store_with_a_run(root / "agent.db", "before")
+    tables = ("schedules", "queues")
+    before = {table: _rows(root / "agent.db", table) for table in tables}
+    assert before == {"schedules": [], "queues": []}
+    for command in (("ls",), ("schedules",), ("show", "before")):
+        done = _cli(*command, cwd=root)
+        assert done.returncode == 0, done.stderr
+    assert {table: _rows(root / "agent.db", table) for table in tables} == before

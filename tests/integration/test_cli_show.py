@@ -89,6 +89,32 @@ def _drawn(*args: str, cwd: Path, columns: int = 120) -> list[str]:
     return [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
 
 
+LONG_ID = "refund-customer-00042-order-7-2026-12-04"  # 40 characters, as real ids run
+
+
+def _columns(lines: list[str]) -> list[dict[str, str]]:
+    """A drawn timeline's rows, each column's cell joined across its wrapped lines (no spaces:
+    a folded value breaks anywhere, a wrapped one at a space)."""
+    tops = [i for i, line in enumerate(lines) if line.lstrip().startswith("SEQ")]
+    assert len(tops) == 1, lines  # its header drawn whole
+    top = tops[0]
+    heads = lines[top].split()
+    assert heads == [
+        *("SEQ", "KIND", "NAME", "STATUS", "TRY", "FINISHED", "DURATION", "KEY", "DETAIL")
+    ], lines[top]
+    starts = [0, *(lines[top].index(f" {h}") + 1 for h in heads[1:])]
+    rows: list[dict[str, str]] = []
+    for line in lines[top + 1 :]:
+        if not line.strip() or line.startswith("store:"):
+            break
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        if cells[1]:  # KIND is never wrapped: a new row
+            rows.append(dict.fromkeys(heads, ""))
+        for head, cell in zip(heads, cells, strict=True):
+            rows[-1][head] += cell.replace(" ", "")
+    return rows
+
+
 def test_full_prints_every_value_whole_when_piped(store: str, tmp_path: Path) -> None:
     full = _piped("--url", store, "show", "long", "--full", cwd=tmp_path)
     assert full.returncode == 0, full.stderr
@@ -112,17 +138,10 @@ def test_full_prints_every_value_whole_on_a_terminal(store: str, tmp_path: Path)
 def test_the_detail_column_wraps_on_a_terminal(store: str, tmp_path: Path) -> None:
     lines = _drawn("--url", store, "show", "long", cwd=tmp_path, columns=120)
     assert max(len(line) for line in lines) <= 120
-    [first] = [i for i, line in enumerate(lines) if " completed " in line and "write" in line]
-    detail_at = lines[first].index('"word000')
-    wrapped = [lines[first][detail_at:]]
-    for line in lines[first + 1 :]:  # the DETAIL column's continuation lines
-        if line[:detail_at].strip():
-            break
-        wrapped.append(line[detail_at:].strip())
-    assert len(wrapped) > 1, lines
-    detail = " ".join(wrapped)
-    assert "word020" in detail  # past the 90 characters a piped row keeps
-    assert detail.endswith("…") and "word050" not in detail  # a value is cut at 200 unless --full
+    [row] = [row for row in _columns(lines) if row["STATUS"] == "completed" and row["TRY"]]
+    assert len(row["DETAIL"]) > 100, lines  # wrapped: a line of its own is narrower
+    assert "word020" in row["DETAIL"]  # past the 90 characters a piped row keeps
+    assert row["DETAIL"].endswith("…") and "word050" not in row["DETAIL"]  # cut at 200
 
 
 def test_seq_with_json_prints_one_object_of_that_seq(store: str, tmp_path: Path) -> None:
@@ -141,3 +160,38 @@ def test_seq_with_json_prints_one_object_of_that_seq(store: str, tmp_path: Path)
     assert (
         missing.stderr.splitlines()[-1] == "error: run 'long' has no entry 9; its seqs are 1 to 1"
     )
+
+
+@pytest.mark.parametrize("full", [False, True])
+def test_every_value_is_drawn_whole_with_a_long_id_on_100_columns(
+    tmp_path: Path, full: bool
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ids.db'}"
+    record = {"id": 42, "name": "Ada Lovelace", "note": "a long note " * 5}
+    with stalwart.Stalwart(url) as app:
+
+        @app.step(name="fetch_customer_record")
+        def fetch() -> dict[str, object]:
+            return record
+
+        @app.workflow(name="refund")
+        def refund() -> dict[str, object]:
+            return fetch()
+
+        app.run(refund, workflow_id=LONG_ID)
+    args = ["--url", url, "show", LONG_ID, *(["--full"] if full else [])]
+    lines = _drawn(*args, cwd=tmp_path, columns=100)
+    assert max(len(line) for line in lines) <= 100
+    rows = _columns(lines)
+    [step] = [row for row in rows if row["KIND"] == "step"]
+    assert step["SEQ"] == "1" and step["TRY"] == "1" and step["STATUS"] == "completed"
+    assert step["NAME"] == "fetch_customer_record"
+    assert step["KEY"] == f"{LONG_ID}/0"
+    assert step["DURATION"].endswith("s") and "…" not in step["FINISHED"]
+    detail = json.dumps(record).replace(" ", "")
+    if full:
+        assert step["DETAIL"] == detail
+        assert "…" not in "".join(lines)
+    else:  # cut at 200 characters, but drawn
+        assert len(step["DETAIL"]) > 60 and detail.startswith(step["DETAIL"][:60])
+    assert [row["KIND"] for row in rows] == ["run", "step", "run"]

@@ -133,6 +133,8 @@ def where(found: Found, *, why: bool = False) -> str:
 def _remedy(found: Found) -> str:
     """What to do about a store that is not there, by where its URL came from."""
     existing = "give --url sqlite:///PATH of an existing store"
+    if found.target is not None:
+        return f"start a worker of {found.target} to create its store, or {existing}"
     if found.source == "STALWART_URL":
         return f"set STALWART_URL to an existing store, or {existing}"
     if found.source.startswith("pyproject.toml"):
@@ -157,18 +159,40 @@ def _sqlite_path(url: str, folder: Path | None) -> Path | None:
     return path if folder is None or path.is_absolute() else folder / path
 
 
+def _import_app(found: Found, *, write: bool) -> Any:
+    """The app ``found`` names, imported; unless ``write``, the way ``stalwart check`` imports
+    one: its store is opened without being created or migrated and its queue and schedule
+    declarations write nothing (a missing SQLite file is refused as a URL's would be)."""
+    from .._runtime import READ_ONLY_DECLARATIONS
+    from .._store.base import MissingStore
+    from ._load import load_app
+
+    assert found.target is not None
+    if write:
+        return load_app(found.target, found.folder)
+    declaring = READ_ONLY_DECLARATIONS.set(True)
+    try:
+        return load_app(found.target, found.folder)
+    except CliError as exc:
+        if isinstance(exc.__cause__, MissingStore):
+            raise CliError(
+                f"no store at {exc.__cause__.path} ({where(found)}); {_remedy(found)}"
+            ) from None
+        raise
+    finally:
+        READ_ONLY_DECLARATIONS.reset(declaring)
+
+
 def open_app(ctx: click.Context, *, write: bool = False) -> Any:
     """An app on the command's store, named on stderr with where it came from. Only ``write``
-    commands may create one from a URL: a read command on a SQLite path that does not exist
-    is refused, naming the path and where the URL came from. An app found by ``--app``,
-    ``$STALWART_APP`` or ``[tool.stalwart] app`` is imported and used as it is."""
+    commands may create a store: a read command on a SQLite path that does not exist is
+    refused, naming the path and where its URL came from. An app found by ``--app``,
+    ``$STALWART_APP`` or ``[tool.stalwart] app`` is imported, read-only unless ``write``."""
     from .._app import Stalwart
 
     found = found_store(ctx)
     if found.target is not None:
-        from ._load import load_app
-
-        app = load_app(found.target, found.folder)
+        app = _import_app(found, write=write)
         url = app.url
     else:
         app, url = None, str(found.url)

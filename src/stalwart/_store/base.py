@@ -64,8 +64,10 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Protocol
 
+from .._errors import StoreError
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -104,6 +106,16 @@ READ_ONLY_DECLARATIONS: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "stalwart_read_only_declarations", default=False
 )
 
+
+class MissingStore(StoreError):
+    """Opened read-only (``READ_ONLY_DECLARATIONS``), a SQLite URL named a file that is not
+    there, and none was made; ``path`` is that file, absolute."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 __all__ = [
     "AdminStore",
     "ApprovalReads",
@@ -126,6 +138,7 @@ __all__ = [
     "LeaseClaim",
     "LeaseStore",
     "LiveNameRow",
+    "MissingStore",
     "OperatorStore",
     "QueueLimits",
     "QueueRow",

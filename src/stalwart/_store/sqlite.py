@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .._errors import StoreError, mask_url
-from .base import READ_ONLY_DECLARATIONS, Entry
+from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -52,7 +52,7 @@ class SQLiteStore(SQLStore):
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             else:
                 if READ_ONLY_DECLARATIONS.get() and not Path(path).exists():
-                    raise StoreError(self._unmigrated(0))  # not even an empty file is made
+                    raise MissingStore(self._unmigrated(0), path=Path(path).absolute())
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(
                     path,
