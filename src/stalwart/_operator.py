@@ -39,7 +39,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ForkCandidate, IndexRow, RunRow
+from ._store.base import ChildRedrive, ForkCandidate, IndexRow, RunRow
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -363,18 +363,24 @@ class Operator:
         now = self.runtime.clock.time()
         who = _who(by)
         entries = self._redrive_entries(row, error, detail, now=now, who=who)
+        children: list[ChildRedrive] = []
         if error.type != ErrorType.COMPENSATION_FAILED:  # children that failed are retried too
 
             def plan(child: RunRow) -> list[Entry]:
                 about = {"from_status": child.status, "with_parent": workflow_id}
                 return self._redrive_entries(child, run_error(child), about, now=now, who=who)
 
-            entries = [*retry_children(self.runtime, workflow_id, plan), *entries]
-        if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
+            children, reopen = retry_children(self.runtime, workflow_id, plan)
+            entries = [*reopen, *entries]
+        store = self.runtime.store
+        if not store.redrive(workflow_id, now=now, entries=entries, children=children):
             raise InvalidOperation(
-                f"run {workflow_id!r} changed while it was being retried; look again"
+                f"run {workflow_id!r} or one of its children changed while it was being "
+                "retried; look again"
             )
         self.runtime.wakeup.set()
+        for child in children:
+            log.info("run %s: retried with its parent %s", child.workflow_id, child.parent_id)
         log.info("run %s: retried by %s", workflow_id, who)
 
     def _redrive_entries(

@@ -27,6 +27,7 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._signals import LeaseLost
 from .._store import Entry, RunRow
+from .._store.base import ChildRedrive
 from .invocation import Invocation, Recorded, guarded, step_key
 from .lifecycle import lifecycle
 from .observe import carried
@@ -296,10 +297,11 @@ def _went_on(index: list[Any], at: int) -> bool:
 
 def retry_children(
     runtime: Runtime, parent_id: str, plan: Callable[[RunRow], list[Entry]]
-) -> list[Entry]:
-    """Redrive the failed and cancelled children of a parent being retried (theirs first),
-    each with the entries ``plan`` gives it; returns the parent's entries that reopen its
-    waits on the children it failed through.
+) -> tuple[list[ChildRedrive], list[Entry]]:
+    """Plan the redrive of the failed and cancelled children of a parent being retried,
+    each with the entries ``plan`` gives it (their own children first), and the parent's
+    entries that reopen its waits on the children it failed through. Nothing is written:
+    the retry writes it all in one transaction (``store.redrive(..., children=...)``).
 
     A failure the parent recorded and then went on from (it caught it: its task, or a task
     awaiting it, made a later call) stays as it is, child and record, or a replay of the
@@ -339,14 +341,15 @@ def retry_children(
                 input=runtime.codec.encode({"workflow_id": child_id}),
             )
         )
+    redrives: list[ChildRedrive] = []
     for child_id in sorted(retried):
         child = children.get(child_id)
         if child is None or child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
             continue
-        entries = [*retry_children(runtime, child_id, plan), *plan(child)]
-        runtime.store.redrive_child(child_id, parent_id=parent_id, now=now, entries=entries)
-        log.info("run %s: retried with its parent %s", child_id, parent_id)
-    return reopen
+        below, entries = retry_children(runtime, child_id, plan)
+        redrives.extend(below)
+        redrives.append(ChildRedrive(child_id, parent_id, [*entries, *plan(child)]))
+    return redrives, reopen
 
 
 def attention_below(runtime: Runtime, row: RunRow) -> RunRow | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 __all__ = [
     "ApprovalRow",
     "BreakerRow",
+    "ChildRedrive",
     "ClaimCandidate",
     "CompensationRow",
     "CountRow",
@@ -114,6 +115,16 @@ class JournalRow:
     by: str | None
     position: str | None = None
     usage: str | None = None  # JSON: what a step attempt used
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRedrive:
+    """A child run a parent's retry reopens with it: the child, the parent it must still
+    have, and the entries its journal gets."""
+
+    workflow_id: str
+    parent_id: str
+    entries: list[Entry]
 
 
 @dataclass(slots=True)
