@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from ._engine.budget import Spend
-from ._engine.children import cancel_children, retry_children
+from ._engine.children import cancel_children, retry_children, went_on
 from ._engine.keeper import LeaseKeeper
 from ._engine.lifecycle import lifecycle
 from ._errors import (
@@ -52,26 +52,31 @@ def fork_plan(
     rows: list[ForkCandidate], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
-    position before it, or the recorded failure of a child run, and the mark of an
-    irreversible step's first attempt, so that a fork of the fork still knows the step is
+    position before it, or a recorded failure the replay must raise again: a child run's,
+    or a step's the workflow caught and went on from; and the mark of an irreversible
+    step's first attempt, so that a fork of the fork still knows the step is
     irreversible), the completed irreversible steps it
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
     its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
-    latest: dict[str, ForkCandidate] = {}
+    latest: dict[str, int] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
-    for row in rows:
-        row_id, seq, position, kind, status = row.id, row.seq, row.position, row.kind, row.status
-        latest[position] = row
-        if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
-            marks.setdefault(seq, row_id)
+    for at, row in enumerate(rows):
+        latest[row.position] = at
+        if row.kind == EntryKind.STEP and row.status in (
+            EntryStatus.SCHEDULED,
+            EntryStatus.IN_DOUBT,
+        ):
+            marks.setdefault(row.seq, row.id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     doubtful: list[tuple[int, str]] = []
-    for row in latest.values():
+    for at in latest.values():
+        row = rows[at]
         row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
         done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED) or (
-            kind == EntryKind.CHILD and status == EntryStatus.FAILED  # a child's end, recorded
+            status == EntryStatus.FAILED  # an outcome recorded: a child's end, a caught failure
+            and (kind == EntryKind.CHILD or (kind == EntryKind.STEP and went_on(rows, at)))
         )
         if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             doubtful.append((seq, name))
@@ -85,18 +90,21 @@ def fork_plan(
 
 
 def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
-    """The step positions whose latest journal row is a final failure (and, for a poison run,
-    ``interrupted``, the steps whose crashes used up its recoveries)."""
-    latest: dict[str, IndexRow] = {}
-    for row in index:
-        latest[row.position] = row
+    """The step positions whose latest journal row is the final failure the run failed
+    through (and, for a poison run, ``interrupted``, the steps whose crashes used up its
+    recoveries). A failure the workflow caught and went on from is an outcome its replay
+    returns, as a success is: it is not reopened."""
+    latest: dict[str, int] = {}
+    for at, row in enumerate(index):
+        latest[row.position] = at
     failed = []
-    for row in latest.values():
+    for at in latest.values():
+        row = index[at]
         if row.kind == EntryKind.STEP and row.status == EntryStatus.FAILED and row.error:
             with contextlib.suppress(ValueError):
                 detail = ErrorRecord.from_json(row.error)
                 crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
-                if detail.final or crashed:
+                if (detail.final or crashed) and not went_on(index, at):
                     failed.append(row)
     return failed
 

@@ -477,3 +477,27 @@ def test_a_retry_that_fails_to_reopen_the_parent_reopens_none_of_its_children(
         "cancelled",
     ]
     assert {c: len(app.journal(c)) for c in journals} == journals
+
+
+def test_a_retry_redrives_the_child_a_parent_failed_through_after_its_rollback(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 6}
+    wf = declare(app, flags)
+    undone: list[str] = []
+
+    @app.step(compensate=undone.append)
+    def book() -> str:
+        return "booked"
+
+    @app.workflow()
+    def trip() -> list[Any]:
+        return [book(), stalwart.run_child(wf["child"], 6)]
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(trip, workflow_id="b")
+    assert undone == ["booked"]  # the rollback marked the step compensated after the failure
+    flags.clear()
+    app.retry("b")
+    assert app.handle("b/1").status() == "pending"
+    assert app.run(trip, workflow_id="b") == ["booked", 36]

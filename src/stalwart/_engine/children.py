@@ -17,7 +17,7 @@ worker has claimed (:func:`help_children`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,6 +40,7 @@ __all__ = [
     "result",
     "retry_children",
     "start",
+    "went_on",
 ]
 
 log = logging.getLogger("stalwart")
@@ -287,12 +288,16 @@ def _task_of(position: str) -> str:
     return head + dot
 
 
-def _went_on(index: list[Any], at: int) -> bool:
+def went_on(index: Sequence[Any], at: int) -> bool:
     """Whether the task that recorded row ``at``, or a task that awaits it, recorded a call
     after it: then the workflow went on from that outcome (a sibling task's later calls do
-    not count, as the outcome may still be what the run failed through)."""
+    not count, as the outcome may still be what the run failed through, and neither do the
+    ``compensated`` marks a rollback wrote after the failure)."""
     task = _task_of(index[at].position)
-    return any(task.startswith(_task_of(row.position)) for row in index[at + 1 :])
+    return any(
+        task.startswith(_task_of(row.position)) and row.status != EntryStatus.COMPENSATED
+        for row in index[at + 1 :]
+    )
 
 
 def retry_children(
@@ -324,7 +329,7 @@ def retry_children(
             if (child_id := _child_id(runtime, row.input)) is not None:
                 retried.add(child_id)
             continue
-        if row.status != EntryStatus.FAILED or _went_on(index, at):
+        if row.status != EntryStatus.FAILED or went_on(index, at):
             continue
         child_id = _child_id(runtime, row.output)
         if child_id is None or child_id not in children:

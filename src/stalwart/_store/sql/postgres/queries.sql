@@ -328,14 +328,15 @@ WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
 ORDER BY id;
 
 -- name: copy_entry_reused
--- A child's recorded failure stays a failure (with its error): the fork's replay raises it.
+-- A recorded failure (a child's, or a step's the workflow caught) stays a failure, with its
+-- error: the fork's replay raises it again.
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
                      finished_at, input, output, error, by, compensable)
 SELECT :new_id, seq, position, kind, name,
        CASE WHEN status IN ('scheduled', 'in_doubt') THEN status
-            WHEN kind = 'child' AND status = 'failed' THEN status ELSE 'reused' END, attempt,
+            WHEN status = 'failed' THEN status ELSE 'reused' END, attempt,
        started_at, finished_at, input, output,
-       CASE WHEN kind = 'child' AND status = 'failed' THEN error END, :by, compensable
+       CASE WHEN status = 'failed' THEN error END, :by, compensable
 FROM journal WHERE id = :id;
 
 -- name: rollback_state
