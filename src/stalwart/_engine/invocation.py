@@ -222,6 +222,7 @@ class Invocation:
         self.counters: dict[str, int] = {}
         self.task_paths: dict[asyncio.Task[Any], str] = {}
         self.children: dict[str, int] = {}
+        self.patch_sites: dict[str, tuple[str, int, int, int]] = {}  # id -> its call site
         self.fatal: Abort | None = None
         self.lease_lost = threading.Event()
         self.cancel_requested = threading.Event()
