@@ -25,6 +25,7 @@ from .._runtime import Runtime
 from .._serde import Codec
 from .._store import Entry
 from .._store.base import CompensationRow
+from .interrupted import LastSeen, interrupted_span
 from .invocation import CURRENT_STEP, Invocation, StepScope
 
 __all__ = [
@@ -157,15 +158,19 @@ def retry_marker(seq: int, attempt: int) -> str:
     return f"undo:{seq}:{attempt}"
 
 
-def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -> Entry | None:
+def interruption(
+    undo: Undo, retrying: str | None, now: float, *, final: bool, seen: LastSeen | None = None
+) -> Entry | None:
     """The failed entry that charges the compensation attempt a crash interrupted: the run's
-    mark names the attempt after the last recorded one, which began but never ended."""
+    mark names the attempt after the last recorded one, which began but never ended (``seen``:
+    what its holder published of it, for its real start)."""
     attempt = undo.attempts + 1
     if retrying != retry_marker(undo.seq, attempt):
         return None
+    started, alive, said = interrupted_span(seen, seq=undo.seq, attempt=attempt, now=now, undo=True)
     detail = ErrorRecord(
         ErrorType.ATTEMPT_INTERRUPTED,
-        f"attempt {attempt} was interrupted: its process stopped before the outcome was recorded",
+        f"{said}: its process stopped before the outcome was recorded",
         final=final,
     )
     return Entry(
@@ -175,8 +180,8 @@ def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -
         seq=undo.seq,
         position=undo.position,
         attempt=attempt,
-        started_at=now,
-        finished_at=now,
+        started_at=started,
+        finished_at=alive,
         error=detail.to_json(),
     )
 
@@ -194,7 +199,8 @@ def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> Non
         ) from exc
     policy = step.undo_retry or step.retry
     now = runtime.clock.time()
-    charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)
+    final = undo.attempts + 1 >= policy.max_attempts
+    charged = interruption(undo, inv.retrying, now, final=final, seen=inv.last_seen)
     if charged is not None:  # retried whatever retry_on says, within max_attempts
         inv.append_many([charged])
         attempt += 1

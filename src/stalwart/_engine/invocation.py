@@ -26,6 +26,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
+from .interrupted import LastSeen
 
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
@@ -228,6 +229,7 @@ class Invocation:
         self.cancel_requested = threading.Event()
         self.deadline: float | None = None
         self.retrying: str | None = None  # the run's last begun retry, "seq:attempt"
+        self.last_seen: LastSeen | None = None  # a recovery: the attempt its holder ran
         self.suspended: Suspend | None = None
         self.releasing = threading.Event()
         self.in_flight = 0

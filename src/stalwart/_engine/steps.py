@@ -25,6 +25,7 @@ from .._store import Entry
 from .._usage import attempt_usage
 from .breakers import admit, report
 from .budget import spend_of
+from .interrupted import interrupted_span
 from .invocation import (
     CURRENT_STEP,
     Invocation,
@@ -35,6 +36,7 @@ from .invocation import (
     step_key,
 )
 from .observe import attempt_began, attempt_recorded, attempt_stopped
+from .outputs import validate_and_encode
 
 __all__ = ["call_step", "call_step_async"]
 
@@ -143,6 +145,8 @@ class StepCall:
         The interruption is this step's: it is recorded here (as ``in_doubt``, or as a failed
         attempt when verify finds no effect), so a recovery never charges a later step."""
         self.inv.recovering = False
+        if not marked:  # a crash interrupted it: journaled with its real start
+            self.started_at = self._interrupted_span()[0]
         if self.step.verify is None:
             if not marked:
                 self._record(EntryStatus.IN_DOUBT, self.inv.runtime.clock.time())
@@ -163,7 +167,7 @@ class StepCall:
         )
         now = self.inv.runtime.clock.time()
         final = self.attempt >= self.step.retry.max_attempts
-        self._record_failure(exc, now, now, Decision(final=final))
+        self._record_failure(exc, self.started_at or now, now, Decision(final=final))
         if final:
             raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
         self.attempt += 1
@@ -183,7 +187,7 @@ class StepCall:
         found = self._verify()
         if found is None:
             return False
-        payload = _validate_and_encode(self.inv, self.step, found)
+        payload = validate_and_encode(self.inv, self.step, found)
         value = self._restored(payload)  # an answer that does not fit is refused unrecorded
         now = self.inv.runtime.clock.time()
         settled = self._entry(EntryStatus.COMPLETED, now, output=payload, by="verify")
@@ -269,16 +273,18 @@ class StepCall:
         process stopped (the first one, or several started together by ``asyncio.gather``).
         An interruption is retried whatever ``retry_on`` says, within ``max_attempts``.
         """
-        exc = AttemptInterrupted(
-            f"attempt {self.attempt} was interrupted: its process stopped before the outcome "
-            "was recorded"
-        )
-        now = self.inv.runtime.clock.time()
+        started, alive, said = self._interrupted_span()
+        exc = AttemptInterrupted(f"{said}: its process stopped before the outcome was recorded")
         final = self.attempt >= self.step.retry.max_attempts
-        self._record_failure(exc, now, now, Decision(final=final))
+        self._record_failure(exc, started, alive, Decision(final=final))
         if final:
             raise StepFailed(self.step.name, self.attempt, type(exc).__name__, str(exc))
         self.attempt += 1
+
+    def _interrupted_span(self) -> tuple[float, float, str]:
+        """The interrupted attempt's start, last sign of life and words (``interrupted.py``)."""
+        now = self.inv.runtime.clock.time()
+        return interrupted_span(self.inv.last_seen, seq=self.seq, attempt=self.attempt, now=now)
 
     def scope(self) -> StepScope:
         """Begin an attempt."""
@@ -304,7 +310,7 @@ class StepCall:
         usage = self._usage(outcome if error is None else None)  # kept if the check refuses it
         if error is None:
             try:
-                payload = _validate_and_encode(self.inv, self.step, outcome)
+                payload = validate_and_encode(self.inv, self.step, outcome)
                 value = self._restored(payload)  # validated before it is recorded
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
@@ -388,31 +394,6 @@ def _count(call: StepCall, entry: Entry) -> None:
         inv.spend.add(entry.usage)
     if inv.observe is not None or status != EntryStatus.COMPLETED:
         attempt_recorded(inv, call.current, entry)
-
-
-def _validate_and_encode(inv: Invocation, step: StepDef, raw: Any) -> bytes:
-    """A step's result, checked by its ``output=`` and encoded (the errors name the step)."""
-    check = step.output
-    if check is not None:
-        validate = getattr(check, "model_validate", None)
-        if callable(validate) and isinstance(raw, str | bytes | bytearray):
-            validate = getattr(check, "model_validate_json", validate)  # an LLM's JSON
-        try:
-            raw = validate(raw) if callable(validate) else check(raw)
-        except Exception as exc:
-            raise OutputInvalid(
-                f"step {step.name!r} returned a value its output= check rejected: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
-    try:
-        return inv.runtime.codec.encode(raw)
-    except UnsupportedValue as exc:
-        raise SerializationError(
-            f"workflow {inv.wf.name!r} (run {inv.workflow_id!r}), step "
-            f"{step.name!r}: cannot serialize its result, a value of type "
-            f"{exc.type_name} at {exc.path.replace('value', 'result', 1)}; return "
-            "JSON-compatible values (or opt in with serializer='pickle')"
-        ) from None
 
 
 def _run_sync_attempt(step: StepDef, scope: StepScope, args: Any, kwargs: Any) -> Any:
