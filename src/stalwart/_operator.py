@@ -211,6 +211,19 @@ def _who(by: str | None) -> str:
         return "unknown"
 
 
+def _note(runtime: Runtime, action: str, now: float, by: str, detail: Any) -> Entry:
+    """The journal entry of an operator action: what, by whom, when."""
+    return Entry(
+        kind=EntryKind.OPERATOR,
+        name=action,
+        status=EntryStatus.COMPLETED,
+        started_at=now,
+        finished_at=now,
+        input=None if detail is None else runtime.codec.encode(detail),
+        by=by,
+    )
+
+
 class Operator:
     """The operator verbs of one app."""
 
@@ -238,7 +251,7 @@ class Operator:
             ) from None
         who = _who(by)
         now = self.runtime.clock.time()
-        entry = self._entry("send-event", now, who, {"name": name, "dedup_key": dedup_key})
+        entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
             delivered = self.runtime.store.deliver_event(
                 workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
@@ -256,18 +269,6 @@ class Operator:
             who,
         )
         return bool(delivered)
-
-    def _entry(self, action: str, now: float, by: str, detail: Any) -> Entry:
-        """The journal entry of an operator action: what, by whom, when."""
-        return Entry(
-            kind=EntryKind.OPERATOR,
-            name=action,
-            status=EntryStatus.COMPLETED,
-            started_at=now,
-            finished_at=now,
-            input=None if detail is None else self.runtime.codec.encode(detail),
-            by=by,
-        )
 
     def _decide(
         self,
@@ -293,7 +294,7 @@ class Operator:
         who = _who(by)
         now = self.runtime.clock.time()
         verb = "approve" if approved else "reject"
-        entry = self._entry(verb, now, who, {"approval_id": approval_id, "reason": reason})
+        entry = _note(self.runtime, verb, now, who, {"approval_id": approval_id, "reason": reason})
         if not store.decide_approval(
             workflow_id,
             approval_id,
@@ -340,7 +341,7 @@ class Operator:
             ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
         ).to_json()
         verdict = self.runtime.store.cancel_run(
-            workflow_id, now=now, error=error, entry=self._entry("cancel", now, who, None)
+            workflow_id, now=now, error=error, entry=_note(self.runtime, "cancel", now, who, None)
         )
         if verdict == "finished":
             status = self.views.row(workflow_id).status
@@ -398,7 +399,7 @@ class Operator:
         rollback = self.runtime.store.rollback_in_progress(row.workflow_id)
         continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
         index = [] if continues else self.runtime.store.replay_index(row.workflow_id)
-        note = self._entry("retry", now, who, detail)
+        note = _note(self.runtime, "retry", now, who, detail)
         return redrive_plan(error, index, rollback, note, now=now, who=who)
 
     def resolve(
@@ -447,7 +448,7 @@ class Operator:
             **outcome,
         )
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
-        entries = [entry, self._entry("resolve", now, who, detail)]
+        entries = [entry, _note(self.runtime, "resolve", now, who, detail)]
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
         self.runtime.wakeup.set()
@@ -497,7 +498,7 @@ class Operator:
             "started", now, input=row.input, output=self.runtime.codec.encode(origin)
         )
         started.by = who
-        note = self._entry("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
+        note = _note(self.runtime, "fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
         if not self.runtime.store.fork_run(
             workflow_id,
             new_id=fork_id,

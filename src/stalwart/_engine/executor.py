@@ -27,6 +27,7 @@ from .._store import Entry
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .lifecycle import lifecycle
 from .observe import finished, suspended
 
 if TYPE_CHECKING:
@@ -246,17 +247,11 @@ def _roll_back(
             cancel_children(runtime, inv.workflow_id, by=f"parent {inv.workflow_id}")
             if not started and _has_compensations(runtime, inv):
                 now = runtime.clock.time()
-                inv.append(
-                    Entry(
-                        kind=EntryKind.RUN,
-                        name="rolling_back",
-                        status=EntryStatus.COMPLETED,
-                        started_at=now,
-                        finished_at=now,
-                        output=runtime.codec.encode({"then": status, "detail": detail}),
-                    )
-                )
+                then = runtime.codec.encode({"then": status, "detail": detail})
+                inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
+    except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
+        return _suspend(runtime, inv, signal)
     except CompensationFailed as failure:
         reason = str(failure)
         error = ErrorRecord(

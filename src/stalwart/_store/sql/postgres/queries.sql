@@ -463,9 +463,11 @@ UPDATE runs SET wake_at = :retry_at, updated_at = :now
 WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;
 
 -- name: step_usage
--- What a run's step attempts used, without reading their payloads (describe's usage totals).
+-- What a run's step attempts (and its compensations', attempts alike) used, without reading
+-- their payloads (describe's usage totals).
 SELECT seq, status, usage FROM journal
-WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed')
+WHERE workflow_id = :workflow_id AND kind IN ('step', 'compensation')
+  AND status IN ('completed', 'failed')
 ORDER BY id;
 
 -- name: event_delivered
