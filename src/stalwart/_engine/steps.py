@@ -38,6 +38,20 @@ from .outputs import validate_and_encode
 __all__ = ["call_step", "call_step_async"]
 
 
+def _standing(inv: Invocation, rec: Recorded | None) -> tuple[int, int, float, bool]:
+    """Where a call stands by its latest journal row: its seq, the attempt it makes next, when
+    that attempt may start, and whether an operator asked to run it again (``resolve
+    --rerun``). A new call takes the next seq."""
+    if rec is None:
+        return inv.alloc_seq(), 1, 0.0, False
+    if rec.status == EntryStatus.COMPENSATED:  # undone: a retry or fork runs it again
+        return rec.seq, 1, 0.0, False
+    if rec.status != EntryStatus.FAILED:  # completed, or an irreversible step's mark
+        return rec.seq, rec.attempt, 0.0, False
+    error = rec.error or ErrorRecord("Unknown")
+    return rec.seq, rec.attempt + 1, float(error.retry_at or 0.0), error.rerun
+
+
 class StepCall:
     """The decisions of one journaled step call, shared by the sync and async drivers."""
 
@@ -51,10 +65,11 @@ class StepCall:
         self.kwargs = kwargs
         self.position = inv.next_position()
         self.rec: Recorded | None = inv.lookup(self.position, "step", step.name)
+        self.seq, self.attempt, self.retry_at, self.rerun = _standing(inv, self.rec)
+        self.input = b""  # the encoded arguments, once the journal does not settle the call
         self.value: Any = None
         self.started_at = 0.0
         self.current: StepScope | None = None  # the attempt under way
-        self.rerun = False
         self.probe: str | None = None  # this attempt is its breaker's half-open probe
         self.reported = False  # this attempt's failure is already counted by its breaker
         self.policy = step.retry
@@ -63,35 +78,23 @@ class StepCall:
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""
         rec = self.rec
-        if rec is None:
-            self.seq = self.inv.alloc_seq()
-            self.attempt = 1
-            self.retry_at = 0.0
-        elif rec.status == EntryStatus.COMPLETED:
+        if rec is not None and rec.status == EntryStatus.COMPLETED:
             value = self.inv.load_value(rec)
             self.value = self.step.restore(value) if self.step.restore else value
             return True
-        elif rec.status == EntryStatus.COMPENSATED:  # undone: a retry or fork runs it again
-            self.seq, self.attempt, self.retry_at = rec.seq, 1, 0.0
-        elif rec.status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
-            # only irreversible steps write these
-            self.seq, self.attempt, self.retry_at = rec.seq, rec.attempt, 0.0
-            self.input = self._encode_input()
-            return in_doubt(self, marked=rec.status == EntryStatus.IN_DOUBT)
-        else:
+        if rec is not None and rec.status == EntryStatus.FAILED:
             error = rec.error or ErrorRecord("Unknown")
             if error.final:
                 raise StepFailed(self.step.name, rec.attempt, error.type, error.message)
-            self.seq = rec.seq
-            self.attempt = rec.attempt + 1
-            self.retry_at = float(error.retry_at or 0.0)
-            self.rerun = error.rerun
-            if self.inv.retrying != f"{self.seq}:{self.attempt}":
-                # The retry never began (``begin_attempt`` marks it on the run): the process
-                # stopped during the backoff, which costs the step no attempt.
-                self.input = self._encode_input()
-                return False
         self.input = self._encode_input()
+        if rec is not None and rec.status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
+            # only irreversible steps write these
+            return in_doubt(self, marked=rec.status == EntryStatus.IN_DOUBT)
+        failed = rec is not None and rec.status == EntryStatus.FAILED
+        if failed and self.inv.retrying != f"{self.seq}:{self.attempt}":
+            # The retry never began (``begin_attempt`` marks it on the run): the process
+            # stopped during the backoff, which costs the step no attempt.
+            return False
         if self.inv.recovering and not self.step.irreversible:
             self._charge_interruption()
         return False
