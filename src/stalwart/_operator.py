@@ -495,9 +495,8 @@ class Operator:
         who = _who(by)
         origin = {"forked_from": workflow_id, "from_seq": from_seq}
         started = lifecycle(
-            "started", now, input=row.input, output=self.runtime.codec.encode(origin)
+            "started", now, input=row.input, output=self.runtime.codec.encode(origin), by=who
         )
-        started.by = who
         note = _note(self.runtime, "fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
         if not self.runtime.store.fork_run(
             workflow_id,

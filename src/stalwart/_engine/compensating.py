@@ -162,8 +162,8 @@ class Compensation:
             count(self, done)
             return DONE
         decision = decide(self, error, now)
-        failed = self._entry(EntryStatus.FAILED, now, error=failure_record(error, now, decision))
-        failed.usage = usage
+        error_json = failure_record(error, now, decision)
+        failed = self._entry(EntryStatus.FAILED, now, error=error_json, usage=usage)
         inv.append(failed)
         count(self, failed)
         if decision.final:

@@ -9,7 +9,12 @@ __all__ = ["lifecycle"]
 
 
 def lifecycle(
-    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
+    name: str,
+    now: float,
+    *,
+    input: bytes | None = None,
+    output: bytes | None = None,
+    by: str | None = None,
 ) -> Entry:
     """A milestone of the run itself in its journal (started, resumed, rolling_back)."""
     return Entry(
@@ -20,4 +25,5 @@ def lifecycle(
         finished_at=now,
         input=input,
         output=output,
+        by=by,
     )

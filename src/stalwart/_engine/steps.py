@@ -124,8 +124,7 @@ class StepCall:
         started: float | None = None,
         usage: str | None = None,
     ) -> None:
-        entry = self.entry(status, now, output=output, error=error, started=started)
-        entry.usage = usage
+        entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
         self.inv.append(entry)
         count(self, entry)
 
@@ -138,6 +137,7 @@ class StepCall:
         error: str | None = None,
         started: float | None = None,
         by: str | None = None,
+        usage: str | None = None,
     ) -> Entry:
         return Entry(
             kind=EntryKind.STEP,
@@ -153,6 +153,7 @@ class StepCall:
             error=error,
             compensable=status == EntryStatus.COMPLETED and self.step.compensate is not None,
             by=by,
+            usage=usage,
         )
 
     def _encode_input(self) -> bytes:

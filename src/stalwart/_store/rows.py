@@ -127,9 +127,10 @@ class ChildRedrive:
     entries: list[Entry]
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Entry:
-    """A journal entry to append. ``input``/``output`` are encoded payloads."""
+    """A journal entry to append, never changed once built. ``input``/``output`` are encoded
+    payloads."""
 
     kind: str
     name: str
@@ -144,7 +145,6 @@ class Entry:
     error: str | None = None
     by: str | None = None
     compensable: bool = False
-    call_id: str | None = None  # set by the store: which call wrote it, for safe retries
     usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
 
 

@@ -4,6 +4,7 @@ and payloads kept apart from the journal."""
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -17,6 +18,14 @@ __all__ = ["SQLBase"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+# The id of the store call under way in this thread (``_once``), stamped on the journal entries
+# it writes, so a retry after a lost acknowledgement can tell whether the first try landed.
+# The store keeps it here, never in the caller's Entry.
+CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "stalwart_call_id", default=None
+)
 
 
 class _Fenced(Exception):
@@ -163,17 +172,15 @@ class SQLBase:
         have committed (it got as far as the commit, or was one autocommitted statement)
         looks for that entry first and, when it is there, returns what the first try decided
         (for a lone statement: that it landed) instead of doing it again."""
-        if footprint is not None:
-            footprint.call_id = uuid.uuid4().hex  # this call's, even for a reused Entry
+        call_id = None if footprint is None else uuid.uuid4().hex  # this call's
         decided: list[T] = []
         tried = False
 
         def attempt(conn: Any) -> T:
             nonlocal tried
-            if footprint is not None and (decided or (tried and not transaction)):
+            if call_id is not None and (decided or (tried and not transaction)):
                 found = conn.execute(
-                    self._q["entry_exists"],
-                    {"workflow_id": workflow_id, "call_id": footprint.call_id},
+                    self._q["entry_exists"], {"workflow_id": workflow_id, "call_id": call_id}
                 ).fetchone()
                 if found is not None:
                     return decided[0] if decided else cast(T, True)
@@ -181,7 +188,11 @@ class SQLBase:
             decided[:] = [work(conn)]
             return decided[0]
 
-        return self._write(attempt) if transaction else self._run(attempt)
+        token = CALL_ID.set(call_id)  # every entry this call journals carries it
+        try:
+            return self._write(attempt) if transaction else self._run(attempt)
+        finally:
+            CALL_ID.reset(token)
 
     def _sql(self, name: str, params: dict[str, Any]) -> str:
         """The text of query ``name`` as run with ``params``: its optional conditions resolved
@@ -314,7 +325,7 @@ class SQLBase:
             "error": entry.error,
             "by": entry.by,
             "compensable": int(entry.compensable),
-            "call_id": entry.call_id,
+            "call_id": CALL_ID.get(),
             "usage": entry.usage,
         }
 

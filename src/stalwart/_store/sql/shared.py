@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..base import Entry, SharedRow, SharedSet
-from ._base import SQLBase
+from ._base import CALL_ID, SQLBase
 
 __all__ = ["SharedVerbs"]
 
@@ -49,9 +49,6 @@ class SharedVerbs(SQLBase):
         finds the write (or the entry) it made and returns what it decided."""
         call_id = uuid.uuid4().hex
         journaled = entry is not None and workflow_id is not None
-        if journaled:
-            assert entry is not None
-            entry.call_id = call_id
         decided: list[SharedSet] = []
 
         def landed(conn: Any) -> bool:
@@ -91,10 +88,15 @@ class SharedVerbs(SQLBase):
                     version = current + 1
             if journaled:
                 assert entry is not None and workflow_id is not None
+                written = entry
                 if encode_result is not None:
-                    entry.output = encode_result(version)
-                self._journal_in(conn, workflow_id, entry)
+                    written = dataclasses.replace(entry, output=encode_result(version))
+                self._journal_in(conn, workflow_id, written)
             decided[:] = [SharedSet(held=True, version=version)]
             return decided[0]
 
-        return self._write(work)
+        token = CALL_ID.set(call_id if journaled else None)
+        try:
+            return self._write(work)
+        finally:
+            CALL_ID.reset(token)
