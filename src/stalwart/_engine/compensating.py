@@ -178,7 +178,12 @@ class Compensation:
         return decision.delay
 
     def _entry(
-        self, status: str, now: float, *, error: str | None = None, usage: str | None = None
+        self,
+        status: EntryStatus,
+        now: float,
+        *,
+        error: str | None = None,
+        usage: str | None = None,
     ) -> Entry:
         return Entry(
             kind=EntryKind.COMPENSATION,

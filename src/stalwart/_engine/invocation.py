@@ -433,7 +433,7 @@ class Invocation:
         return self.loop if self.loop is not None else self.runtime.loop.loop
 
     @guarded
-    def record_value(self, kind: str, produce: Any) -> Any:
+    def record_value(self, kind: EntryKind, produce: Any) -> Any:
         """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
         self.check_alive()
         position = self.next_position()

@@ -39,11 +39,11 @@ class Irreversible(Protocol):
 
     def scope(self) -> StepScope: ...
 
-    def record(self, status: str, now: float) -> None: ...
+    def record(self, status: EntryStatus, now: float) -> None: ...
 
     def entry(
         self,
-        status: str,
+        status: EntryStatus,
         now: float,
         *,
         output: bytes | None = ...,

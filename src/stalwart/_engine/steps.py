@@ -116,7 +116,7 @@ class StepCall:
 
     def record(
         self,
-        status: str,
+        status: EntryStatus,
         now: float,
         *,
         output: bytes | None = None,
@@ -130,7 +130,7 @@ class StepCall:
 
     def entry(
         self,
-        status: str,
+        status: EntryStatus,
         now: float,
         *,
         output: bytes | None = None,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._model import EntryKind, EntryStatus
+
 __all__ = [
     "ApprovalRow",
     "BreakerRow",
@@ -132,9 +134,9 @@ class Entry:
     """A journal entry to append, never changed once built. ``input``/``output`` are encoded
     payloads."""
 
-    kind: str
+    kind: EntryKind
     name: str
-    status: str
+    status: EntryStatus
     seq: int | None = None
     position: str | None = None
     attempt: int | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._model import RunStatus
+from ..._model import EntryKind, EntryStatus, RunStatus
 from ..base import ChildRedrive, Entry, ForkCandidate
 from ._base import SQLBase
 
@@ -43,9 +43,9 @@ class AdminVerbs(SQLBase):
             self._journal_in(conn, workflow_id, entry)
             if verdict == "cancelled":  # it ended here: its journal says so, as a holder's end
                 end = Entry(
-                    kind="run",
+                    kind=EntryKind.RUN,
                     name="finished",
-                    status="failed",
+                    status=EntryStatus.FAILED,
                     started_at=now,
                     finished_at=now,
                     error=error,
