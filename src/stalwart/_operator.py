@@ -128,29 +128,14 @@ def redrive_plan(
     run, each step whose crashes used up its recoveries), and replays."""
     redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json()
     if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
-        reset = Entry(
-            kind=EntryKind.COMPENSATION,
-            name="reset",
-            status=EntryStatus.FAILED,
-            seq=error.seq,
-            attempt=0,
-            started_at=now,
-            finished_at=now,
-            error=redriven,
+        reset = Entry.reset(
+            EntryKind.COMPENSATION, "reset", now, seq=error.seq, position=None, error=redriven
         )
         return [reset, note, lifecycle("rolling_back", now, output=rollback)]
     failed = failed_for_good(index, interrupted=error.type == ErrorType.WORKER_CRASHED)
     fresh = [
-        Entry(
-            kind=EntryKind.STEP,
-            name=rec.name,
-            status=EntryStatus.FAILED,
-            seq=rec.seq,
-            position=rec.position,
-            attempt=0,
-            started_at=now,
-            finished_at=now,
-            error=redriven,
+        Entry.reset(
+            EntryKind.STEP, rec.name, now, seq=rec.seq, position=rec.position, error=redriven
         )
         for rec in failed
     ]
@@ -213,15 +198,8 @@ def _who(by: str | None) -> str:
 
 def _note(runtime: Runtime, action: str, now: float, by: str, detail: Any) -> Entry:
     """The journal entry of an operator action: what, by whom, when."""
-    return Entry(
-        kind=EntryKind.OPERATOR,
-        name=action,
-        status=EntryStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=None if detail is None else runtime.codec.encode(detail),
-        by=by,
-    )
+    encoded = None if detail is None else runtime.codec.encode(detail)
+    return Entry.operator(action, now, by=by, input=encoded)
 
 
 class Operator:

@@ -258,14 +258,8 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
             ErrorType.WORKFLOW_CANCELLED,
             f"run {child.workflow_id!r} was cancelled with its parent {parent_id!r}",
         ).to_json()
-        entry = Entry(
-            kind=EntryKind.OPERATOR,
-            name="cancel",
-            status=EntryStatus.COMPLETED,
-            started_at=now,
-            finished_at=now,
-            input=runtime.codec.encode({"parent": parent_id}),
-            by=by,
+        entry = Entry.operator(
+            "cancel", now, by=by, input=runtime.codec.encode({"parent": parent_id})
         )
         verdict = runtime.store.cancel_run(child.workflow_id, now=now, error=error, entry=entry)
         log.info("run %s: cancel with its parent %s: %s", child.workflow_id, parent_id, verdict)

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._loop import run_on
 from .._model import (
-    EntryKind,
-    EntryStatus,
     ErrorRecord,
     ErrorType,
     OutcomeKind,
@@ -282,16 +280,8 @@ def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
     if inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = runtime.clock.time()
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name=RunStatus.SUSPENDED,
-        status=EntryStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        output=runtime.codec.encode(
-            {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
-        ),
-    )
+    waits = {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
+    entry = Entry.milestone(RunStatus.SUSPENDED, now, output=runtime.codec.encode(waits))
     if runtime.store.suspend_run(
         inv.workflow_id,
         owner=inv.owner,
@@ -317,15 +307,7 @@ def _finish(
     exc: BaseException | None,
 ) -> Outcome:
     now = runtime.clock.time()
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-        status=EntryStatus.COMPLETED if status == RunStatus.COMPLETED else EntryStatus.FAILED,
-        started_at=now,
-        finished_at=now,
-        output=output,
-        error=error,
-    )
+    entry = Entry.ended(status, now, output=output, error=error)
     ok = runtime.store.finish_run(
         inv.workflow_id,
         owner=inv.owner,

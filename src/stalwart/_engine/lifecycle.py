@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from .._model import EntryKind, EntryStatus
 from .._store import Entry
 
 __all__ = ["lifecycle"]
@@ -17,13 +16,4 @@ def lifecycle(
     by: str | None = None,
 ) -> Entry:
     """A milestone of the run itself in its journal (started, resumed, rolling_back)."""
-    return Entry(
-        kind=EntryKind.RUN,
-        name=name,
-        status=EntryStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=input,
-        output=output,
-        by=by,
-    )
+    return Entry.milestone(name, now, input=input, output=output, by=by)

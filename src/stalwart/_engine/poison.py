@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from .._errors import CorruptRecord
-from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus
+from .._model import ErrorRecord, ErrorType, RunStatus
 from .._runtime import Runtime
 from .._store import Entry, RunRow
 from .children import cancel_children
@@ -118,14 +118,7 @@ def _rollback_crashed(
 def _finish_poisoned(
     runtime: Runtime, wid: str, status: str, error: str, *, owner: str, now: float
 ) -> None:
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-        status=EntryStatus.FAILED,
-        started_at=now,
-        finished_at=now,
-        error=error,
-    )
+    entry = Entry.ended(status, now, output=None, error=error)
     runtime.store.finish_run(
         wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._model import EntryKind, EntryStatus, RunStatus
+from ..._model import RunStatus
 from ..base import ChildRedrive, Entry, ForkCandidate
 from ._base import SQLBase
 
@@ -42,14 +42,7 @@ class AdminVerbs(SQLBase):
                 return "finished"
             self._journal_in(conn, workflow_id, entry)
             if verdict == "cancelled":  # it ended here: its journal says so, as a holder's end
-                end = Entry(
-                    kind=EntryKind.RUN,
-                    name="finished",
-                    status=EntryStatus.FAILED,
-                    started_at=now,
-                    finished_at=now,
-                    error=error,
-                )
+                end = Entry.ended("cancelled", now, output=None, error=error)
                 self._journal_in(conn, workflow_id, end)
             return verdict
 
