@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -328,3 +329,43 @@ def test_a_compensations_usage_is_journaled_and_counted_like_a_steps(
     undo = [e for e in app.journal("metered-refund") if e.kind == "compensation"]
     assert [e.usage.input_tokens if e.usage else None for e in undo] == [30, 30]
     assert app.usage("metered-refund").input_tokens == 60
+
+
+def test_a_cancelled_runs_compensation_waits_its_backoff_in_place(
+    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
+) -> None:
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(stalwart.attempt())
+        if len(tries) == 1:
+            raise ConnectionError("the refund API is down")
+
+    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=600, jitter=False))
+    def charge() -> str:
+        return "ch-1"
+
+    @app.workflow(name="waiting_order")
+    def waiting_order() -> None:
+        charge()
+        stalwart.wait_for_event("shipped")
+
+    app.start(waiting_order, workflow_id="cancelled-refund")
+    runner = threading.Thread(target=lambda: _quietly(app.run, waiting_order, "cancelled-refund"))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while app.handle("cancelled-refund").status() != "suspended":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    app.cancel("cancelled-refund")  # its rollback cannot suspend: a cancel is requested
+    runner.join(30)
+    with pytest.raises(stalwart.WorkflowCancelled):
+        app.run(waiting_order, workflow_id="cancelled-refund")
+    assert tries == [1, 2]
+    assert max(clock.slept) > 5  # waited in place, not on a durable timer it could not set
+    assert app.handle("cancelled-refund").status() == "cancelled"
+
+
+def _quietly(run: Any, wf: Any, workflow_id: str) -> None:
+    with contextlib.suppress(stalwart.StalwartError):
+        run(wf, workflow_id=workflow_id)
