@@ -12,7 +12,7 @@ from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
 from ._engine.patches import patched as _patched
 from ._errors import InvalidOperation, UsageError, WorkflowCancelled, WorkflowOnlyCall
-from ._model import Approval
+from ._model import Approval, EntryKind
 
 __all__ = [
     "attempt",
@@ -152,7 +152,7 @@ def now() -> _dt.datetime:
     if inv is None:
         return _dt.datetime.now(_dt.UTC)
     return inv.record_value(  # type: ignore[no-any-return]
-        "now", lambda: _dt.datetime.fromtimestamp(inv.runtime.clock.time(), _dt.UTC)
+        EntryKind.NOW, lambda: _dt.datetime.fromtimestamp(inv.runtime.clock.time(), _dt.UTC)
     )
 
 
@@ -161,7 +161,7 @@ def uuid4() -> _uuid.UUID:
     inv = _journaled()
     if inv is None:
         return _uuid.uuid4()
-    return inv.record_value("uuid", _uuid.uuid4)  # type: ignore[no-any-return]
+    return inv.record_value(EntryKind.UUID, _uuid.uuid4)  # type: ignore[no-any-return]
 
 
 def random() -> float:
@@ -169,7 +169,7 @@ def random() -> float:
     inv = _journaled()
     if inv is None:
         return _random.random()
-    return inv.record_value("random", _random.random)  # type: ignore[no-any-return]
+    return inv.record_value(EntryKind.RANDOM, _random.random)  # type: ignore[no-any-return]
 
 
 def _workflow_for_wait(call: str, *, is_async: bool) -> Any:

@@ -238,6 +238,9 @@ def timeline(entries: list[Any], *, full: bool = False) -> Table:
         took = None
         if e.started_at is not None and e.finished_at is not None and e.kind == "step":
             took = (e.finished_at - e.started_at).total_seconds()
+        shown = duration(took) if took is not None else ""
+        if took is not None and (e.error or "").startswith("AttemptInterrupted"):
+            shown = f"~{shown}" if took > 0 else "-"  # until its last sign of life, or unknown
         table.add(
             "" if e.seq is None else e.seq,
             e.kind,
@@ -245,7 +248,7 @@ def timeline(entries: list[Any], *, full: bool = False) -> Table:
             status,
             "" if not e.attempt else e.attempt,
             local_time(e.finished_at) if e.finished_at else "-",
-            duration(took) if took is not None else "",
+            shown,
             e.idempotency_key or "",
             detail,
         )

@@ -16,7 +16,7 @@ import logging
 from typing import Any
 
 from ._engine.budget import Spend
-from ._engine.children import cancel_children, retry_children
+from ._engine.children import cancel_children, retry_children, went_on
 from ._engine.keeper import LeaseKeeper
 from ._engine.lifecycle import lifecycle
 from ._errors import (
@@ -39,7 +39,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ForkCandidate, IndexRow, RunRow
+from ._store.base import ChildRedrive, ForkCandidate, IndexRow, RunRow
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -52,26 +52,31 @@ def fork_plan(
     rows: list[ForkCandidate], from_seq: int
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
-    position before it, or the recorded failure of a child run, and the mark of an
-    irreversible step's first attempt, so that a fork of the fork still knows the step is
+    position before it, or a recorded failure the replay must raise again: a child run's,
+    or a step's the workflow caught and went on from; and the mark of an irreversible
+    step's first attempt, so that a fork of the fork still knows the step is
     irreversible), the completed irreversible steps it
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
     its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
-    latest: dict[str, ForkCandidate] = {}
+    latest: dict[str, int] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
-    for row in rows:
-        row_id, seq, position, kind, status = row.id, row.seq, row.position, row.kind, row.status
-        latest[position] = row
-        if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
-            marks.setdefault(seq, row_id)
+    for at, row in enumerate(rows):
+        latest[row.position] = at
+        if row.kind == EntryKind.STEP and row.status in (
+            EntryStatus.SCHEDULED,
+            EntryStatus.IN_DOUBT,
+        ):
+            marks.setdefault(row.seq, row.id)
     reuse: list[int] = []
     again: list[tuple[int, str]] = []
     doubtful: list[tuple[int, str]] = []
-    for row in latest.values():
+    for at in latest.values():
+        row = rows[at]
         row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
         done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED) or (
-            kind == EntryKind.CHILD and status == EntryStatus.FAILED  # a child's end, recorded
+            status == EntryStatus.FAILED  # an outcome recorded: a child's end, a caught failure
+            and (kind == EntryKind.CHILD or (kind == EntryKind.STEP and went_on(rows, at)))
         )
         if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             doubtful.append((seq, name))
@@ -85,18 +90,21 @@ def fork_plan(
 
 
 def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
-    """The step positions whose latest journal row is a final failure (and, for a poison run,
-    ``interrupted``, the steps whose crashes used up its recoveries)."""
-    latest: dict[str, IndexRow] = {}
-    for row in index:
-        latest[row.position] = row
+    """The step positions whose latest journal row is the final failure the run failed
+    through (and, for a poison run, ``interrupted``, the steps whose crashes used up its
+    recoveries). A failure the workflow caught and went on from is an outcome its replay
+    returns, as a success is: it is not reopened."""
+    latest: dict[str, int] = {}
+    for at, row in enumerate(index):
+        latest[row.position] = at
     failed = []
-    for row in latest.values():
+    for at in latest.values():
+        row = index[at]
         if row.kind == EntryKind.STEP and row.status == EntryStatus.FAILED and row.error:
             with contextlib.suppress(ValueError):
                 detail = ErrorRecord.from_json(row.error)
                 crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
-                if detail.final or crashed:
+                if (detail.final or crashed) and not went_on(index, at):
                     failed.append(row)
     return failed
 
@@ -120,29 +128,14 @@ def redrive_plan(
     run, each step whose crashes used up its recoveries), and replays."""
     redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json()
     if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
-        reset = Entry(
-            kind=EntryKind.COMPENSATION,
-            name="reset",
-            status=EntryStatus.FAILED,
-            seq=error.seq,
-            attempt=0,
-            started_at=now,
-            finished_at=now,
-            error=redriven,
+        reset = Entry.reset(
+            EntryKind.COMPENSATION, "reset", now, seq=error.seq, position=None, error=redriven
         )
         return [reset, note, lifecycle("rolling_back", now, output=rollback)]
     failed = failed_for_good(index, interrupted=error.type == ErrorType.WORKER_CRASHED)
     fresh = [
-        Entry(
-            kind=EntryKind.STEP,
-            name=rec.name,
-            status=EntryStatus.FAILED,
-            seq=rec.seq,
-            position=rec.position,
-            attempt=0,
-            started_at=now,
-            finished_at=now,
-            error=redriven,
+        Entry.reset(
+            EntryKind.STEP, rec.name, now, seq=rec.seq, position=rec.position, error=redriven
         )
         for rec in failed
     ]
@@ -203,6 +196,12 @@ def _who(by: str | None) -> str:
         return "unknown"
 
 
+def _note(runtime: Runtime, action: str, now: float, by: str, detail: Any) -> Entry:
+    """The journal entry of an operator action: what, by whom, when."""
+    encoded = None if detail is None else runtime.codec.encode(detail)
+    return Entry.operator(action, now, by=by, input=encoded)
+
+
 class Operator:
     """The operator verbs of one app."""
 
@@ -230,7 +229,7 @@ class Operator:
             ) from None
         who = _who(by)
         now = self.runtime.clock.time()
-        entry = self._entry("send-event", now, who, {"name": name, "dedup_key": dedup_key})
+        entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
             delivered = self.runtime.store.deliver_event(
                 workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
@@ -248,18 +247,6 @@ class Operator:
             who,
         )
         return bool(delivered)
-
-    def _entry(self, action: str, now: float, by: str, detail: Any) -> Entry:
-        """The journal entry of an operator action: what, by whom, when."""
-        return Entry(
-            kind=EntryKind.OPERATOR,
-            name=action,
-            status=EntryStatus.COMPLETED,
-            started_at=now,
-            finished_at=now,
-            input=None if detail is None else self.runtime.codec.encode(detail),
-            by=by,
-        )
 
     def _decide(
         self,
@@ -285,7 +272,7 @@ class Operator:
         who = _who(by)
         now = self.runtime.clock.time()
         verb = "approve" if approved else "reject"
-        entry = self._entry(verb, now, who, {"approval_id": approval_id, "reason": reason})
+        entry = _note(self.runtime, verb, now, who, {"approval_id": approval_id, "reason": reason})
         if not store.decide_approval(
             workflow_id,
             approval_id,
@@ -332,7 +319,7 @@ class Operator:
             ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
         ).to_json()
         verdict = self.runtime.store.cancel_run(
-            workflow_id, now=now, error=error, entry=self._entry("cancel", now, who, None)
+            workflow_id, now=now, error=error, entry=_note(self.runtime, "cancel", now, who, None)
         )
         if verdict == "finished":
             status = self.views.row(workflow_id).status
@@ -363,18 +350,24 @@ class Operator:
         now = self.runtime.clock.time()
         who = _who(by)
         entries = self._redrive_entries(row, error, detail, now=now, who=who)
+        children: list[ChildRedrive] = []
         if error.type != ErrorType.COMPENSATION_FAILED:  # children that failed are retried too
 
             def plan(child: RunRow) -> list[Entry]:
                 about = {"from_status": child.status, "with_parent": workflow_id}
                 return self._redrive_entries(child, run_error(child), about, now=now, who=who)
 
-            entries = [*retry_children(self.runtime, workflow_id, plan), *entries]
-        if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
+            children, reopen = retry_children(self.runtime, workflow_id, plan)
+            entries = [*reopen, *entries]
+        store = self.runtime.store
+        if not store.redrive(workflow_id, now=now, entries=entries, children=children):
             raise InvalidOperation(
-                f"run {workflow_id!r} changed while it was being retried; look again"
+                f"run {workflow_id!r} or one of its children changed while it was being "
+                "retried; look again"
             )
         self.runtime.wakeup.set()
+        for child in children:
+            log.info("run %s: retried with its parent %s", child.workflow_id, child.parent_id)
         log.info("run %s: retried by %s", workflow_id, who)
 
     def _redrive_entries(
@@ -384,7 +377,7 @@ class Operator:
         rollback = self.runtime.store.rollback_in_progress(row.workflow_id)
         continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
         index = [] if continues else self.runtime.store.replay_index(row.workflow_id)
-        note = self._entry("retry", now, who, detail)
+        note = _note(self.runtime, "retry", now, who, detail)
         return redrive_plan(error, index, rollback, note, now=now, who=who)
 
     def resolve(
@@ -433,7 +426,7 @@ class Operator:
             **outcome,
         )
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
-        entries = [entry, self._entry("resolve", now, who, detail)]
+        entries = [entry, _note(self.runtime, "resolve", now, who, detail)]
         if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
         self.runtime.wakeup.set()
@@ -480,10 +473,9 @@ class Operator:
         who = _who(by)
         origin = {"forked_from": workflow_id, "from_seq": from_seq}
         started = lifecycle(
-            "started", now, input=row.input, output=self.runtime.codec.encode(origin)
+            "started", now, input=row.input, output=self.runtime.codec.encode(origin), by=who
         )
-        started.by = who
-        note = self._entry("fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
+        note = _note(self.runtime, "fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
         if not self.runtime.store.fork_run(
             workflow_id,
             new_id=fork_id,

@@ -23,6 +23,7 @@ from stalwart._errors import InvalidOperation, StoreError
 from stalwart._store import Entry, Store, open_store
 from stalwart._store.base import (
     ApprovalRow,
+    ChildRedrive,
     CompensationRow,
     ForkCandidate,
     HeldRun,
@@ -1367,20 +1368,40 @@ def test_a_run_to_be_cancelled_neither_starts_a_child_nor_suspends(store: Store)
     assert row is not None and (row.status, row.lease_owner) == ("running", "w1")
 
 
-def test_redrive_child_restarts_a_failed_or_cancelled_child_of_that_parent(store: Store) -> None:
+def test_redrive_reopens_a_parent_and_its_failed_or_cancelled_children_as_one(
+    store: Store,
+) -> None:
     _create(store)
     _start_child(store, "r1/0")
+    end = Entry(kind="run", name="finished", status="failed")
+    store.finish_run("r1", owner="w1", status="failed", output=None, error="{}", now=102, entry=end)
     note = Entry(kind="operator", name="retry", status="completed")
-    assert not store.redrive_child("r1/0", parent_id="r1", now=102.0, entries=[note])  # pending
+
+    def redrive(parent_id: str) -> bool:
+        child = ChildRedrive("r1/0", parent_id, [note])
+        return store.redrive("r1", now=103.0, entries=[note], children=[child])
+
+    assert not redrive("r1")  # the child is pending: the whole retry is refused
+    assert [r.status for r in (store.get_run("r1"), store.get_run("r1/0")) if r] == [
+        "failed",
+        "pending",
+    ]
     entry = Entry(kind="operator", name="cancel", status="completed")
     store.cancel_run("r1/0", now=102.0, error='{"type": "WorkflowCancelled"}', entry=entry)
-    assert not store.redrive_child("r1/0", parent_id="r2", now=103.0, entries=[note])
-    assert store.redrive_child("r1/0", parent_id="r1", now=103.0, entries=[note])
-    child = store.get_run("r1/0")
+    journals = len(store.journal("r1")), len(store.journal("r1/0"))
+    assert not redrive("r2")  # not that parent's child
+    assert (len(store.journal("r1")), len(store.journal("r1/0"))) == journals
+    assert redrive("r1")
+    parent, child = store.get_run("r1"), store.get_run("r1/0")
+    assert parent is not None and parent.status == "pending"
     assert child is not None and (child.status, child.error, child.cancel_requested) == (
         "pending",
         None,
         0,
+    )
+    assert (len(store.journal("r1")), len(store.journal("r1/0"))) == (
+        journals[0] + 1,
+        journals[1] + 1,
     )
 
 

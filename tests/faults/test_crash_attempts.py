@@ -6,12 +6,16 @@ exception is raised and nothing in the process runs afterwards.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from typing import Any
 
 import pytest
-from fault_harness import FAILED_EXIT, Harness, step_entries
+from fault_harness import FAILED_EXIT, Harness, cli, step_entries
+
+from stalwart import testing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -149,3 +153,41 @@ def test_a_retry_mark_from_before_a_redrive_charges_nothing_after_it(agent: Harn
     )
     attempts = [line["attempt"] for line in agent.executions(wid) if line["step"] == "flaky"]
     assert attempts == [1, 2, 1, 2]  # attempt 2 of the new budget ran, uncharged
+
+
+def test_an_interrupted_attempt_is_journaled_with_its_start_and_how_long_it_ran(
+    agent: Harness,
+) -> None:
+    wid = "span-1"
+    lease = 0.6  # renewed every 0.2 s: the holder's last sign of life comes soon after the start
+    with agent.app() as app:
+        store = testing.store_of(app)
+        published: dict[str, Any] = {}
+
+        def running_a_while() -> bool:
+            row = store.get_run(wid)
+            if row is None or not row.current_step:
+                return False
+            step = json.loads(row.current_step)
+            published.update(step)
+            alive = (row.lease_expires_at or 0.0) - lease
+            return bool(step["name"] == "s3" and alive > step["started_at"])
+
+        agent.crash("sync", wid, at=["s3"], also=running_a_while, lease_seconds=lease)
+        assert agent.run("sync", wid).returncode == 0
+        journal = app.journal(wid)
+    interrupted, again = step_entries_of(journal, "s3")
+    assert interrupted.status == "failed" and again.status == "completed"
+    assert interrupted.error is not None and "interrupted after ~" in interrupted.error
+    assert interrupted.started_at.timestamp() == pytest.approx(published["started_at"], abs=1e-5)
+    resumed = next(e for e in journal if e.kind == "run" and e.name == "resumed" and e.output)
+    assert interrupted.started_at < interrupted.finished_at <= resumed.started_at
+    shown = cli(agent.url, "show", wid, cwd=agent.workdir)
+    assert shown.returncode == 0, shown.stderr
+    line = next(row for row in shown.stdout.splitlines() if "AttemptInterrupted" in row)
+    assert "interrupted after ~" in line and " ~" in line.split("AttemptInterrupted")[0]
+
+
+def step_entries_of(journal: list[Any], name: str) -> list[Any]:
+    """The journal entries of step ``name``."""
+    return [e for e in journal if e.kind == "step" and e.name == name]

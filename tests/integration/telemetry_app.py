@@ -59,6 +59,22 @@ def declare(app: stalwart.Stalwart, side: Path | None) -> dict[str, Any]:
             threading.Event().wait(60)
         return "done"
 
+    def unbook(booking: str) -> None:
+        assert side is not None
+        marker = side / "unbook-ran"
+        if not marker.exists():
+            marker.write_text("1")
+            raise ConnectionError("503 from the booking API")
+
+    @app.step(retry=FAST, name="booked", compensate=unbook)
+    def booked() -> str:
+        return "b-1"
+
+    @app.workflow(name="undone_wf")
+    def undone_wf() -> None:
+        booked()
+        raise RuntimeError("no seats left")
+
     @app.workflow(name="slow_wf")
     def slow_wf() -> str:
         return slow()
@@ -97,6 +113,7 @@ def declare(app: stalwart.Stalwart, side: Path | None) -> dict[str, Any]:
         "breaker_wf": breaker_wf,
         "napping_wf": napping_wf,
         "slow_wf": slow_wf,
+        "undone_wf": undone_wf,
     }
 
 

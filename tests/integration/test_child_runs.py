@@ -433,3 +433,71 @@ def test_a_retried_fork_does_not_wait_on_a_child_it_does_not_own(app: stalwart.S
     with pytest.raises(stalwart.WorkflowFailed, match="src/0"):
         app.run(one_child, workflow_id="src-fork")
     assert app.handle("src/0").status() == "failed"
+
+
+def _fail_the_reopening_of(app: stalwart.Stalwart, workflow_id: str) -> None:
+    """A store fault: the update that makes ``workflow_id`` pending again fails."""
+    store = testing.store_of(app)
+    if type(store).__name__ == "PostgresStore":
+        testing.execute_sql(
+            store,
+            "CREATE FUNCTION refuse_reopen() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'injected fault'; END $$ LANGUAGE plpgsql",
+        )
+        testing.execute_sql(
+            store,
+            "CREATE TRIGGER refuse_reopen BEFORE UPDATE ON runs FOR EACH ROW WHEN "
+            f"(NEW.workflow_id = '{workflow_id}' AND NEW.status = 'pending') "
+            "EXECUTE FUNCTION refuse_reopen()",
+        )
+    else:
+        testing.execute_sql(
+            store,
+            "CREATE TRIGGER refuse_reopen BEFORE UPDATE ON runs FOR EACH ROW WHEN "
+            f"NEW.workflow_id = '{workflow_id}' AND NEW.status = 'pending' "
+            "BEGIN SELECT RAISE(ABORT, 'injected fault'); END",
+        )
+
+
+def test_a_retry_that_fails_to_reopen_the_parent_reopens_none_of_its_children(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 4}
+    wf = declare(app, flags)
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(wf["pair"], 4, workflow_id="r")
+    journals = {c: len(app.journal(c)) for c in ("r", "r/0", "r/1")}
+    _fail_the_reopening_of(app, "r")
+    with pytest.raises(stalwart.StoreError):
+        app.retry("r")
+    # one transaction: the parent's failure to reopen left its children as they were
+    assert [app.handle(c).status() for c in ("r", "r/0", "r/1")] == [
+        "failed",
+        "failed",
+        "cancelled",
+    ]
+    assert {c: len(app.journal(c)) for c in journals} == journals
+
+
+def test_a_retry_redrives_the_child_a_parent_failed_through_after_its_rollback(
+    app: stalwart.Stalwart,
+) -> None:
+    flags: dict[str, Any] = {"fail": 6}
+    wf = declare(app, flags)
+    undone: list[str] = []
+
+    @app.step(compensate=undone.append)
+    def book() -> str:
+        return "booked"
+
+    @app.workflow()
+    def trip() -> list[Any]:
+        return [book(), stalwart.run_child(wf["child"], 6)]
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(trip, workflow_id="b")
+    assert undone == ["booked"]  # the rollback marked the step compensated after the failure
+    flags.clear()
+    app.retry("b")
+    assert app.handle("b/1").status() == "pending"
+    assert app.run(trip, workflow_id="b") == ["booked", 36]

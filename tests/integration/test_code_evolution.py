@@ -177,28 +177,46 @@ def test_patched_keeps_old_runs_on_the_old_branch_and_new_runs_on_the_new(
 
 
 def test_each_patch_point_is_decided_once_at_its_position(store_url: str) -> None:
-    """A patch point is recorded where it is called, so one id may be asked at two points, and
-    the replay after the sleep finds each decision where it was recorded."""
+    """A patch point is recorded where it is called: the same call in a loop is decided at
+    each of its positions, and the replay after the sleep finds each decision where it was
+    recorded."""
     with stalwart.Stalwart(store_url) as app:
 
         @app.step
         def a() -> str:
             return "a"
 
-        @app.workflow(name="flip")
-        def flip(use_patch: bool) -> list[bool]:
+        @app.workflow(name="loop")
+        def loop(rounds: int) -> list[bool]:
             seen = []
-            if use_patch:
-                seen.append(stalwart.patched("p"))
-            a()
+            for _ in range(rounds):
+                seen.append(stalwart.patched("p"))  # one place, reached again
+                a()
             stalwart.sleep(0.01)
-            seen.append(stalwart.patched("p"))  # the same id again: at its own position
             return seen
 
-        assert app.run(flip, True, workflow_id="f1") == [True, True]
-        assert _patches(app, "f1") == [(1, "p"), (4, "p")]
-        assert app.run(flip, False, workflow_id="f2") == [True]
-        assert _patches(app, "f2") == [(3, "p")]
+        assert app.run(loop, 2, workflow_id="f1") == [True, True]
+        assert _patches(app, "f1") == [(1, "p"), (3, "p")]
+
+
+def test_one_patch_id_asked_at_a_second_place_is_refused(app: stalwart.Stalwart) -> None:
+    @app.step
+    def a() -> str:
+        return "a"
+
+    @app.workflow(name="twice")
+    def twice() -> list[bool]:
+        seen = [stalwart.patched("p")]
+        a()
+        seen.append(stalwart.patched("p"))  # the same id at another place
+        return seen
+
+    with pytest.raises(stalwart.NeedsAttention, match="patch id 'p' is asked for at"):
+        app.run(twice, workflow_id="t")
+    detail = app.describe("t").info
+    assert detail.status == "needs_attention"
+    assert detail.error is not None and "RegistrationError" in detail.error
+    assert _patches(app, "t") == [(1, "p")]  # the second place decided nothing
 
 
 def test_patched_needs_a_workflow_and_a_name(app: stalwart.Stalwart) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -219,3 +220,152 @@ def test_a_compensation_waits_what_retry_after_asks(app: stalwart.Stalwart) -> N
         app.run(order, workflow_id="refund-later")
     assert len(tries) == 2
     assert getattr(clock, "slept", [])[slept_before:] == [3.0]
+
+
+# -- a compensation's attempts are a step's attempts ----------------------------------------
+
+
+def _failing_order(app: stalwart.Stalwart, step: Any) -> Any:
+    @app.workflow(name="failing_order")
+    def failing_order() -> None:
+        step()
+        raise RuntimeError("out of stock")
+
+    return failing_order
+
+
+def test_a_compensations_long_backoff_is_a_durable_timer(
+    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
+) -> None:
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(stalwart.attempt())
+        if len(tries) == 1:
+            raise ConnectionError("the refund API is down")
+
+    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=600, jitter=False))
+    def charge() -> str:
+        return "ch-1"
+
+    order = _failing_order(app, charge)
+    done = threading.Event()
+
+    def advance() -> None:  # ten minutes pass while the run is suspended, holding nothing
+        while not done.wait(0.01):
+            if app.handle("slow-refund").status() == "suspended":
+                clock.advance(601)
+                return
+
+    app.start(order, workflow_id="slow-refund")
+    mover = threading.Thread(target=advance, daemon=True)
+    mover.start()
+    try:
+        with pytest.raises(stalwart.WorkflowFailed, match="out of stock"):
+            app.run(order, workflow_id="slow-refund")
+    finally:
+        done.set()
+    assert tries == [1, 2]
+    assert clock.slept == []  # no thread slept through the backoff
+    journal = app.journal("slow-refund")
+    assert "suspended" in [e.name for e in journal if e.kind == "run"]
+    undo = [(e.status, e.attempt) for e in journal if e.kind == "compensation"]
+    assert undo == [("failed", 1), ("completed", 2)]
+
+
+def test_a_compensation_gets_its_steps_timeout(app: stalwart.Stalwart) -> None:
+    release = threading.Event()
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(stalwart.attempt())
+        if len(tries) == 1:
+            release.wait(10)  # hangs past the timeout: abandoned
+
+    @app.step(compensate=refund, timeout=0.2, retry=stalwart.Retry(initial_delay=0))
+    def charge() -> str:
+        return "ch-1"
+
+    try:
+        with pytest.raises(stalwart.WorkflowFailed):
+            app.run(_failing_order(app, charge), workflow_id="hung-refund")
+    finally:
+        release.set()
+    undo = [e for e in app.journal("hung-refund") if e.kind == "compensation"]
+    assert [(e.status, e.attempt) for e in undo] == [("failed", 1), ("completed", 2)]
+    assert undo[0].error is not None and undo[0].error.startswith("StepTimeout: the compensation")
+
+
+def test_a_compensations_failures_count_in_its_steps_breaker(app: stalwart.Stalwart) -> None:
+    breaker = stalwart.Breaker("refunds", failures=1, window=60, cooldown=1)
+
+    def refund(charge: str) -> None:
+        raise ConnectionError("the refund API is down")
+
+    @app.step(compensate=refund, breaker=breaker, retry=stalwart.Retry.never())
+    def charge() -> str:
+        return "ch-1"
+
+    with pytest.raises(stalwart.NeedsAttention, match="compensation of step"):
+        app.run(_failing_order(app, charge), workflow_id="broken-refund")
+    (state,) = app.breakers()
+    assert (state.name, state.state, state.failures) == ("refunds", "open", 1)
+
+
+def test_a_compensations_usage_is_journaled_and_counted_like_a_steps(
+    app: stalwart.Stalwart,
+) -> None:
+    def refund(charge: str) -> None:
+        stalwart.record_usage(input_tokens=30, output_tokens=5, model="m")
+        if stalwart.attempt() == 1:
+            raise ConnectionError("the refund API is down")
+
+    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=0))
+    def charge() -> str:
+        return "ch-1"
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(_failing_order(app, charge), workflow_id="metered-refund")
+    undo = [e for e in app.journal("metered-refund") if e.kind == "compensation"]
+    assert [e.usage.input_tokens if e.usage else None for e in undo] == [30, 30]
+    assert app.usage("metered-refund").input_tokens == 60
+
+
+def test_a_cancelled_runs_compensation_waits_its_backoff_in_place(
+    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
+) -> None:
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(stalwart.attempt())
+        if len(tries) == 1:
+            raise ConnectionError("the refund API is down")
+
+    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=600, jitter=False))
+    def charge() -> str:
+        return "ch-1"
+
+    @app.workflow(name="waiting_order")
+    def waiting_order() -> None:
+        charge()
+        stalwart.wait_for_event("shipped")
+
+    app.start(waiting_order, workflow_id="cancelled-refund")
+    runner = threading.Thread(target=lambda: _quietly(app.run, waiting_order, "cancelled-refund"))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while app.handle("cancelled-refund").status() != "suspended":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    app.cancel("cancelled-refund")  # its rollback cannot suspend: a cancel is requested
+    runner.join(30)
+    with pytest.raises(stalwart.WorkflowCancelled):
+        app.run(waiting_order, workflow_id="cancelled-refund")
+    assert tries == [1, 2]
+    assert max(clock.slept) > 5  # waited in place, not on a durable timer it could not set
+    assert app.handle("cancelled-refund").status() == "cancelled"
+
+
+def _quietly(run: Any, wf: Any, workflow_id: str) -> None:
+    with contextlib.suppress(stalwart.StalwartError):
+        run(wf, workflow_id=workflow_id)

@@ -371,3 +371,39 @@ def test_cancel_of_a_needs_attention_run_cancels_it_or_says_why_not(tmp_path: Pa
         except stalwart.StalwartError:
             return  # refusing loudly is acceptable
         assert v2.handle("r1").status() == "cancelled"
+
+
+def test_retry_and_fork_keep_a_step_failure_the_workflow_caught(app: stalwart.Stalwart) -> None:
+    calls = Counter[str]()
+    broken = {"on": True}
+
+    @app.step(name="lookup")
+    def lookup() -> str:
+        calls["lookup"] += 1
+        raise stalwart.NonRetryableError("no such customer")
+
+    @app.step(name="notify")
+    def notify(found: str) -> str:
+        calls["notify"] += 1
+        if broken["on"]:
+            raise stalwart.NonRetryableError("mail server down")
+        return f"sent ({found})"
+
+    @app.workflow(name="agent")
+    def agent() -> str:
+        try:
+            found = lookup()
+        except stalwart.StepFailed:
+            found = "unknown"
+        return notify(found)
+
+    with pytest.raises(stalwart.WorkflowFailed, match="mail server down"):
+        app.run(agent, workflow_id="c")
+    broken["on"] = False
+    app.retry("c")  # only the failure the run failed through is reopened
+    assert app.run(agent, workflow_id="c") == "sent (unknown)"
+    assert calls == {"lookup": 1, "notify": 2}
+    notified = max(e.seq for e in app.journal("c") if e.name == "notify" and e.seq)
+    fork = app.fork("c", from_seq=notified)  # the caught failure lies before from_seq
+    assert app.run(agent, workflow_id=fork.workflow_id) == "sent (unknown)"
+    assert calls == {"lookup": 1, "notify": 3}

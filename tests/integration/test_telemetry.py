@@ -253,6 +253,7 @@ def test_metrics_count_this_workers_work_and_gauge_the_fleet(
     handles["ok2"] = app.start(wf["ok_wf"], 2)
     handles["chat"] = app.start(wf["chat_wf"], "hi")
     handles["breaker"] = app.start(wf["breaker_wf"])
+    handles["undone"] = app.start(wf["undone_wf"])
     app.start(wf["ok_wf"], 3, workflow_id="elsewhere-1", queue="elsewhere")  # nobody serves it
     _settle(app, handles)
     m = _scrape(port)
@@ -268,6 +269,9 @@ def test_metrics_count_this_workers_work_and_gauge_the_fleet(
     assert value("stalwart_step_attempts_total", step="flaky", outcome="failed") == 1
     assert value("stalwart_step_attempts_total", step="flaky", outcome="completed") == 1
     assert value("stalwart_step_attempts_total", step="doomed", outcome="failed") == 1
+    # a compensation's attempts count as its step's: booked once, its undo failed then done
+    assert value("stalwart_step_attempts_total", step="booked", outcome="completed") == 2
+    assert value("stalwart_step_attempts_total", step="booked", outcome="failed") == 1
     # ok_wf twice, napping_wf twice: its replayed first step is not counted again.
     assert value("stalwart_step_attempts_total", step="double", outcome="completed") == 4
     assert value("stalwart_step_duration_seconds_count", step="double") == 4
@@ -278,7 +282,7 @@ def test_metrics_count_this_workers_work_and_gauge_the_fleet(
     assert value("stalwart_usage_cost_total") == pytest.approx(0.25)
     # Fleet-wide, from the store: the run on a queue this worker does not serve counts too.
     assert value("stalwart_runs", status="completed", queue="default") == 5
-    assert value("stalwart_runs", status="failed", queue="default") == 2
+    assert value("stalwart_runs", status="failed", queue="default") == 3
     assert value("stalwart_runs", status="pending", queue="elsewhere") == 1
     assert value("stalwart_runs", status="needs_attention", queue="default") == 0
     assert value("stalwart_breaker_open", breaker="llm") == 1

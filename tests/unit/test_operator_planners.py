@@ -8,7 +8,9 @@ of an irreversible step), the completed irreversible steps from ``from_seq`` on 
 would run again, and the irreversible steps in doubt anywhere in the journal.
 
 ``failed_for_good(index, interrupted=)`` returns the replay-index rows whose position's latest
-row is a final step failure (or, for a poison run, an interrupted attempt).
+row is a final step failure the run failed through (or, for a poison run, an interrupted
+attempt); a failure the workflow caught (its task, or a task awaiting it, made a later call) is
+an outcome, kept as it is, and a fork reuses it.
 """
 
 from __future__ import annotations
@@ -65,12 +67,26 @@ def test_only_the_latest_row_of_a_position_is_reused() -> None:
 
 def test_rows_that_did_not_complete_before_the_seq_are_not_reused() -> None:
     rows = _candidates(
-        (1, "step", "fetch", "failed"),
-        (2, "step", "charge", "compensated"),  # undone by a rollback: runs again
-        (3, "event", "go", "scheduled"),  # a wait still open
-        (4, "step", "ok", "completed"),
+        (1, "step", "charge", "compensated"),  # undone by a rollback: runs again
+        (2, "event", "go", "scheduled"),  # a wait still open
+        (3, "step", "ok", "completed"),
+        (4, "step", "fetch", "failed"),  # the failure the run failed through: runs again
     )
-    assert fork_plan(rows, 5) == ([4], [], [])
+    assert fork_plan(rows, 5) == ([3], [], [])
+
+
+def test_a_step_failure_the_workflow_went_on_from_is_reused_as_an_outcome() -> None:
+    rows = _candidates(
+        (1, "step", "lookup", "failed"),  # caught: the same task made a later call
+        (2, "step", "notify", "completed"),
+    )
+    assert fork_plan(rows, 3) == ([1, 2], [], [])
+    assert fork_plan(rows, 2) == ([1], [], [])
+    sibling = [
+        Row(1, 1, "t0.0", "step", "a", "failed", 0),
+        Row(2, 2, "t1.0", "step", "b", "completed", 0),
+    ]
+    assert fork_plan(sibling, 3) == ([2], [], [])  # a sibling task's later call is no catch
 
 
 def test_rows_a_fork_reused_are_reused_again_by_a_fork_of_the_fork() -> None:
@@ -162,9 +178,22 @@ def test_an_empty_index_has_no_failed_steps() -> None:
 
 
 def test_a_final_failure_is_failed_for_good_and_a_retryable_one_is_not() -> None:
-    final = _index(1, "0", "failed", FINAL)
-    rows = [final, _index(2, "1", "failed", RETRYABLE), _index(3, "2", "failed", {"type": "X"})]
+    final = _index(1, "t0.0", "failed", FINAL)  # gathered tasks: none awaits another
+    rows = [
+        final,
+        _index(2, "t1.0", "failed", RETRYABLE),
+        _index(3, "t2.0", "failed", {"type": "X"}),
+    ]
     assert failed_for_good(rows) == [final]
+
+
+def test_a_final_failure_the_workflow_went_on_from_is_not_reopened() -> None:
+    caught, through = _index(1, "0", "failed", FINAL), _index(2, "1", "failed", FINAL)
+    assert failed_for_good([caught, through]) == [through]
+    in_task = _index(1, "t0.0", "failed", FINAL)
+    awaited = [in_task, _index(2, "0", "completed")]  # the task awaiting it went on
+    assert failed_for_good(awaited) == []
+    assert failed_for_good([in_task, _index(2, "t1.0", "completed")]) == [in_task]
 
 
 def test_only_the_latest_row_of_a_position_counts() -> None:
@@ -196,8 +225,8 @@ def test_rows_that_are_not_final_step_failures_are_left_out() -> None:
 
 
 def test_failed_steps_come_in_the_order_their_positions_first_appear() -> None:
-    a, b, c = (_index(s, p, "failed", FINAL) for s, p in ((1, "0"), (2, "t0.0"), (3, "t1.0")))
-    again = _index(1, "0", "failed", FINAL)
+    a, b, c = (_index(s, p, "failed", FINAL) for s, p in ((1, "t2.0"), (2, "t0.0"), (3, "t1.0")))
+    again = _index(1, "t2.0", "failed", FINAL)
     assert failed_for_good([a, b, c, again]) == [again, b, c]
 
 
@@ -214,15 +243,15 @@ def _redriven(entry: Entry) -> ErrorRecord:
 def test_a_failed_run_gets_a_fresh_budget_for_each_step_that_failed_for_good() -> None:
     index = [
         _index(1, "0", "completed"),
-        _index(2, "1", "failed", FINAL),
-        _index(3, "2", "failed", RETRYABLE),
-        _index(4, "t0.0", "failed", FINAL),
+        _index(2, "t0.0", "failed", FINAL),
+        _index(3, "t1.0", "failed", RETRYABLE),
+        _index(4, "t2.0", "failed", FINAL),
     ]
     error = ErrorRecord("StepFailed", "gave up")
     entries = redrive_plan(error, index, None, NOTE, now=5.0, who="ana")
     assert [(e.kind, e.seq, e.position, e.attempt) for e in entries[:-1]] == [
-        ("step", 2, "1", 0),
-        ("step", 4, "t0.0", 0),
+        ("step", 2, "t0.0", 0),
+        ("step", 4, "t2.0", 0),
     ]
     assert entries[-1] is NOTE
     for entry in entries[:-1]:

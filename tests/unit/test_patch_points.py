@@ -123,12 +123,27 @@ def test_in_a_task_the_decision_reads_that_task_positions() -> None:
         CURRENT_RUN.set(inv)
         install_task_factory(asyncio.get_running_loop())
         in_child = await asyncio.create_task(child())
-        return in_child, patched(inv, "p")
+        return in_child, patched(inv, "q")  # another place: another id
 
     assert asyncio.run(main()) == (False, True)
 
 
 # -- the dry cursor ----------------------------------------------------------------------------
+
+
+def test_one_id_at_a_second_call_site_is_refused_and_the_same_site_again_is_not() -> None:
+    inv = _inv([])
+
+    def ask() -> bool:
+        return patched(inv, "p")
+
+    assert [ask(), ask()] == [True, True]  # one place, reached twice (a loop, say)
+    assert patched(inv, "q") is True
+    with pytest.raises(Abort) as refused:
+        patched(inv, "p")
+    assert type(refused.value.error).__name__ == "RegistrationError"
+    assert "patch id 'p' is asked for at test_patch_points.py:" in str(refused.value.error)
+    assert [e.name for e in inv.runtime.store.appended] == ["p", "p", "q"]
 
 
 def test_the_dry_cursor_answers_settled_records_and_stops_elsewhere() -> None:

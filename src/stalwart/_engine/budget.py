@@ -38,8 +38,12 @@ class Spend:
                 detail = runtime.codec.decode(row.input)
                 if isinstance(detail, dict) and isinstance(detail.get("budget"), dict):
                     spend.budget = Budget(**detail["budget"])
-            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS or row.attempt == 0:
-                continue  # attempt 0: a retry's marker that gives the step fresh attempts
+            if row.attempt == 0:
+                continue  # a retry's marker that gives the step fresh attempts: no attempt
+            if row.kind == EntryKind.COMPENSATION and row.status in _ATTEMPTS:
+                spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
+            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
+                continue
             spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
             if row.position is not None and row.position not in seen:
                 seen.add(row.position)

@@ -17,7 +17,7 @@ worker has claimed (:func:`help_children`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._signals import LeaseLost
 from .._store import Entry, RunRow
+from .._store.base import ChildRedrive
 from .invocation import Invocation, Recorded, guarded, step_key
 from .lifecycle import lifecycle
 from .observe import carried
@@ -39,6 +40,7 @@ __all__ = [
     "result",
     "retry_children",
     "start",
+    "went_on",
 ]
 
 log = logging.getLogger("stalwart")
@@ -256,14 +258,8 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
             ErrorType.WORKFLOW_CANCELLED,
             f"run {child.workflow_id!r} was cancelled with its parent {parent_id!r}",
         ).to_json()
-        entry = Entry(
-            kind=EntryKind.OPERATOR,
-            name="cancel",
-            status=EntryStatus.COMPLETED,
-            started_at=now,
-            finished_at=now,
-            input=runtime.codec.encode({"parent": parent_id}),
-            by=by,
+        entry = Entry.operator(
+            "cancel", now, by=by, input=runtime.codec.encode({"parent": parent_id})
         )
         verdict = runtime.store.cancel_run(child.workflow_id, now=now, error=error, entry=entry)
         log.info("run %s: cancel with its parent %s: %s", child.workflow_id, parent_id, verdict)
@@ -286,20 +282,25 @@ def _task_of(position: str) -> str:
     return head + dot
 
 
-def _went_on(index: list[Any], at: int) -> bool:
+def went_on(index: Sequence[Any], at: int) -> bool:
     """Whether the task that recorded row ``at``, or a task that awaits it, recorded a call
     after it: then the workflow went on from that outcome (a sibling task's later calls do
-    not count, as the outcome may still be what the run failed through)."""
+    not count, as the outcome may still be what the run failed through, and neither do the
+    ``compensated`` marks a rollback wrote after the failure)."""
     task = _task_of(index[at].position)
-    return any(task.startswith(_task_of(row.position)) for row in index[at + 1 :])
+    return any(
+        task.startswith(_task_of(row.position)) and row.status != EntryStatus.COMPENSATED
+        for row in index[at + 1 :]
+    )
 
 
 def retry_children(
     runtime: Runtime, parent_id: str, plan: Callable[[RunRow], list[Entry]]
-) -> list[Entry]:
-    """Redrive the failed and cancelled children of a parent being retried (theirs first),
-    each with the entries ``plan`` gives it; returns the parent's entries that reopen its
-    waits on the children it failed through.
+) -> tuple[list[ChildRedrive], list[Entry]]:
+    """Plan the redrive of the failed and cancelled children of a parent being retried,
+    each with the entries ``plan`` gives it (their own children first), and the parent's
+    entries that reopen its waits on the children it failed through. Nothing is written:
+    the retry writes it all in one transaction (``store.redrive(..., children=...)``).
 
     A failure the parent recorded and then went on from (it caught it: its task, or a task
     awaiting it, made a later call) stays as it is, child and record, or a replay of the
@@ -322,7 +323,7 @@ def retry_children(
             if (child_id := _child_id(runtime, row.input)) is not None:
                 retried.add(child_id)
             continue
-        if row.status != EntryStatus.FAILED or _went_on(index, at):
+        if row.status != EntryStatus.FAILED or went_on(index, at):
             continue
         child_id = _child_id(runtime, row.output)
         if child_id is None or child_id not in children:
@@ -339,14 +340,15 @@ def retry_children(
                 input=runtime.codec.encode({"workflow_id": child_id}),
             )
         )
+    redrives: list[ChildRedrive] = []
     for child_id in sorted(retried):
         child = children.get(child_id)
         if child is None or child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
             continue
-        entries = [*retry_children(runtime, child_id, plan), *plan(child)]
-        runtime.store.redrive_child(child_id, parent_id=parent_id, now=now, entries=entries)
-        log.info("run %s: retried with its parent %s", child_id, parent_id)
-    return reopen
+        below, entries = retry_children(runtime, child_id, plan)
+        redrives.extend(below)
+        redrives.append(ChildRedrive(child_id, parent_id, [*entries, *plan(child)]))
+    return redrives, reopen
 
 
 def attention_below(runtime: Runtime, row: RunRow) -> RunRow | None:

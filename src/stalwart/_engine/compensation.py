@@ -13,22 +13,24 @@ runs out of attempts like a step does, and the run then needs an operator.
 
 from __future__ import annotations
 
-import inspect
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from .._errors import CorruptRecord, SerializationError
-from .._loop import run_on
 from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
+from .._registry import StepDef
 from .._runtime import Runtime
 from .._serde import Codec
 from .._store import Entry
 from .._store.base import CompensationRow
-from .invocation import CURRENT_STEP, Invocation, StepScope
+from .attempt_loop import run_attempts
+from .compensating import Compensation, CompensationFailed, Undo, retry_marker
+from .interrupted import LastSeen, interrupted_span
+from .invocation import Invocation
 
 __all__ = [
     "CompensationFailed",
+    "Undo",
     "interruption",
     "pending_compensations",
     "retry_marker",
@@ -36,27 +38,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("stalwart")
-
-
-class CompensationFailed(Exception):
-    """A compensation exhausted its retries; the run needs an operator."""
-
-    def __init__(self, message: str, *, seq: int):
-        super().__init__(message)
-        self.seq = seq
-
-
-@dataclass
-class Undo:
-    """One completed step to compensate, and what its compensation has done so far."""
-
-    seq: int
-    position: str
-    name: str
-    args: list[Any]
-    kwargs: dict[str, Any]
-    result: Any
-    attempts: int
 
 
 _KNOWN: dict[str, tuple[str, ...]] = {
@@ -107,6 +88,7 @@ def pending_compensations(
     completed: dict[int, tuple[int, CompensationRow]] = {}
     undone: set[int] = set()
     attempts: dict[int, int] = {}
+    retry_at: dict[int, float] = {}
     for row in rows:
         row_id, seq, status, attempt, kind = row.id, row.seq, row.status, row.attempt, row.kind
         _check(workflow_id, row)
@@ -118,6 +100,7 @@ def pending_compensations(
             undone.add(seq)
         elif kind == EntryKind.COMPENSATION and status == EntryStatus.FAILED:
             attempts[seq] = int(attempt or 0)
+            retry_at[seq] = _retry_at(row.error)
     plan = []
     for seq, (_row_id, row) in sorted(completed.items(), key=lambda item: -item[1][0]):
         if seq in undone:
@@ -132,9 +115,18 @@ def pending_compensations(
                 dict(call.get("kwargs", {})),
                 result,
                 attempts.get(seq, 0),
+                retry_at.get(seq, 0.0),
             )
         )
     return plan
+
+
+def _retry_at(error: str | None) -> float:
+    """When the next attempt may start, as a failed compensation's record says (0: at once)."""
+    try:
+        return float(ErrorRecord.from_json(error).retry_at or 0.0) if error else 0.0
+    except ValueError:
+        return 0.0
 
 
 def run_compensations(runtime: Runtime, inv: Invocation) -> None:
@@ -152,20 +144,19 @@ def run_compensations(runtime: Runtime, inv: Invocation) -> None:
         _compensate(runtime, inv, step, undo)
 
 
-def retry_marker(seq: int, attempt: int) -> str:
-    """The run's mark that attempt ``attempt`` of the compensation of seq ``seq`` began."""
-    return f"undo:{seq}:{attempt}"
-
-
-def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -> Entry | None:
+def interruption(
+    undo: Undo, retrying: str | None, now: float, *, final: bool, seen: LastSeen | None = None
+) -> Entry | None:
     """The failed entry that charges the compensation attempt a crash interrupted: the run's
-    mark names the attempt after the last recorded one, which began but never ended."""
+    mark names the attempt after the last recorded one, which began but never ended (``seen``:
+    what its holder published of it, for its real start)."""
     attempt = undo.attempts + 1
     if retrying != retry_marker(undo.seq, attempt):
         return None
+    started, alive, said = interrupted_span(seen, seq=undo.seq, attempt=attempt, now=now, undo=True)
     detail = ErrorRecord(
         ErrorType.ATTEMPT_INTERRUPTED,
-        f"attempt {attempt} was interrupted: its process stopped before the outcome was recorded",
+        f"{said}: its process stopped before the outcome was recorded",
         final=final,
     )
     return Entry(
@@ -175,14 +166,13 @@ def interruption(undo: Undo, retrying: str | None, now: float, *, final: bool) -
         seq=undo.seq,
         position=undo.position,
         attempt=attempt,
-        started_at=now,
-        finished_at=now,
+        started_at=started,
+        finished_at=alive,
         error=detail.to_json(),
     )
 
 
-def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> None:
-    attempt = undo.attempts
+def _compensate(runtime: Runtime, inv: Invocation, step: StepDef, undo: Undo) -> None:
     try:
         result = step.restore(undo.result) if step.restore else undo.result
     except SerializationError as exc:
@@ -194,74 +184,18 @@ def _compensate(runtime: Runtime, inv: Invocation, step: Any, undo: Undo) -> Non
         ) from exc
     policy = step.undo_retry or step.retry
     now = runtime.clock.time()
-    charged = interruption(undo, inv.retrying, now, final=undo.attempts + 1 >= policy.max_attempts)
+    final = undo.attempts + 1 >= policy.max_attempts
+    charged = interruption(undo, inv.retrying, now, final=final, seen=inv.last_seen)
+    attempts = undo.attempts
     if charged is not None:  # retried whatever retry_on says, within max_attempts
         inv.append_many([charged])
-        attempt += 1
-        if attempt >= policy.max_attempts:
+        attempts += 1
+        if attempts >= policy.max_attempts:
             raise CompensationFailed(
                 f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
-                f"{attempt} attempt(s): AttemptInterrupted: each was interrupted by a crash "
+                f"{attempts} attempt(s): AttemptInterrupted: each was interrupted by a crash "
                 "of its worker; fix the cause, then retry the run to continue the rollback",
                 seq=undo.seq,
             )
-    while True:
-        attempt += 1
-        marker = retry_marker(undo.seq, attempt)
-        inv.mark_retry(marker)
-        inv.retrying = marker
-        started = runtime.clock.time()
-        scope = StepScope(inv, step.name, undo.seq, undo.position, attempt, suffix="/undo")
-        token = CURRENT_STEP.set(scope)
-        try:
-            outcome = step.compensate(result, *undo.args, **undo.kwargs)
-            if inspect.isawaitable(outcome):
-                run_on(inv.event_loop, _await(outcome))
-            error: Exception | None = None
-        except Exception as exc:
-            error = exc
-        finally:
-            CURRENT_STEP.reset(token)
-        now = runtime.clock.time()
-        base = {
-            "kind": "compensation",
-            "name": step.name,
-            "seq": undo.seq,
-            "position": undo.position,
-            "attempt": attempt,
-            "started_at": started,
-            "finished_at": now,
-        }
-        if error is None:
-            entries = [
-                Entry(status=EntryStatus.COMPLETED, **base),
-                Entry(
-                    kind=EntryKind.STEP,
-                    name=step.name,
-                    status=EntryStatus.COMPENSATED,
-                    seq=undo.seq,
-                    position=undo.position,
-                    attempt=attempt,
-                    started_at=now,
-                    finished_at=now,
-                ),
-            ]
-            inv.append_many(entries)
-            log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)
-            return
-        decision = policy.decide(error, attempt, now=now, rng=runtime.rng)
-        final = decision.final
-        detail = ErrorRecord.of(error, final=final, directed=decision.directed)
-        inv.append_many([Entry(status=EntryStatus.FAILED, error=detail.to_json(), **base)])
-        if final:
-            raise CompensationFailed(
-                f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
-                f"{attempt} attempt(s): {type(error).__name__}: {error}; fix the cause, then "
-                "retry the run to continue the rollback",
-                seq=undo.seq,
-            )
-        runtime.clock.sleep(decision.delay)
-
-
-async def _await(outcome: Any) -> Any:
-    return await outcome
+    run_attempts(Compensation(inv, step, undo, result, attempts=attempts, charged=charged))
+    log.info("run %s: compensated %s (seq %d)", inv.workflow_id, step.name, undo.seq)

@@ -34,6 +34,7 @@ from .._store import RunRow
 from .._store.base import IndexRow
 from .children import attention_below, help_children
 from .executor import Outcome, execute
+from .interrupted import last_seen
 from .invocation import Invocation
 from .keeper import LeaseKeeper
 from .lifecycle import lifecycle
@@ -213,6 +214,8 @@ class Driver:
         inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
         inv.deadline = row.deadline
         inv.retrying = row.retrying
+        if recovering:
+            inv.last_seen = last_seen(row)
         if row.cancel_requested:
             inv.cancel_requested.set()
         return inv

@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._loop import run_on
 from .._model import (
-    EntryKind,
-    EntryStatus,
     ErrorRecord,
     ErrorType,
     OutcomeKind,
@@ -27,6 +25,7 @@ from .._store import Entry
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .lifecycle import lifecycle
 from .observe import finished, suspended
 
 if TYPE_CHECKING:
@@ -246,17 +245,11 @@ def _roll_back(
             cancel_children(runtime, inv.workflow_id, by=f"parent {inv.workflow_id}")
             if not started and _has_compensations(runtime, inv):
                 now = runtime.clock.time()
-                inv.append(
-                    Entry(
-                        kind=EntryKind.RUN,
-                        name="rolling_back",
-                        status=EntryStatus.COMPLETED,
-                        started_at=now,
-                        finished_at=now,
-                        output=runtime.codec.encode({"then": status, "detail": detail}),
-                    )
-                )
+                then = runtime.codec.encode({"then": status, "detail": detail})
+                inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
+    except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
+        return _suspend(runtime, inv, signal)
     except CompensationFailed as failure:
         reason = str(failure)
         error = ErrorRecord(
@@ -287,16 +280,8 @@ def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
     if inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = runtime.clock.time()
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name=RunStatus.SUSPENDED,
-        status=EntryStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        output=runtime.codec.encode(
-            {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
-        ),
-    )
+    waits = {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
+    entry = Entry.milestone(RunStatus.SUSPENDED, now, output=runtime.codec.encode(waits))
     if runtime.store.suspend_run(
         inv.workflow_id,
         owner=inv.owner,
@@ -322,15 +307,7 @@ def _finish(
     exc: BaseException | None,
 ) -> Outcome:
     now = runtime.clock.time()
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-        status=EntryStatus.COMPLETED if status == RunStatus.COMPLETED else EntryStatus.FAILED,
-        started_at=now,
-        finished_at=now,
-        output=output,
-        error=error,
-    )
+    entry = Entry.ended(status, now, output=output, error=error)
     ok = runtime.store.finish_run(
         inv.workflow_id,
         owner=inv.owner,

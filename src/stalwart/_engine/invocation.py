@@ -26,6 +26,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
+from .interrupted import LastSeen
 
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
@@ -222,11 +223,13 @@ class Invocation:
         self.counters: dict[str, int] = {}
         self.task_paths: dict[asyncio.Task[Any], str] = {}
         self.children: dict[str, int] = {}
+        self.patch_sites: dict[str, tuple[str, int, int, int]] = {}  # id -> its call site
         self.fatal: Abort | None = None
         self.lease_lost = threading.Event()
         self.cancel_requested = threading.Event()
         self.deadline: float | None = None
         self.retrying: str | None = None  # the run's last begun retry, "seq:attempt"
+        self.last_seen: LastSeen | None = None  # a recovery: the attempt its holder ran
         self.suspended: Suspend | None = None
         self.releasing = threading.Event()
         self.in_flight = 0
@@ -430,7 +433,7 @@ class Invocation:
         return self.loop if self.loop is not None else self.runtime.loop.loop
 
     @guarded
-    def record_value(self, kind: str, produce: Any) -> Any:
+    def record_value(self, kind: EntryKind, produce: Any) -> Any:
         """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
         self.check_alive()
         position = self.next_position()

@@ -69,6 +69,9 @@ class LeaseKeeper:
                     "seq": scope.seq,
                     "attempt": scope.attempt,
                     "started_at": scope.started_at,
+                    "undo": bool(scope.suffix),  # a compensation's attempt
+                    # with the lease's expiry, when the holder was last alive (interrupted.py)
+                    "lease_seconds": self.runtime.lease_seconds,
                 }
             )
         try:

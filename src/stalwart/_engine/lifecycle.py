@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-from .._model import EntryKind, EntryStatus
 from .._store import Entry
 
 __all__ = ["lifecycle"]
 
 
 def lifecycle(
-    name: str, now: float, *, input: bytes | None = None, output: bytes | None = None
+    name: str,
+    now: float,
+    *,
+    input: bytes | None = None,
+    output: bytes | None = None,
+    by: str | None = None,
 ) -> Entry:
     """A milestone of the run itself in its journal (started, resumed, rolling_back)."""
-    return Entry(
-        kind=EntryKind.RUN,
-        name=name,
-        status=EntryStatus.COMPLETED,
-        started_at=now,
-        finished_at=now,
-        input=input,
-        output=output,
-    )
+    return Entry.milestone(name, now, input=input, output=output, by=by)

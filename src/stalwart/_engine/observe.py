@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from .._hooks import RunHooks, combine
-from .._model import EntryStatus, ErrorRecord, RunStatus, Usage
+from .._model import EntryKind, EntryStatus, ErrorRecord, RunStatus, Usage
 from .._runtime import Runtime
 from .._store import Entry, RunRow
 from .invocation import Invocation, StepScope
@@ -240,8 +240,9 @@ def _log_failure(inv: Invocation, entry: Entry, outcome: str, record: ErrorRecor
         if record.directed:
             then += f" ({record.directed})"
     log.warning(
-        "run %s: step %s (seq %s) attempt %d %s: %s; %s",
+        "run %s: %s %s (seq %s) attempt %d %s: %s; %s",
         inv.workflow_id,
+        "compensation of step" if entry.kind == EntryKind.COMPENSATION else "step",
         entry.name,
         entry.seq,
         entry.attempt,

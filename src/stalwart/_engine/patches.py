@@ -13,13 +13,24 @@ that calls it):
 
 A run therefore decides each patch point once, with whatever code first reaches it, and every
 replay after that repeats the decision.
+
+One id belongs to one place in the code: the same call reached again (in a loop, or by tasks
+running the same coroutine) is that place again, but a second call site asking for an id
+already asked elsewhere in the run is refused (``RegistrationError``, the run needs attention)
+before it decides anything, as the journal could not tell the two places' decisions apart.
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+from .._errors import RegistrationError
 from .._model import EntryKind, EntryStatus
 from .._store import Entry
 from .invocation import Invocation, guarded
+
+_PACKAGE = str(Path(__file__).resolve().parent.parent)  # stalwart's own frames are skipped
 
 __all__ = ["patched"]
 
@@ -47,10 +58,37 @@ def _went_past(inv: Invocation, position: str) -> bool:
     return False
 
 
+def _call_site() -> tuple[str, int, int, int]:
+    """Where workflow code called ``patched``: the first frame outside stalwart, as its file,
+    its code object's first line, the instruction (a loop reaches the same one again) and,
+    for messages, the line."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
+    code = frame.f_code
+    return (code.co_filename, code.co_firstlineno, frame.f_lasti, frame.f_lineno)
+
+
+def _one_place(inv: Invocation, patch_id: str) -> None:
+    """Refuse a patch id asked for at a second place in the run's code."""
+    site = _call_site()
+    first = inv.patch_sites.setdefault(patch_id, site)
+    if first[:3] == site[:3]:
+        return
+    here, there = (f"{Path(at[0]).name}:{at[3]}" for at in (site, first))
+    error = RegistrationError(
+        f"run {inv.workflow_id!r}: patch id {patch_id!r} is asked for at {here} and already "
+        f"at {there}; give each patch point its own id (docs/changing-code.md), deploy that, "
+        "then retry the run"
+    )
+    raise inv.abort(error, attention=True)
+
+
 @guarded
 def patched(inv: Invocation, patch_id: str) -> bool:
     """``stalwart.patched`` inside a workflow: see the module docstring."""
     inv.check_alive()
+    _one_place(inv, patch_id)
     position = inv.peek_position()
     rec = inv.recorded.get(position)
     mine = rec is not None and rec.kind == EntryKind.PATCH and rec.name == patch_id

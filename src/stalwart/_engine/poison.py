@@ -8,12 +8,13 @@ import logging
 from typing import Any
 
 from .._errors import CorruptRecord
-from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus
+from .._model import ErrorRecord, ErrorType, RunStatus
 from .._runtime import Runtime
 from .._store import Entry, RunRow
 from .children import cancel_children
 from .compensation import Undo, interruption, pending_compensations
 from .executor import rollback_state
+from .interrupted import last_seen
 from .lifecycle import lifecycle
 
 __all__ = ["stop_poison_run"]
@@ -93,7 +94,8 @@ def _rollback_crashed(
     its interrupted attempt and hand the run to an operator, who retries it to continue
     the rollback with a fresh budget."""
     row = runtime.store.get_run(wid)
-    charged = interruption(undo, row.retrying if row else None, now, final=True)
+    retrying, seen = (row.retrying, last_seen(row)) if row else (None, None)
+    charged = interruption(undo, retrying, now, final=True, seen=seen)
     if charged is not None and not runtime.store.append(wid, charged, owner=owner):
         return  # another process took the run meanwhile
     reason = (
@@ -116,14 +118,7 @@ def _rollback_crashed(
 def _finish_poisoned(
     runtime: Runtime, wid: str, status: str, error: str, *, owner: str, now: float
 ) -> None:
-    entry = Entry(
-        kind=EntryKind.RUN,
-        name="finished" if status != RunStatus.NEEDS_ATTENTION else RunStatus.NEEDS_ATTENTION,
-        status=EntryStatus.FAILED,
-        started_at=now,
-        finished_at=now,
-        error=error,
-    )
+    entry = Entry.ended(status, now, output=None, error=error)
     runtime.store.finish_run(
         wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
     )

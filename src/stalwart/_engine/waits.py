@@ -57,7 +57,7 @@ def until_of(now: float, seconds: float | None) -> float | None:
 class _Wait:
     """The shared life of a wait: find or open its journal entry, decide it, or suspend."""
 
-    def __init__(self, inv: Invocation, kind: str, name: str) -> None:
+    def __init__(self, inv: Invocation, kind: EntryKind, name: str) -> None:
         inv.check_alive()
         self.inv = inv
         self.kind = kind

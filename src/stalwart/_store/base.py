@@ -63,7 +63,7 @@ wake-ups inside ``deliver_event`` / ``decide_approval`` (a waiting run becomes d
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -79,6 +79,7 @@ from .read_roles import (
 from .rows import (
     ApprovalRow,
     BreakerRow,
+    ChildRedrive,
     CompensationRow,
     CountRow,
     Entry,
@@ -123,6 +124,7 @@ __all__ = [
     "BreakerReads",
     "BreakerRow",
     "BreakerStore",
+    "ChildRedrive",
     "ChildStore",
     "CompensationRow",
     "CountRow",
@@ -370,8 +372,17 @@ class AdminStore(Protocol):
     def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
         """``"cancelled"`` at once, ``"requested"`` from its holder, or ``"finished"``."""
 
-    def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
-        """Make a failed or needs_attention run pending again and journal ``entries``."""
+    def redrive(
+        self,
+        workflow_id: str,
+        *,
+        now: float,
+        entries: list[Entry],
+        children: Sequence[ChildRedrive] = (),
+    ) -> bool:
+        """Make a failed or needs_attention run pending again and journal ``entries``, with
+        ``children`` (each still that parent's, failed, cancelled or needs_attention) in the
+        same transaction; ``False``, and nothing written, when any precondition fails."""
 
     def fork_candidates(self, workflow_id: str) -> list[ForkCandidate]:
         """The positioned journal rows of a run a fork may reuse, in order."""
@@ -461,11 +472,6 @@ class ChildStore(Protocol):
 
     def child_runs(self, parent_id: str) -> list[RunRow]:
         """The children of a run, oldest first."""
-
-    def redrive_child(
-        self, workflow_id: str, *, parent_id: str, now: float, entries: list[Entry]
-    ) -> bool:
-        """Make a failed, cancelled or needs_attention child of ``parent_id`` pending again."""
 
 
 class SharedStore(Protocol):

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._model import EntryKind, EntryStatus
+
 __all__ = [
     "ApprovalRow",
     "BreakerRow",
+    "ChildRedrive",
     "CompensationRow",
     "CountRow",
     "Entry",
@@ -115,13 +118,24 @@ class JournalRow:
     usage: str | None = None  # JSON: what a step attempt used
 
 
-@dataclass(slots=True)
-class Entry:
-    """A journal entry to append. ``input``/``output`` are encoded payloads."""
+@dataclass(frozen=True, slots=True)
+class ChildRedrive:
+    """A child run a parent's retry reopens with it: the child, the parent it must still
+    have, and the entries its journal gets."""
 
-    kind: str
+    workflow_id: str
+    parent_id: str
+    entries: list[Entry]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A journal entry to append, never changed once built. ``input``/``output`` are encoded
+    payloads."""
+
+    kind: EntryKind
     name: str
-    status: str
+    status: EntryStatus
     seq: int | None = None
     position: str | None = None
     attempt: int | None = None
@@ -132,8 +146,83 @@ class Entry:
     error: str | None = None
     by: str | None = None
     compensable: bool = False
-    call_id: str | None = None  # set by the store: which call wrote it, for safe retries
     usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
+
+    @classmethod
+    def milestone(
+        cls,
+        name: str,
+        now: float,
+        *,
+        failed: bool = False,
+        input: bytes | None = None,
+        output: bytes | None = None,
+        error: str | None = None,
+        by: str | None = None,
+    ) -> Entry:
+        """A milestone of the run itself (started, resumed, suspended, rolling_back, its end)."""
+        return cls(
+            kind=EntryKind.RUN,
+            name=name,
+            status=EntryStatus.FAILED if failed else EntryStatus.COMPLETED,
+            started_at=now,
+            finished_at=now,
+            input=input,
+            output=output,
+            error=error,
+            by=by,
+        )
+
+    @classmethod
+    def ended(cls, status: str, now: float, *, output: bytes | None, error: str | None) -> Entry:
+        """The end of a run that ends ``status`` (a run status): ``finished`` (failed unless it
+        completed), or ``needs_attention``."""
+        attention = status == "needs_attention"
+        return cls.milestone(
+            "needs_attention" if attention else "finished",
+            now,
+            failed=status != "completed",
+            output=output,
+            error=error,
+        )
+
+    @classmethod
+    def operator(cls, action: str, now: float, *, by: str, input: bytes | None = None) -> Entry:
+        """What an operator did to the run (``action``: retry, cancel, fork...), and who."""
+        return cls(
+            kind=EntryKind.OPERATOR,
+            name=action,
+            status=EntryStatus.COMPLETED,
+            started_at=now,
+            finished_at=now,
+            input=input,
+            by=by,
+        )
+
+    @classmethod
+    def reset(
+        cls,
+        kind: EntryKind,
+        name: str,
+        now: float,
+        *,
+        seq: int | None,
+        position: str | None,
+        error: str,
+    ) -> Entry:
+        """A fresh attempt budget (attempt 0, failed with ``error``) for a step or a
+        compensation an operator redrives."""
+        return cls(
+            kind=kind,
+            name=name,
+            status=EntryStatus.FAILED,
+            seq=seq,
+            position=position,
+            attempt=0,
+            started_at=now,
+            finished_at=now,
+            error=error,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ and payloads kept apart from the journal."""
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
@@ -17,6 +18,14 @@ __all__ = ["SQLBase"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+# The id of the store call under way in this thread (``_once``), stamped on the journal entries
+# it writes, so a retry after a lost acknowledgement can tell whether the first try landed.
+# The store keeps it here, never in the caller's Entry.
+CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "stalwart_call_id", default=None
+)
 
 
 class _Fenced(Exception):
@@ -160,15 +169,15 @@ class SQLBase:
         """Run ``work`` once even when it is retried after a lost connection.
 
         A commit can land and its acknowledgement be lost. ``footprint`` is the journal entry
-        ``work`` writes, stamped here with an id of this call; a retry whose first try may
+        ``work`` writes, which carries an id of this call (``CALL_ID``); a retry whose first try may
         have committed (it got as far as the commit, or was one autocommitted statement)
         looks for that entry first and, when it is there, returns what the first try decided
         (for a lone statement: that it landed) instead of doing it again. A write that
         journals nothing passes ``landed`` instead: whether the write this call made is
         there (found by an id of its own)."""
-        if footprint is not None:
-            footprint.call_id = uuid.uuid4().hex  # this call's, even for a reused Entry
-            landed = self._journaled(workflow_id, footprint.call_id)
+        call_id = None if footprint is None else uuid.uuid4().hex  # this call's
+        if call_id is not None:
+            landed = self._journaled(workflow_id, call_id)
         decided: list[T] = []
         tried = False
 
@@ -180,7 +189,11 @@ class SQLBase:
             decided[:] = [work(conn)]
             return decided[0]
 
-        return self._write(attempt) if transaction else self._run(attempt)
+        token = CALL_ID.set(call_id)  # every entry this call journals carries it
+        try:
+            return self._write(attempt) if transaction else self._run(attempt)
+        finally:
+            CALL_ID.reset(token)
 
     def _journaled(self, workflow_id: str | None, call_id: str) -> Callable[[Any], bool]:
         """Whether the entry of call ``call_id`` is in ``workflow_id``'s journal."""
@@ -322,7 +335,7 @@ class SQLBase:
             "error": entry.error,
             "by": entry.by,
             "compensable": int(entry.compensable),
-            "call_id": entry.call_id,
+            "call_id": CALL_ID.get(),
             "usage": entry.usage,
         }
 

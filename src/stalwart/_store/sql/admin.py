@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..._model import RunStatus
-from ..base import Entry, ForkCandidate
+from ..base import ChildRedrive, Entry, ForkCandidate
 from ._base import SQLBase
 
 __all__ = ["AdminVerbs"]
+
+
+class _Changed(Exception):
+    """Rolls back a retry one of whose children changed meanwhile."""
 
 
 class AdminVerbs(SQLBase):
@@ -37,22 +42,23 @@ class AdminVerbs(SQLBase):
                 return "finished"
             self._journal_in(conn, workflow_id, entry)
             if verdict == "cancelled":  # it ended here: its journal says so, as a holder's end
-                end = Entry(
-                    kind="run",
-                    name="finished",
-                    status="failed",
-                    started_at=now,
-                    finished_at=now,
-                    error=error,
-                )
+                end = Entry.ended("cancelled", now, output=None, error=error)
                 self._journal_in(conn, workflow_id, end)
             return verdict
 
         return self._once(workflow_id, entry, work)
 
-    def redrive(self, workflow_id: str, *, now: float, entries: list[Entry]) -> bool:
+    def redrive(
+        self,
+        workflow_id: str,
+        *,
+        now: float,
+        entries: list[Entry],
+        children: Sequence[ChildRedrive] = (),
+    ) -> bool:
         """Make a failed or needs_attention run pending again, journaling ``entries`` (the
-        resets and the operator action) in the same transaction."""
+        resets and the operator action), and reopen ``children`` with theirs, all in one
+        transaction: a precondition that fails anywhere rolls back the whole retry."""
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
@@ -61,9 +67,19 @@ class AdminVerbs(SQLBase):
                 return False
             for entry in entries:
                 self._journal_in(conn, workflow_id, entry)
+            for child in children:
+                self._lock_run(conn, child.workflow_id)
+                key = {"workflow_id": child.workflow_id, "parent_id": child.parent_id, "now": now}
+                if conn.execute(self._q["redrive_child"], key).rowcount != 1:
+                    raise _Changed()
+                for entry in child.entries:
+                    self._journal_in(conn, child.workflow_id, entry)
             return True
 
-        return self._once(workflow_id, entries[-1] if entries else None, work)
+        try:
+            return self._once(workflow_id, entries[-1] if entries else None, work)
+        except _Changed:
+            return False
 
     def fork_candidates(self, workflow_id: str) -> list[ForkCandidate]:
         """The positioned journal rows a fork may reuse, in order."""

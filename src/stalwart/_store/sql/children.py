@@ -77,20 +77,3 @@ class ChildVerbs(SQLBase):
     def child_runs(self, parent_id: str) -> list[RunRow]:
         """The children of run ``parent_id``, oldest first."""
         return self._records("child_runs", {"parent_id": parent_id}, RunRow)
-
-    def redrive_child(
-        self, workflow_id: str, *, parent_id: str, now: float, entries: list[Entry]
-    ) -> bool:
-        """Make a failed, cancelled or needs_attention child of ``parent_id`` pending again,
-        journaling ``entries`` in the same transaction."""
-
-        def work(conn: Any) -> bool:
-            self._lock_run(conn, workflow_id)
-            params = {"workflow_id": workflow_id, "parent_id": parent_id, "now": now}
-            if conn.execute(self._q["redrive_child"], params).rowcount != 1:
-                return False
-            for entry in entries:
-                self._journal_in(conn, workflow_id, entry)
-            return True
-
-        return self._once(workflow_id, entries[-1] if entries else None, work)

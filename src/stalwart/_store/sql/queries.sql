@@ -314,14 +314,15 @@ WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
 ORDER BY id;
 
 -- name: copy_entry_reused
--- A child's recorded failure stays a failure (with its error): the fork's replay raises it.
+-- A recorded failure (a child's, or a step's the workflow caught) stays a failure, with its
+-- error: the fork's replay raises it again.
 INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
                      finished_at, input, output, error, by, compensable)
 SELECT :new_id, seq, position, kind, name,
        CASE WHEN status IN ('scheduled', 'in_doubt') THEN status
-            WHEN kind = 'child' AND status = 'failed' THEN status ELSE 'reused' END, attempt,
+            WHEN status = 'failed' THEN status ELSE 'reused' END, attempt,
        started_at, finished_at, input, output,
-       CASE WHEN kind = 'child' AND status = 'failed' THEN error END, :by, compensable
+       CASE WHEN status = 'failed' THEN error END, :by, compensable
 FROM journal WHERE id = :id;
 
 -- name: rollback_state
@@ -424,12 +425,13 @@ UPDATE runs SET wake_at = :retry_at, updated_at = :now
 WHERE status = 'suspended' AND waiting_for = :waiting_for AND wake_at > :retry_at;
 
 -- name: step_usage
--- What a run's step attempts used, without reading their payloads (describe's usage totals);
--- in-doubt entries too, and the errors, which say which attempts were interrupted.
--- Attempt 0 is no attempt: it is the marker a retry writes to give a step fresh attempts.
+-- What a run's step attempts (and its compensations', attempts alike) used, without reading
+-- their payloads (describe's usage totals); in-doubt entries too, and the errors, which say
+-- which attempts were interrupted. Attempt 0 is no attempt: it is the marker a retry writes to
+-- give a step fresh attempts.
 SELECT seq, name, status, usage, error FROM journal
-WHERE workflow_id = :workflow_id AND kind = 'step' AND status IN ('completed', 'failed', 'in_doubt')
-  AND attempt <> 0
+WHERE workflow_id = :workflow_id AND kind IN ('step', 'compensation')
+  AND status IN ('completed', 'failed', 'in_doubt') AND attempt <> 0
 ORDER BY id;
 
 -- name: event_delivered

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..base import Entry, SharedRow, SharedSet
-from ._base import SQLBase
+from ._base import CALL_ID, SQLBase
 
 __all__ = ["SharedVerbs"]
 
@@ -71,15 +71,16 @@ class SharedVerbs(SQLBase):
                     "value": self._stash(conn, value),
                     "by": by,
                     "now": now,
-                    "call_id": call_id if footprint is None else footprint.call_id,
+                    "call_id": call_id if footprint is None else CALL_ID.get(),
                 }
                 if conn.execute(self._q["insert_shared"], params).rowcount == 1:
                     version = current + 1
             if footprint is not None:
                 assert workflow_id is not None
+                written = footprint
                 if encode_result is not None:
-                    footprint.output = encode_result(version)
-                self._journal_in(conn, workflow_id, footprint)
+                    written = dataclasses.replace(footprint, output=encode_result(version))
+                self._journal_in(conn, workflow_id, written)
             return SharedSet(held=True, version=version)
 
         return self._once(workflow_id, footprint, work, landed=landed)

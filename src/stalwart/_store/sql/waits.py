@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -130,9 +131,10 @@ class WaitVerbs(SQLBase):
                 decision = WaitDecision("timer")
             if decision.winner == "none":
                 return decision
+            decided = entry
             if decision.winner != "timer":
-                entry.output = decision.data
-            self._journal_in(conn, workflow_id, entry)
+                decided = dataclasses.replace(entry, output=decision.data)
+            self._journal_in(conn, workflow_id, decided)
             return decision
 
         return self._once(workflow_id, entry, work)
