@@ -56,11 +56,12 @@ class Schedules:
         catch_up: str = "latest",
     ) -> Schedule:
         """Start a run of ``wf`` at every tick of ``cron`` (five fields, or six with seconds
-        last, as croniter reads them) in ``timezone``, kept in the store: declaring a schedule
-        of the same ``name`` (default: the workflow's name) again updates it and keeps its last
-        started tick. Each tick starts one run, ``"<name>@YYYY-MM-DDTHH:MM:SSZ"`` (the tick
-        in UTC), fleet-wide; ticks missed while no worker ran start per ``catch_up``:
-        ``"latest"`` only the newest, ``"all"`` each, ``"none"`` none (docs/schedules.md)."""
+        last, as croniter reads them, or an alias such as ``"@daily"``) in ``timezone``, kept
+        in the store: declaring a schedule of the same ``name`` (default: the workflow's name)
+        again updates it and keeps its last started tick. Each tick starts one run,
+        ``"<name>@YYYY-MM-DDTHH:MM:SSZ"`` (the tick in UTC), fleet-wide; ticks missed while no
+        worker ran start per ``catch_up``: ``"latest"`` only the newest, ``"all"`` each,
+        ``"none"`` none (docs/schedules.md)."""
         try:
             definition = definition_of(self._runtime, wf)
         except RegistrationError:
