@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from . import _inputs
 from ._errors import UsageError
 
 __all__ = [
@@ -96,7 +97,7 @@ def check_schedule_name(name: Any) -> str:
             f"name={name!r}: a schedule name is a non-empty string of at most "
             f"{MAX_NAME_LENGTH} characters (its runs are named '<name>@<tick>')"
         )
-    return name
+    return _inputs.name(name, "name", "app.schedule")
 
 
 @functools.lru_cache(maxsize=64)

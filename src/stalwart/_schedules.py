@@ -11,6 +11,7 @@ import datetime as _dt
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from . import _inputs
 from ._cron import (
     check_catch_up,
     check_cron,
@@ -116,6 +117,7 @@ class Schedules:
         already started are left as they are). :class:`InvalidOperation` if there is none."""
         if not isinstance(name, str):
             raise TypeError(f"name={name!r}: pass the schedule's name")
+        _inputs.name(name, "name", "app.unschedule")
         if not self._runtime.store.drop_schedule(name):
             known = ", ".join(repr(s.name) for s in self.schedules()) or "none"
             raise InvalidOperation(
