@@ -22,11 +22,11 @@ from typing import Any
 
 from ._errors import UsageError
 
-__all__ = ["NO_END", "count", "given", "limit", "name", "number", "seconds", "text"]
+__all__ = ["CENTURY", "count", "given", "limit", "name", "number", "seconds", "text"]
 
-# A duration this long, from any time now, ends past the last second a datetime holds
-# (9999-12-31): it never ends, so as a limit it is no limit, and it is never a usable interval.
-NO_END = 253_402_300_799.0
+# A duration of a century or more has no end that matters: as a limit it is no limit (and a
+# thread's join or a datetime could not take much more), and it is never a usable interval.
+CENTURY = 3_155_760_000.0
 
 _NO_LIMIT = "float('inf') for no limit"
 _REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -60,7 +60,7 @@ def _amount(
             amount = math.inf if value > 0 else -math.inf
     if math.isnan(amount) or amount < 0 or (positive and amount == 0):
         raise UsageError(refused)
-    if amount >= NO_END:
+    if amount >= CENTURY:
         if not unlimited:
             raise UsageError(refused)
         return math.inf
@@ -76,7 +76,7 @@ def seconds(
     unlimited: bool = False,
 ) -> float:
     """``value`` as seconds: ``>= 0`` (``> 0`` when ``positive``), finite unless ``unlimited``,
-    where ``inf``, ``timedelta.max`` and anything too long to end are ``math.inf``. The error
+    where ``inf``, ``timedelta.max`` and anything of a century or more are ``math.inf``. The error
     names the argument ``what`` (of ``call``, when given)."""
     return _amount(value, what, call, unit="seconds", positive=positive, unlimited=unlimited)
 

@@ -21,9 +21,9 @@ from ._errors import NonRetryableError, RetryAfter, SerializationError, UsageErr
 
 __all__ = ["LONGEST_DELAY", "Decision", "Retry", "http_status", "server_delay"]
 
-# The longest delay before another attempt (about a century): with no cap on the delay
-# (max_delay=inf), a long backoff or a far Retry-After still names a time a datetime holds.
-LONGEST_DELAY = 3_155_760_000.0
+# The longest delay before another attempt: with no cap on the delay (max_delay=inf), a long
+# backoff or a far Retry-After still names a time a datetime holds.
+LONGEST_DELAY = _inputs.CENTURY
 
 # A provider's 4xx that may succeed when tried again: timeout, conflict, rate limit.
 RETRYABLE_4XX = frozenset({408, 409, 429})

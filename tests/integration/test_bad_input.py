@@ -213,8 +213,8 @@ def test_corrupt_output_names_run_and_seq_and_harms_nothing_else(
 
 # -- durations: inf (and timedelta.max) is no limit; NaN and negatives are refused ----------
 
-NO_LIMIT = [float("inf"), dt.timedelta.max, 10**400]
-NO_LIMIT_IDS = ["inf", "timedelta.max", "huge int"]
+NO_LIMIT = [float("inf"), dt.timedelta.max, 10**400, 1e10]
+NO_LIMIT_IDS = ["inf", "timedelta.max", "huge int", "over a century"]
 NOT_A_DURATION = [float("nan"), -1, dt.timedelta(seconds=-1), True, "5"]
 NOT_A_DURATION_IDS = ["nan", "-1", "negative timedelta", "True", "str"]
 
