@@ -381,6 +381,8 @@ def _calls(app: stalwart.Stalwart, bad: str) -> dict[str, Callable[[], Any]]:
         "shared_history": lambda: app.shared_history(bad),
         "schedule name": lambda: app.schedule("agent", "@daily", name=bad),
         "unschedule": lambda: app.unschedule(bad),
+        "check": lambda: app.check([bad]),
+        "serve queues": lambda: app.serve(queues=[bad]),
     }
 
 
