@@ -73,7 +73,7 @@ from ._model import (
 from ._retry import Retry
 from ._shared import shared_get, shared_set
 
-__version__ = "0.1.0"
+__version__ = "0.3.0"  # the only place the version is written (pyproject reads it)
 
 __all__ = [
     "Approval",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from . import _inputs
 from ._engine.dryrun import CheckResult, dry_replay
 from ._errors import WorkflowNotFound
 from ._model import TERMINAL, RunStatus
@@ -37,7 +38,7 @@ def _named_runs(runtime: Runtime, workflow_ids: Iterable[str]) -> Iterator[RunRo
     for wid in workflow_ids:
         if not isinstance(wid, str):
             raise TypeError(f"workflow_ids: {wid!r} is not a workflow id (a str)")
-        row = runtime.store.get_run(wid)
+        row = runtime.store.get_run(_inputs.name(wid, "workflow_ids"))
         if row is None:
             raise WorkflowNotFound(f"no run with workflow_id {wid!r} in {runtime.url}")
         if row.status not in TERMINAL:

@@ -8,6 +8,7 @@ import uuid as _uuid
 from typing import Any
 from urllib.parse import quote
 
+from . import _inputs
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
 from ._engine.patches import patched as _patched
@@ -241,13 +242,13 @@ async def request_approval_async(
 def _event_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"event name {name!r}: pass a non-empty str")
-    return name
+    return _inputs.name(name, "name", "wait_for_event")
 
 
 def _subject(subject: str) -> str:
     if not isinstance(subject, str) or not subject:
         raise ValueError(f"approval subject {subject!r}: pass a non-empty str")
-    return subject
+    return _inputs.name(subject, "subject", "request_approval")
 
 
 def patched(patch_id: str) -> bool:
@@ -257,6 +258,7 @@ def patched(patch_id: str) -> bool:
     Old and new runs both replay deterministically; see docs/changing-code.md."""
     if not isinstance(patch_id, str) or not patch_id:
         raise ValueError(f"patch id {patch_id!r}: pass a non-empty str, e.g. 'check-facts'")
+    _inputs.name(patch_id, "patch_id", "patched")
     if CURRENT_STEP.get() is not None:
         raise WorkflowOnlyCall(
             "stalwart.patched() was called inside a step; patch points belong in workflow code"

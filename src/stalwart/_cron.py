@@ -17,9 +17,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from croniter import CroniterError, croniter
 
+from . import _inputs
 from ._errors import UsageError
 
 __all__ = [
+    "ALIASES",
     "CATCH_UP",
     "MAX_NAME_LENGTH",
     "Advance",
@@ -33,17 +35,22 @@ __all__ = [
 ]
 
 CATCH_UP = ("latest", "all", "none")
+# croniter's names for common expressions ("@daily" is "0 0 * * *"), in any case.
+ALIASES = ("@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually")
 _ID_SUFFIX = len("@YYYY-MM-DDTHH:MM:SSZ")
 MAX_NAME_LENGTH = 512 - _ID_SUFFIX  # a tick's run id is "<name>@<tick>", at most 512 chars
 _CRON_HINT = (
     "pass five fields (minute hour day-of-month month day-of-week), or six with seconds "
     "last, as croniter reads them: '*/5 * * * *' is every 5 minutes, '* * * * * */2' every "
-    "2 seconds"
+    "2 seconds; or one of the aliases '@hourly', '@daily', '@weekly', '@monthly', '@yearly'"
 )
 
 
 def check_cron(cron: Any) -> str:
-    """``cron`` checked: five or six fields that croniter accepts and that ever match."""
+    """``cron`` checked: five or six fields that croniter accepts and that ever match, or
+    one of croniter's :data:`ALIASES`."""
+    if isinstance(cron, str) and cron.lower() in ALIASES:
+        return cron
     if not isinstance(cron, str) or len(cron.split()) not in (5, 6):
         raise UsageError(f"cron={cron!r}: {_CRON_HINT}")
     fields = cron.split()
@@ -90,7 +97,7 @@ def check_schedule_name(name: Any) -> str:
             f"name={name!r}: a schedule name is a non-empty string of at most "
             f"{MAX_NAME_LENGTH} characters (its runs are named '<name>@<tick>')"
         )
-    return name
+    return _inputs.name(name, "name", "app.schedule")
 
 
 @functools.lru_cache(maxsize=64)

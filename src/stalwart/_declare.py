@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from . import _inputs
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, Invocation
 from ._engine.steps import call_step, call_step_async
 from ._errors import RegistrationError, SerializationError, UsageError
@@ -84,6 +85,16 @@ def check_queue_name(queue: Any) -> None:
     """Refuse what cannot name a queue."""
     if not isinstance(queue, str) or not queue or len(queue) > 200:
         raise UsageError(f"queue={queue!r}: a queue is named by a non-empty string")
+    _inputs.name(queue, "queue")
+
+
+def _declared_name(name: Any, decorator: str) -> None:
+    """Refuse a ``name=`` that cannot be recorded as a workflow's or a step's name."""
+    if name is None:
+        return
+    if not isinstance(name, str) or not name.strip():
+        raise UsageError(f"{decorator}(name={name!r}): pass a non-empty str, or None")
+    _inputs.name(name, "name", decorator)
 
 
 def check_app_options(lease_seconds: Any, max_recoveries: Any, prices: Any = None) -> None:
@@ -100,10 +111,13 @@ def check_app_options(lease_seconds: Any, max_recoveries: Any, prices: Any = Non
                 f"prices={{{model!r}: {price!r}}}: give each model a tuple "
                 "(usd_per_million_input_tokens, usd_per_million_output_tokens)"
             )
-    if not isinstance(lease_seconds, int | float) or lease_seconds <= 0:
-        raise UsageError(f"lease_seconds={lease_seconds!r}: must be a number > 0")
-    if not isinstance(max_recoveries, int) or max_recoveries < 1:
-        raise UsageError(f"max_recoveries={max_recoveries!r}: must be an int >= 1")
+    _inputs.seconds(lease_seconds, "lease_seconds", positive=True)
+    if (
+        isinstance(max_recoveries, bool)
+        or not isinstance(max_recoveries, int)
+        or max_recoveries < 1
+    ):
+        raise UsageError(f"max_recoveries={max_recoveries!r}: pass an int >= 1")
 
 
 def check_start_options(queue: str | None, priority: Any) -> None:
@@ -145,6 +159,7 @@ def declare_step(
     breaker: Breaker | None = None,
 ) -> Any:
     """``@app.step``: check the options, register the step, return its proxy (or a decorator)."""
+    _declared_name(name, "@app.step")
     options = StepOptions(retry, timeout, irreversible, verify, compensate, output, breaker)
     options.check(fn)
 
@@ -171,9 +186,14 @@ class StepOptions:
     output: Callable[[Any], Any] | None = None
     breaker: Breaker | None = None
 
+    @property
+    def time_limit(self) -> float | None:
+        """The timeout in seconds, ``None`` for none (``None``, ``inf``, ``timedelta.max``)."""
+        return _inputs.limit(self.timeout, "timeout", positive=True)
+
     def check(self, fn: Any = None) -> None:
         """Refuse options that cannot work together (``fn``: the step's function, if known)."""
-        irreversible, timeout, verify = self.irreversible, self.timeout, self.verify
+        irreversible, timeout, verify = self.irreversible, self.time_limit, self.verify
         if fn is not None and irreversible and timeout is not None:
             self.step(fn, "")  # refuses a sync irreversible step with a timeout
         if verify is not None and not irreversible:
@@ -184,8 +204,6 @@ class StepOptions:
             raise TypeError("compensate= must be a function taking (result, *args, **kwargs)")
         if self.retry is not None and not isinstance(self.retry, Retry):
             raise TypeError(f"retry={self.retry!r}: pass a stalwart.Retry(...)")
-        if timeout is not None and (not isinstance(timeout, int | float) or timeout <= 0):
-            raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
         if self.output is not None and not callable(self.output):
             raise TypeError(f"output={self.output!r}: pass a pydantic model class or a callable")
         if self.breaker is not None and not isinstance(self.breaker, Breaker):
@@ -194,7 +212,8 @@ class StepOptions:
     def step(self, func: Callable[..., Any], name: str) -> StepDef:
         """The definition of step ``name`` running ``func`` with these options."""
         is_async = inspect.iscoroutinefunction(func)
-        if self.irreversible and self.timeout is not None and not is_async:
+        timeout = self.time_limit
+        if self.irreversible and timeout is not None and not is_async:
             raise UsageError(_SYNC_IRREVERSIBLE_TIMEOUT)
         policy = self.retry or Retry()
         if self.irreversible and self.verify is None:
@@ -209,7 +228,7 @@ class StepOptions:
             compensate=self.compensate,
             undo_retry=self.retry or Retry(),
             breaker=self.breaker,
-            timeout=None if self.timeout is None else float(self.timeout),
+            timeout=timeout,
             output=self.output,
             is_async=is_async,
         )
@@ -227,10 +246,8 @@ def declare_workflow(
     """``@app.workflow``: check the options, register the workflow, return its proxy."""
     if budget is not None and not isinstance(budget, Budget):
         raise TypeError(f"budget={budget!r}: pass a stalwart.Budget(...)")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-    ):
-        raise UsageError(f"timeout={timeout!r}: must be a number of seconds > 0")
+    _declared_name(name, "@app.workflow")
+    time_limit = _inputs.limit(timeout, "timeout", positive=True)
     check_queue_name(queue)
 
     def decorate(func: Any) -> Any:
@@ -241,7 +258,7 @@ def declare_workflow(
             name=name or func.__qualname__,
             queue=queue,
             is_async=inspect.iscoroutinefunction(func),
-            timeout=None if timeout is None else float(timeout),
+            timeout=time_limit,
             budget=budget,
         )
         runtime.registry.add_workflow(wf)
@@ -260,13 +277,12 @@ def declare_queue(
             raise TypeError(f"app.queue({name!r}): {label}={value!r} must be an int or None")
         if value is not None and value < 1:
             raise UsageError(f"app.queue({name!r}): {label}={value!r} must be >= 1 or None")
-    if isinstance(period, bool) or not isinstance(period, int | float) or period <= 0:
-        raise UsageError(f"app.queue({name!r}): period={period!r} must be seconds > 0")
-    runtime.queues[name] = QueueLimits(concurrency, rate, float(period))
+    seconds = _inputs.seconds(period, f"{name!r}, period", "app.queue", positive=True)
+    runtime.queues[name] = QueueLimits(concurrency, rate, seconds)
     if READ_ONLY_DECLARATIONS.get():
         return
     runtime.store.declare_queue(  # for operators: what every worker of the app applies
-        name, concurrency=concurrency, rate=rate, period=float(period), now=runtime.clock.time()
+        name, concurrency=concurrency, rate=rate, period=seconds, now=runtime.clock.time()
     )
 
 
@@ -372,6 +388,7 @@ async def run_step_async(
 def _call_of(name: Any, fn: Any, args: Any, kwargs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if not isinstance(name, str) or not name.strip():
         raise UsageError(f"run_step(name={name!r}): name the step with a non-empty str")
+    _inputs.name(name, "name", "run_step")
     if not callable(fn):
         raise TypeError(f"run_step({name!r}, {fn!r}): pass the callable to run")
     if not isinstance(args, tuple | list):
@@ -388,6 +405,7 @@ def _in_run(
     (or inside a step), where the call is a plain call."""
     inv = CURRENT_RUN.get()
     if inv is None or CURRENT_STEP.get() is not None:
+        options.check(fn)  # refused as it would be in a workflow
         return None
     return inv, _unnamed_step(inv.runtime, name, fn, options)
 

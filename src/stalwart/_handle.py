@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import _inputs
 from ._model import TERMINAL
 from ._runtime import Runtime
 from ._store import RunRow
@@ -31,7 +32,9 @@ class Handle:
         return self._views.row(self.workflow_id).status
 
     def result(self, timeout: float | None = None) -> Any:
-        """Wait until the run is terminal and return its result (or raise its failure)."""
+        """Wait until the run is terminal and return its result (or raise its failure);
+        :class:`TimeoutError` after ``timeout`` seconds (``None`` or ``inf``: no limit)."""
+        timeout = _inputs.limit(timeout, "timeout", "result")
         deadline = None if timeout is None else time.monotonic() + timeout
         runtime = self._views.runtime
         watch = _Watch(runtime)
@@ -48,6 +51,7 @@ class Handle:
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`result`, without blocking the event loop."""
+        timeout = _inputs.limit(timeout, "timeout", "result_async")
         deadline = None if timeout is None else time.monotonic() + timeout
         watch = _Watch(self._views.runtime)
         while True:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from . import _inputs
 from ._errors import UsageError
 
 __all__ = [
@@ -300,17 +301,11 @@ class Budget:
     max_repeats: int | None = None
 
     def __post_init__(self) -> None:
+        # Each limit is checked by the rule every limit follows: inf (or None) is no limit.
         for name in ("max_tokens", "max_steps", "max_repeats"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
-                raise UsageError(f"Budget({name}={value!r}): pass an int >= 1, or None")
-        cost = self.max_cost
-        if cost is not None and (
-            isinstance(cost, bool) or not isinstance(cost, int | float) or not cost > 0
-        ):
-            raise UsageError(f"Budget(max_cost={cost!r}): pass a number > 0, or None")
+            object.__setattr__(self, name, _inputs.count(getattr(self, name), name, "Budget"))
+        cost = _inputs.number(self.max_cost, "max_cost", "Budget", positive=True)
+        object.__setattr__(self, "max_cost", cost)
 
     def to_dict(self) -> dict[str, Any]:
         """The limits that are set, as the journal records them."""
@@ -336,17 +331,13 @@ class Breaker:
             raise UsageError(
                 f"Breaker(name={self.name!r}): pass a non-empty name without ':', such as 'openai'"
             )
+        _inputs.name(self.name, "name", "Breaker")
         failures = self.failures
         if isinstance(failures, bool) or not isinstance(failures, int) or failures < 1:
             raise UsageError(f"Breaker(failures={failures!r}): pass an int >= 1")
-        for field in ("window", "cooldown"):
-            value = getattr(self, field)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not 0 < value < math.inf
-            ):
-                raise UsageError(f"Breaker({field}={value!r}): pass a number of seconds > 0")
+        for field in ("window", "cooldown"):  # lengths of time the fleet counts: finite
+            seconds = _inputs.seconds(getattr(self, field), field, "Breaker", positive=True)
+            object.__setattr__(self, field, seconds)
 
 
 @dataclass(frozen=True)
@@ -469,7 +460,7 @@ def run_id(given: Any, *, label: str = "workflow_id") -> str:
             f"{label}={shown if len(repr(given)) > 60 else repr(given)}: a run id is a non-empty "
             f"string of at most {MAX_ID_LENGTH} characters"
         )
-    return given
+    return _inputs.name(given, label)
 
 
 @dataclass(frozen=True)

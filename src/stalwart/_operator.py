@@ -15,6 +15,7 @@ import getpass
 import logging
 from typing import Any
 
+from . import _inputs
 from ._engine.budget import Spend
 from ._engine.children import cancel_children, retry_children, went_on
 from ._engine.keeper import LeaseKeeper
@@ -189,7 +190,7 @@ def _raises(new: Budget, old: Budget) -> bool:
 
 def _who(by: str | None) -> str:
     if by:
-        return by
+        return _inputs.name(by, "by") if isinstance(by, str) else by
     try:
         return getpass.getuser()
     except Exception:
@@ -200,6 +201,29 @@ def _note(runtime: Runtime, action: str, now: float, by: str, detail: Any) -> En
     """The journal entry of an operator action: what, by whom, when."""
     encoded = None if detail is None else runtime.codec.encode(detail)
     return Entry.operator(action, now, by=by, input=encoded)
+
+
+def _check_event(workflow_id: Any, name: Any, dedup_key: Any) -> None:
+    """Refuse what ``send_event`` cannot record, before any store is asked."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"event name {name!r}: pass a non-empty str")
+    if isinstance(workflow_id, str):
+        _inputs.name(workflow_id, "workflow_id", "send_event")
+    _inputs.name(name, "name", "send_event")
+    if dedup_key is not None:
+        if not isinstance(dedup_key, str) or not dedup_key:
+            raise UsageError(f"send_event(dedup_key={dedup_key!r}): pass a non-empty str")
+        _inputs.name(dedup_key, "dedup_key", "send_event")
+
+
+def _check_decision(call: str, approval_id: Any, reason: Any, by: Any) -> None:
+    """Refuse an approval id, a reason or a name of who decides that no store can hold."""
+    if isinstance(approval_id, str):
+        _inputs.name(approval_id, "approval_id", call)
+    if isinstance(by, str):
+        _inputs.name(by, "by", call)
+    if isinstance(reason, str):
+        _inputs.text(reason, "reason", call)
 
 
 class Operator:
@@ -218,8 +242,7 @@ class Operator:
         dedup_key: str | None = None,
         by: str | None = None,
     ) -> bool:
-        if not isinstance(name, str) or not name:
-            raise UsageError(f"event name {name!r}: pass a non-empty str")
+        _check_event(workflow_id, name, dedup_key)
         try:
             data = self.runtime.codec.encode(payload)
         except UnsupportedValue as exc:
@@ -258,6 +281,7 @@ class Operator:
         approval_id: str | None,
     ) -> None:
         self.views.row(workflow_id)
+        _check_decision("approve" if approved else "reject", approval_id, reason, by)
         store = self.runtime.store
         if approval_id is None:
             pending = store.list_approvals(pending=True, workflow_id=workflow_id)

@@ -16,9 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from . import _inputs
 from ._errors import NonRetryableError, RetryAfter, SerializationError, UsageError
 
-__all__ = ["Decision", "Retry", "http_status", "server_delay"]
+__all__ = ["LONGEST_DELAY", "Decision", "Retry", "http_status", "server_delay"]
+
+# The longest delay before another attempt: with no cap on the delay (max_delay=inf), a long
+# backoff or a far Retry-After still names a time a datetime holds.
+LONGEST_DELAY = _inputs.CENTURY
 
 # A provider's 4xx that may succeed when tried again: timeout, conflict, rate limit.
 RETRYABLE_4XX = frozenset({408, 409, 429})
@@ -129,14 +134,26 @@ class Retry:
     provider_calls: ClassVar[bool] = False  # ``Retry.llm()``'s steps call a model
 
     def __post_init__(self) -> None:
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise UsageError(f"Retry(max_attempts={self.max_attempts!r}): must be an int >= 1")
-        for name in ("initial_delay", "max_delay", "max_server_delay"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0:
-                raise UsageError(f"Retry({name}={value!r}): must be a number >= 0")
-        if not isinstance(self.backoff, int | float) or self.backoff < 1:
-            raise UsageError(f"Retry(backoff={self.backoff!r}): must be a number >= 1")
+        attempts = self.max_attempts
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
+            raise UsageError(f"Retry(max_attempts={attempts!r}): pass an int >= 1")
+        # The first delay is a length of time; the caps are limits (inf: none).
+        delays = {
+            "initial_delay": _inputs.seconds(self.initial_delay, "initial_delay", "Retry"),
+            "max_delay": _inputs.seconds(self.max_delay, "max_delay", "Retry", unlimited=True),
+            "max_server_delay": _inputs.seconds(
+                self.max_server_delay, "max_server_delay", "Retry", unlimited=True
+            ),
+        }
+        for field_name, seconds in delays.items():
+            object.__setattr__(self, field_name, seconds)
+        backoff = self.backoff
+        if (
+            isinstance(backoff, bool)
+            or not isinstance(backoff, int | float)
+            or not 1 <= backoff < math.inf
+        ):
+            raise UsageError(f"Retry(backoff={backoff!r}): pass a finite number >= 1")
         for name in ("retry_on", "non_retryable"):
             value = getattr(self, name)
             if isinstance(value, type):
@@ -167,7 +184,11 @@ class Retry:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
         if attempt < 1:
             raise ValueError("attempt is 1-based")
-        ceiling = min(self.max_delay, self.initial_delay * self.backoff ** (attempt - 1))
+        try:
+            grown = self.initial_delay * self.backoff ** (attempt - 1)
+        except OverflowError:
+            grown = math.inf
+        ceiling = min(self.max_delay, grown, LONGEST_DELAY)
         if not self.jitter:
             return float(ceiling)
         return (rng or _random).uniform(0.0, ceiling)
@@ -211,7 +232,7 @@ class Retry:
                 directed=source,
                 refused=f"longer than max_server_delay={_seconds(self.max_server_delay)} s",
             )
-        return Decision(final=False, delay=seconds, directed=source)
+        return Decision(final=False, delay=min(seconds, LONGEST_DELAY), directed=source)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import datetime as _dt
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from . import _inputs
 from ._cron import (
     check_catch_up,
     check_cron,
@@ -56,11 +57,12 @@ class Schedules:
         catch_up: str = "latest",
     ) -> Schedule:
         """Start a run of ``wf`` at every tick of ``cron`` (five fields, or six with seconds
-        last, as croniter reads them) in ``timezone``, kept in the store: declaring a schedule
-        of the same ``name`` (default: the workflow's name) again updates it and keeps its last
-        started tick. Each tick starts one run, ``"<name>@YYYY-MM-DDTHH:MM:SSZ"`` (the tick
-        in UTC), fleet-wide; ticks missed while no worker ran start per ``catch_up``:
-        ``"latest"`` only the newest, ``"all"`` each, ``"none"`` none (docs/schedules.md)."""
+        last, as croniter reads them, or an alias such as ``"@daily"``) in ``timezone``, kept
+        in the store: declaring a schedule of the same ``name`` (default: the workflow's name)
+        again updates it and keeps its last started tick. Each tick starts one run,
+        ``"<name>@YYYY-MM-DDTHH:MM:SSZ"`` (the tick in UTC), fleet-wide; ticks missed while no
+        worker ran start per ``catch_up``: ``"latest"`` only the newest, ``"all"`` each,
+        ``"none"`` none (docs/schedules.md)."""
         try:
             definition = definition_of(self._runtime, wf)
         except RegistrationError:
@@ -115,6 +117,7 @@ class Schedules:
         already started are left as they are). :class:`InvalidOperation` if there is none."""
         if not isinstance(name, str):
             raise TypeError(f"name={name!r}: pass the schedule's name")
+        _inputs.name(name, "name", "app.unschedule")
         if not self._runtime.store.drop_schedule(name):
             known = ", ".join(repr(s.name) for s in self.schedules()) or "none"
             raise InvalidOperation(

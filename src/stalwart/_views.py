@@ -7,6 +7,7 @@ import datetime as _dt
 import json
 from typing import Any
 
+from . import _inputs
 from ._engine.invocation import step_key
 from ._errors import (
     BudgetExceeded,
@@ -103,11 +104,20 @@ def info_of(row: RunRow) -> WorkflowInfo:
     )
 
 
-def _check_filters(status: str | None, queue: str | None) -> None:
+def _check_filters(
+    status: str | None, queue: str | None, name: str | None, parent_id: str | None
+) -> None:
     if status is not None and status not in STATUSES:
         raise UsageError(f"status={status!r}: use one of {', '.join(STATUSES)}")
     if queue is not None and (not isinstance(queue, str) or not queue):
         raise UsageError(f"queue={queue!r}: pass a queue name")
+    if name is not None and not isinstance(name, str):
+        raise UsageError(f"name={name!r}: pass a workflow name (a str), or None")
+    if parent_id is not None and not isinstance(parent_id, str):
+        raise UsageError(f"parent_id={parent_id!r}: pass a run id (a str), or None")
+    for label, value in (("queue", queue), ("name", name), ("parent_id", parent_id)):
+        if value is not None:
+            _inputs.name(value, label)
 
 
 def _row_id(value: Any, least: int) -> bool:
@@ -200,6 +210,8 @@ class Views:
         return self.runtime.store
 
     def row(self, workflow_id: str) -> RunRow:
+        if isinstance(workflow_id, str):
+            _inputs.name(workflow_id, "workflow_id")  # no store could hold it
         row = self.store.get_run(workflow_id)
         if row is None:
             raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
@@ -285,9 +297,7 @@ class Views:
         since: Any,
         parent_id: str | None = None,
     ) -> list[RunRow]:
-        _check_filters(status, queue)
-        if parent_id is not None and not isinstance(parent_id, str):
-            raise UsageError(f"parent_id={parent_id!r}: pass a run id (a str), or None")
+        _check_filters(status, queue, name, parent_id)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
         before_at, before_id = _cursor(before)
@@ -310,7 +320,7 @@ class Views:
         since: Any = None,
         parent_id: str | None = None,
     ) -> int:
-        _check_filters(status, queue)
+        _check_filters(status, queue, name, parent_id)
         return self.store.count_runs(
             status=status, name=name, queue=queue, since=_when(since, "since"), parent_id=parent_id
         )

@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from . import _inputs
 from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
@@ -58,6 +59,15 @@ def serve(
     worker.serve()
 
 
+def _check_queues(queues: list[str] | None) -> None:
+    if queues is not None and (
+        isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)
+    ):
+        raise TypeError(f"queues={queues!r}: pass a list of queue names")
+    for queue in queues or ():
+        _inputs.name(queue, "queues")
+
+
 class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
@@ -67,10 +77,7 @@ class Worker:
         concurrency = DEFAULT_CONCURRENCY if concurrency is None else concurrency
         if not isinstance(concurrency, int) or concurrency < 1:
             raise UsageError(f"concurrency={concurrency!r}: must be an int >= 1")
-        if queues is not None and (
-            isinstance(queues, str) or not all(isinstance(q, str) and q for q in queues)
-        ):
-            raise TypeError(f"queues={queues!r}: pass a list of queue names")
+        _check_queues(queues)
         self.driver = driver
         self.runtime = driver.runtime
         self.concurrency = concurrency

@@ -106,6 +106,25 @@ def test_a_tick_is_never_started_before_it_comes(
     assert app.run(job, workflow_id=f"job@{_at(2)}") == "hello"  # its arguments
 
 
+def test_an_alias_such_as_daily_starts_its_tick_at_midnight_and_not_before(
+    app: stalwart.Stalwart, clock: FakeClock, job: Any
+) -> None:
+    declared = app.schedule(job, "@daily", name="nightly")
+    assert (declared.cron, declared.next_tick.isoformat()) == (
+        "@daily",
+        "2026-01-02T00:00:00+00:00",
+    )
+    ticker = _ticker(app)
+    clock.advance(86_399.5)
+    ticker.fire()
+    assert _started(app) == []
+    clock.advance(0.5)
+    ticker.fire()
+    assert _started(app) == ["nightly@2026-01-02T00:00:00Z"]
+    (schedule,) = app.schedules()
+    assert schedule.next_tick.isoformat() == "2026-01-03T00:00:00+00:00"
+
+
 @pytest.mark.parametrize("catch_up", ["latest", "all", "none"])
 def test_ticks_that_came_due_while_a_worker_ran_all_start_however_late(
     app: stalwart.Stalwart, clock: FakeClock, job: Any, catch_up: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -38,8 +39,31 @@ def test_unusable_sqlite_files(tmp_path: Path) -> None:
     if os.geteuid() != 0:  # root can write anywhere
         locked = tmp_path / "ro"
         locked.mkdir(mode=0o500)
-        with pytest.raises(stalwart.StoreError):
-            stalwart.Stalwart(f"sqlite:///{locked / 'sub' / 'x.db'}")
+        with pytest.raises(stalwart.StoreError, match="writable"):
+            stalwart.Stalwart(f"sqlite:///{locked / 'x.db'}")
+
+
+def test_a_sqlite_path_in_a_folder_that_does_not_exist_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    typo = tmp_path / "typo" / "dir"
+    with pytest.raises(
+        stalwart.UsageError, match=re.escape(f"the folder '{typo}' does not exist")
+    ) as info:
+        stalwart.Stalwart(f"sqlite:///{typo / 'x.db'}")
+    assert "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []  # no folder, no empty store
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(stalwart.UsageError, match="the folder 'missing' does not exist"):
+        stalwart.Stalwart("sqlite:///missing/x.db")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(stalwart.UsageError, match="'file' is not a folder"):
+        stalwart.Stalwart("sqlite:///file/x.db")
+    # The default store's own folder is made, wherever it is asked for, but not its parents.
+    stalwart.Stalwart("sqlite:///.stalwart/other.db").close()
+    with pytest.raises(stalwart.UsageError, match="does not exist"):
+        stalwart.Stalwart(f"sqlite:///{tmp_path / 'sub' / '.stalwart' / 'x.db'}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".stalwart", "file"]
 
 
 def test_default_url_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,7 +22,7 @@ def _error(answer: httpx.Response, status: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "workflow_id", ["nope", "a b/ü?#%", "x" * 3000, "\x00", "..", "a%2Fb"], ids=repr
+    "workflow_id", ["nope", "a b/ü?#%", "x" * 3000, "\x00", "a\x1bb", "..", "a%2Fb"], ids=repr
 )
 def test_an_unknown_run_is_404_naming_it(ui: Scene, workflow_id: str) -> None:
     path = "/api/v1/runs/" + quote(workflow_id, safe="/").replace(".", "%2E")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import inspect
 
 import stalwart
@@ -134,3 +135,8 @@ def test_constructor_signature_matches_contract() -> None:
     assert params["durability"].default == "process"
     assert params["lease_seconds"].default == 30.0
     assert params["serializer"].default == "json"
+
+
+def test_the_version_is_written_once_and_is_the_installed_one() -> None:
+    # pyproject.toml reads the version from stalwart/__init__.py, so the two cannot differ.
+    assert stalwart.__version__ == importlib.metadata.version("stalwart") == "0.3.0"

@@ -41,11 +41,31 @@ def test_seconds_written_first_are_refused_with_where_they_go() -> None:
 
 
 @pytest.mark.parametrize(
+    ("alias", "after", "tick"),
+    [
+        ("@hourly", _utc(2026, 3, 28, 9, 30), _utc(2026, 3, 28, 10)),
+        ("@daily", _utc(2026, 3, 28, 9), _utc(2026, 3, 29)),
+        ("@DAILY", _utc(2026, 3, 28, 9), _utc(2026, 3, 29)),
+        ("@midnight", _utc(2026, 3, 28, 9), _utc(2026, 3, 29)),
+        ("@weekly", _utc(2026, 3, 28, 9), _utc(2026, 3, 29)),  # Sunday 00:00
+        ("@monthly", _utc(2026, 3, 28, 9), _utc(2026, 4, 1)),
+        ("@yearly", _utc(2026, 3, 28, 9), _utc(2027, 1, 1)),
+        ("@annually", _utc(2026, 3, 28, 9), _utc(2027, 1, 1)),
+    ],
+)
+def test_croniters_aliases_are_taken_and_tick_as_croniter_says(
+    alias: str, after: float, tick: float
+) -> None:
+    assert check_cron(alias) == alias
+    assert next_tick(alias, "UTC", after) == tick
+
+
+@pytest.mark.parametrize(
     ("cron", "says"),
     [
         ("* * * *", "pass five fields"),
         ("* * * * * * *", "pass five fields"),
-        ("@hourly", "pass five fields"),
+        ("@reboot", "'@hourly', '@daily', '@weekly', '@monthly', '@yearly'"),
         ("61 * * * *", "out of range"),
         ("0 0 31 2 *", "pass five fields"),  # February 31st never comes
         (5, "pass five fields"),

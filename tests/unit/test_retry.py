@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import random
+from datetime import timedelta
 
 import pytest
 
 import stalwart
 from stalwart import NonRetryableError, OutputInvalid, Retry, SerializationError, StepTimeout
+from stalwart._retry import LONGEST_DELAY
 
 
 @pytest.mark.parametrize(
@@ -57,11 +59,33 @@ def test_what_stops_retrying() -> None:
         {"initial_delay": -1},
         {"max_delay": -0.1},
         {"backoff": 0.5},
+        {"max_attempts": True},
+        {"initial_delay": float("nan")},
+        {"initial_delay": float("inf")},  # a first delay is a length of time, never "no limit"
+        {"max_delay": float("nan")},
+        {"max_server_delay": float("nan")},
+        {"max_server_delay": -1},
+        {"backoff": float("nan")},
+        {"backoff": float("inf")},
+        {"initial_delay": "1"},
     ],
 )
 def test_bad_values_are_refused(kwargs: dict[str, object]) -> None:
-    with pytest.raises(ValueError, match="Retry"):
+    with pytest.raises(stalwart.UsageError, match="Retry") as info:
         Retry(**kwargs)  # type: ignore[arg-type]
+    ((field, value),) = kwargs.items()
+    assert str(info.value).startswith(f"Retry({field}={value!r}): pass ")  # given, accepted
+
+
+def test_no_cap_on_the_delay_is_inf_and_every_delay_is_still_a_time() -> None:
+    policy = Retry(max_delay=float("inf"), max_server_delay=float("inf"), jitter=False)
+    assert policy.delay(3) == 4.0
+    assert policy.delay(5000) == LONGEST_DELAY  # 2.0 ** 4999 overflows a float
+    far = stalwart.RetryAfter(1e300)
+    assert policy.decide(far, 1, now=0.0).delay == LONGEST_DELAY
+    forever = stalwart.RetryAfter(float("inf"))
+    assert Retry().decide(forever, 1, now=0.0).final  # past max_server_delay: not waited for
+    assert Retry(initial_delay=timedelta(seconds=2), jitter=False).delay(1) == 2.0
 
 
 def test_exception_classes_are_checked() -> None:

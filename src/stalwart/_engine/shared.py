@@ -15,6 +15,7 @@ import datetime as _dt
 import getpass
 from typing import Any
 
+from .. import _inputs
 from .._errors import CorruptRecord, SerializationError, UsageError
 from .._model import EntryKind, EntryStatus, SharedWrite, Versioned
 from .._runtime import Runtime
@@ -41,7 +42,7 @@ def check_key(key: Any, call: str) -> str:
     """``key`` checked as a shared key: a non-empty str."""
     if not isinstance(key, str) or not key:
         raise UsageError(f"{call}(key={key!r}): a shared key is a non-empty str")
-    return key
+    return _inputs.name(key, "key", call)
 
 
 def check_if_version(if_version: Any, call: str) -> int | None:
@@ -61,7 +62,7 @@ def who(by: Any, call: str) -> str:
     if by is not None:
         if not isinstance(by, str) or not by:
             raise UsageError(f"{call}(by={by!r}): pass who writes as a non-empty str, or None")
-        return by
+        return _inputs.name(by, "by", call)
     try:
         return getpass.getuser()
     except Exception:

@@ -9,6 +9,7 @@ import datetime as _dt
 import math
 from typing import Any
 
+from .. import _inputs
 from .._model import Approval, EntryKind, EntryStatus, from_epoch
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
@@ -25,25 +26,9 @@ _FOREVER = 253_402_300_799.0
 
 def seconds_of(value: float | _dt.timedelta | None, what: str) -> float | None:
     """Seconds in a number or timedelta (``inf`` for ``float('inf')``, ``timedelta.max`` and
-    anything too large to be a time); refuses NaN, negative and non-numeric values."""
-    if value is None:
-        return None
-    seconds: float
-    if isinstance(value, _dt.timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{what}={value!r}: pass seconds (a number >= 0) or a timedelta")
-    else:
-        try:
-            seconds = float(value)
-        except OverflowError:  # an int too large for a float
-            seconds = math.inf if value > 0 else -math.inf
-    if math.isnan(seconds) or seconds < 0:
-        raise ValueError(
-            f"{what}={value!r}: pass seconds (a number >= 0, or float('inf') for no limit) "
-            "or a timedelta"
-        )
-    return seconds
+    anything too large to be a time); refuses NaN, negative and non-numeric values with a
+    :class:`UsageError` (a ``ValueError``)."""
+    return None if value is None else _inputs.seconds(value, what, unlimited=True)
 
 
 def until_of(now: float, seconds: float | None) -> float | None:

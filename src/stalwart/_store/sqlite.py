@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from .._errors import StoreError, mask_url
+from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .queries import load_queries
 from .sql import SQLStore
@@ -39,6 +39,22 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _folder_of(url: str, path: Path) -> None:
+    """Make sure the folder of the database file exists: only the default store's own folder,
+    ``.stalwart``, is created (in a folder that exists); any other missing folder is most
+    likely a typo, refused rather than filled with an empty store."""
+    folder = path.parent
+    if folder.name == ".stalwart" and folder.parent.is_dir():
+        folder.mkdir(exist_ok=True)
+    elif folder.exists() and not folder.is_dir():
+        raise UsageError(f"{mask_url(url)}: {str(folder)!r} is not a folder; fix the path")
+    elif not folder.exists():
+        raise UsageError(
+            f"{mask_url(url)}: the folder {str(folder)!r} does not exist; create it first "
+            "or fix the path (only the default store's own .stalwart/ folder is created)"
+        )
+
+
 class SQLiteStore(SQLStore):
     """A store in one SQLite database file, or in memory for ``memory://``."""
 
@@ -53,7 +69,7 @@ class SQLiteStore(SQLStore):
             else:
                 if READ_ONLY_DECLARATIONS.get() and not Path(path).exists():
                     raise MissingStore(self._unmigrated(0), path=Path(path).absolute())
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                _folder_of(url, Path(path))
                 conn = sqlite3.connect(
                     path,
                     isolation_level=None,

@@ -21,7 +21,7 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from .. import __version__
+from .. import __version__, _inputs
 from .._errors import UsageError, mask_url
 from .._model import STATUSES, WorkflowInfo
 from .._wire import (
@@ -130,10 +130,12 @@ Write = Annotated[Writer, Depends(_writer)]
 
 
 def _run_id(workflow_id: str) -> str:
-    """The run's id from the path; an id no store can hold (a NUL in it) is not found."""
-    if "\x00" in workflow_id:
-        raise not_found(workflow_id)
-    return workflow_id
+    """The run's id from the path; an id no run can have (a control character in it, which
+    the Python API refuses) is not found."""
+    try:
+        return _inputs.name(workflow_id, "workflow_id")
+    except UsageError:
+        raise not_found(workflow_id) from None
 
 
 RunId = Annotated[str, Depends(_run_id)]
