@@ -180,7 +180,12 @@ class Worker:
         while not self.stopping.is_set():
             if self._signalled is not None:
                 name = signal.Signals(self._signalled).name
-                log.info("worker %s: %s received, stopping", self.runtime.owner, name)
+                log.info(
+                    "worker %s: %s received, stopping",
+                    self.runtime.owner,
+                    name,
+                    extra=fields(None, self.runtime.owner),
+                )
                 self.stop()
                 break
             now = time.monotonic()
@@ -219,7 +224,12 @@ class Worker:
         try:
             runtime.store.beat_worker(row)
         except Exception:  # what operators read only: the next beat tries again
-            log.warning("worker %s: refreshing its row failed", runtime.owner, exc_info=True)
+            log.warning(
+                "worker %s: refreshing its row failed",
+                runtime.owner,
+                exc_info=True,
+                extra=fields(None, runtime.owner),
+            )
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.

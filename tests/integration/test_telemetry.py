@@ -205,6 +205,9 @@ def test_json_logs_are_one_object_per_line_with_the_runs_fields(
     assert [line for line in about("napping-1") if line["step"] is not None] == []
     owners = {line["worker"] for line in lines if line["workflow_id"]}
     assert len(owners) == 1 and None not in owners
+    # The worker's own lines (serving, SIGTERM received, stopped) carry its id too.
+    (stopping,) = [line for line in lines if "SIGTERM received" in line["msg"]]
+    assert {line["worker"] for line in lines} == owners, stopping
 
 
 def test_text_logs_at_warning_show_only_the_failures(
