@@ -39,7 +39,7 @@ def _named_runs(runtime: Runtime, workflow_ids: Iterable[str]) -> Iterator[RunRo
             raise TypeError(f"workflow_ids: {wid!r} is not a workflow id (a str)")
         row = runtime.store.get_run(wid)
         if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {wid!r} in {runtime.url}")
+            raise WorkflowNotFound(f"no run with workflow_id {wid!r} in {runtime.name}")
         if row.status not in TERMINAL:
             yield row
 

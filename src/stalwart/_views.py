@@ -202,7 +202,9 @@ class Views:
     def row(self, workflow_id: str) -> RunRow:
         row = self.store.get_run(workflow_id)
         if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
+            raise WorkflowNotFound(
+                f"no run with workflow_id {workflow_id!r} in {self.runtime.name}"
+            )
         return row
 
     def outcome(self, row: RunRow) -> Any:

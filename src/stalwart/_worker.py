@@ -23,7 +23,7 @@ from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
-from ._errors import UsageError, mask_url
+from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
@@ -116,7 +116,7 @@ class Worker:
         log.info(
             "worker %s: serving the store %s: %s on queues %s (concurrency %d)",
             self.runtime.owner,
-            mask_url(self.runtime.url),
+            self.runtime.name,
             ", ".join(names),
             ", ".join(self.queues),
             self.concurrency,

@@ -421,3 +421,12 @@ def test_without_opentelemetry_nothing_of_it_is_imported(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_S, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_worker_names_a_relative_sqlite_store_absolutely(
+    tmp_path: Path, start_worker: Any
+) -> None:
+    worker = start_worker("sqlite:///rel.db")  # runs in tmp_path
+    worker.wait_for("serving", lambda: "serving the store" in worker.text())
+    text = worker.stop()
+    assert f"serving the store sqlite:///{tmp_path / 'rel.db'}: " in text, text
