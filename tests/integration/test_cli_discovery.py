@@ -265,6 +265,11 @@ def test_a_store_from_an_app_says_the_app_and_where_its_url_came_from(tmp_path: 
         f"error: no store at {root / 'other.db'} (from pyproject.toml at {pyproject}: app "
         "agent:app, whose store comes from STALWART_URL); "
     ), missing.stderr
+    memory = _cli("ls", cwd=root, STALWART_URL="memory://")
+    assert (
+        f"error: memory:// (from pyproject.toml at {pyproject}: app agent:app, whose store "
+        "comes from STALWART_URL): a memory store lives in one process"
+    ) in memory.stderr, memory.stderr
     default = _cli("ls", cwd=root / "sub")
     assert default.stderr.startswith(
         f"error: no store at {root / '.stalwart' / 'stalwart.db'} (from pyproject.toml at "

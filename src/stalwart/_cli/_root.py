@@ -229,11 +229,12 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
         url = app.url
     else:
         app, url = None, str(found.url)
+    source = where(found, app_url=url if found.target is not None else None)
     if url.startswith("memory:"):
         if app is not None:
             app.close()
         raise CliError(
-            f"{mask_url(url)} ({where(found)}): a memory store lives in one process; give "
+            f"{mask_url(url)} ({source}): a memory store lives in one process; give "
             "--url of a real store"
         )
     path = _sqlite_path(url, found.folder)
@@ -249,6 +250,5 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
         )
     if app is None:
         app = Stalwart(url)
-    source = where(found, app_url=url if found.target is not None else None)
     click.echo(f"store: {app._runtime.name} ({source})", err=True)  # stderr: stdout stays clean
     return app
