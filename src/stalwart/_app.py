@@ -36,7 +36,7 @@ from ._runtime import Runtime
 from ._schedules import Schedules
 from ._serde import make_codec
 from ._shared import SharedContext
-from ._store import Store, open_store, resolve_url
+from ._store import Store, open_store, resolve_url, store_name
 from ._tracing import Tracing
 from ._views import Views
 from ._worker import serve
@@ -72,6 +72,7 @@ class Stalwart(Reads, SharedContext, Schedules, Checks):
         store = open_store(self.url, durability=durability)
         self._runtime = Runtime(
             url=self.url,
+            name=store_name(self.url),
             store=store,
             codec=codec,
             clock=clock or _default_clock(store),

@@ -40,7 +40,7 @@ def _named_runs(runtime: Runtime, workflow_ids: Iterable[str]) -> Iterator[RunRo
             raise TypeError(f"workflow_ids: {wid!r} is not a workflow id (a str)")
         row = runtime.store.get_run(_inputs.name(wid, "workflow_ids"))
         if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {wid!r} in {runtime.url}")
+            raise WorkflowNotFound(f"no run with workflow_id {wid!r} in {runtime.name}")
         if row.status not in TERMINAL:
             yield row
 

@@ -26,14 +26,17 @@ def cut(text: str, width: int | None) -> str:
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 
-def usage_line(usage: Any) -> str:
+def usage_line(usage: Any, *, under_way: bool = False) -> str:
     """A run's ``Usage`` in words; totals that miss an interrupted attempt's usage
-    (``partial``) read as a lower bound: ``≥ 360 tokens in, ≥ 80 out, ...``."""
+    (``partial``) read as a lower bound: ``≥ 360 tokens in, ≥ 80 out, ...``; ``under_way``:
+    a step attempt is running, counted apart (``0 step attempt(s) finished, 1 under way``)."""
     at_least = "≥ " if usage.partial else ""
     text = (
         f"{at_least}{usage.input_tokens} tokens in, {at_least}{usage.output_tokens} out, cost "
         f"{at_least}{usage.cost:.6f}, {usage.attempts} step attempt(s)"
     )
+    if under_way:
+        text += " finished, 1 under way"
     if usage.partial:
         text += " (a crash interrupted an attempt before its usage was recorded)"
     return text

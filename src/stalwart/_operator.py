@@ -259,7 +259,7 @@ class Operator:
             )
         except KeyError:
             raise WorkflowNotFound(
-                f"no run with workflow_id {workflow_id!r} in {self.runtime.url}"
+                f"no run with workflow_id {workflow_id!r} in {self.runtime.name}"
             ) from None
         self.runtime.wakeup.set()
         log.info(

@@ -35,6 +35,7 @@ class Runtime:
     """What the engine shares with the app: store, serializer, clock and policies."""
 
     url: str
+    name: str  # the store as messages name it (``store_name``: absolute, password masked)
     store: Store
     codec: Codec
     clock: Clock

@@ -29,7 +29,11 @@ def shut_down(runtime: Runtime, active: Active, pool: ThreadPoolExecutor) -> Non
     now = runtime.clock.time()
     for wid, (future, invocations) in active:
         if not future.done():
-            log.warning("run %s: a step outlived the shutdown grace; releasing its lease", wid)
+            log.warning(
+                "run %s: a step outlived the shutdown grace; releasing its lease",
+                wid,
+                extra=fields(wid, runtime.owner),
+            )
             invocations[-1].lease_lost.set()
             runtime.store.release_run(wid, owner=invocations[-1].owner, now=now)
     pool.shutdown(wait=False, cancel_futures=True)

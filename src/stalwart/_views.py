@@ -214,7 +214,9 @@ class Views:
             _inputs.name(workflow_id, "workflow_id")  # no store could hold it
         row = self.store.get_run(workflow_id)
         if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
+            raise WorkflowNotFound(
+                f"no run with workflow_id {workflow_id!r} in {self.runtime.name}"
+            )
         return row
 
     def outcome(self, row: RunRow) -> Any:

@@ -24,7 +24,7 @@ from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
-from ._errors import UsageError, mask_url
+from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
@@ -123,7 +123,7 @@ class Worker:
         log.info(
             "worker %s: serving the store %s: %s on queues %s (concurrency %d)",
             self.runtime.owner,
-            mask_url(self.runtime.url),
+            self.runtime.name,
             ", ".join(names),
             ", ".join(self.queues),
             self.concurrency,
@@ -187,7 +187,12 @@ class Worker:
         while not self.stopping.is_set():
             if self._signalled is not None:
                 name = signal.Signals(self._signalled).name
-                log.info("worker %s: %s received, stopping", self.runtime.owner, name)
+                log.info(
+                    "worker %s: %s received, stopping",
+                    self.runtime.owner,
+                    name,
+                    extra=fields(None, self.runtime.owner),
+                )
                 self.stop()
                 break
             now = time.monotonic()
@@ -226,7 +231,12 @@ class Worker:
         try:
             runtime.store.beat_worker(row)
         except Exception:  # what operators read only: the next beat tries again
-            log.warning("worker %s: refreshing its row failed", runtime.owner, exc_info=True)
+            log.warning(
+                "worker %s: refreshing its row failed",
+                runtime.owner,
+                exc_info=True,
+                extra=fields(None, runtime.owner),
+            )
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -202,3 +204,34 @@ def test_a_newcomer_looking_for_the_demos_run_is_told_where_it_is(tmp_path: Path
     missing = _cli("show", "refund-T-1042", cwd=tmp_path)
     assert missing.returncode == 1 and len(missing.stderr.splitlines()) == 2  # store, error
     assert "stalwart --url sqlite:///.stalwart/demo.db show refund-T-1042" in missing.stderr
+
+
+def test_show_counts_the_attempt_under_way_of_a_running_step(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    entered, release = threading.Event(), threading.Event()
+    with stalwart.Stalwart(url, lease_seconds=1.0) as app:  # its keeper publishes the step
+
+        @app.step(name="slow")
+        def slow() -> int:
+            entered.set()
+            release.wait(60)
+            return 1
+
+        @app.workflow(name="busy")
+        def busy() -> int:
+            return slow()
+
+        runner = threading.Thread(target=app.run, args=(busy,), kwargs={"workflow_id": "busy-1"})
+        runner.start()
+        try:
+            assert entered.wait(60)
+            deadline = time.monotonic() + 60
+            shown = _cli("--url", url, "show", "busy-1", cwd=tmp_path)
+            while "  now " not in shown.stdout and time.monotonic() < deadline:
+                shown = _cli("--url", url, "show", "busy-1", cwd=tmp_path)
+        finally:
+            release.set()
+            runner.join(60)
+    assert shown.returncode == 0, shown.stderr
+    (usage,) = [line for line in shown.stdout.splitlines() if line.startswith("  usage ")]
+    assert usage.endswith("0 step attempt(s) finished, 1 under way"), usage

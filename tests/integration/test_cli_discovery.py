@@ -73,7 +73,7 @@ def test_the_pyproject_app_is_found_from_a_subfolder_before_stalwart_url(
     assert "in-app" in listed.stdout and "in-other" not in listed.stdout
     assert listed.stderr.splitlines()[0] == (
         f"store: sqlite:///{project / 'agent.db'} "
-        f"(from pyproject.toml at {project / 'pyproject.toml'})"
+        f"(from pyproject.toml at {project / 'pyproject.toml'}: app agent:app)"
     )
     assert not (project / "src" / "deep" / "agent.db").exists()
     shown = _cli("show", "in-app", cwd=project / "src")
@@ -210,8 +210,8 @@ def test_a_read_command_on_a_pyproject_app_creates_and_writes_nothing(tmp_path: 
     assert missing.returncode == 1
     assert missing.stderr.splitlines() == [
         f"error: no store at {root / 'agent.db'} (from pyproject.toml at "
-        f"{root / 'pyproject.toml'}); start a worker of agent:app to create its store, or give "
-        "--url sqlite:///PATH of an existing store"
+        f"{root / 'pyproject.toml'}: app agent:app); start a worker of agent:app to create its "
+        "store, or give --url sqlite:///PATH of an existing store"
     ]
     assert not list(root.glob("agent.db*"))
     _store_with_a_run(root / "agent.db", "before")
@@ -222,3 +222,71 @@ def test_a_read_command_on_a_pyproject_app_creates_and_writes_nothing(tmp_path: 
         done = _cli(*command, cwd=root)
         assert done.returncode == 0, done.stderr
     assert {table: _rows(root / "agent.db", table) for table in tables} == before
+
+
+DEFAULT_AGENT = """
+import stalwart
+app = stalwart.Stalwart()
+
+@app.workflow(name="job")
+def job() -> int:
+    return 1
+"""
+
+
+def _default_project(tmp_path: Path) -> Path:
+    """A project whose app takes Stalwart()'s store: $STALWART_URL, else the default."""
+    root = tmp_path / "myagent"
+    (root / "sub").mkdir(parents=True)
+    (root / "agent.py").write_text(DEFAULT_AGENT)
+    (root / "pyproject.toml").write_text('[tool.stalwart]\napp = "agent:app"\n')
+    return root
+
+
+def test_messages_name_a_relative_sqlite_store_absolutely_from_a_subfolder(
+    tmp_path: Path,
+) -> None:
+    root = _default_project(tmp_path)
+    db = root / ".stalwart" / "stalwart.db"
+    _store_with_a_run(db, "done")
+    shown = _cli("show", "nope", cwd=root / "sub")
+    assert shown.returncode == 1
+    assert shown.stderr.splitlines()[-1].startswith(
+        f"error: no run with workflow_id 'nope' in sqlite:///{db}"
+    ), shown.stderr
+
+
+def test_a_store_from_an_app_says_the_app_and_where_its_url_came_from(tmp_path: Path) -> None:
+    root = _default_project(tmp_path)
+    pyproject = root / "pyproject.toml"
+    missing = _cli("ls", cwd=root, STALWART_URL="sqlite:///other.db")
+    assert missing.returncode == 1
+    assert missing.stderr.startswith(
+        f"error: no store at {root / 'other.db'} (from pyproject.toml at {pyproject}: app "
+        "agent:app, whose store comes from STALWART_URL); "
+    ), missing.stderr
+    memory = _cli("ls", cwd=root, STALWART_URL="memory://")
+    assert (
+        f"error: memory:// (from pyproject.toml at {pyproject}: app agent:app, whose store "
+        "comes from STALWART_URL): a memory store lives in one process"
+    ) in memory.stderr, memory.stderr
+    default = _cli("ls", cwd=root / "sub")
+    assert default.stderr.startswith(
+        f"error: no store at {root / '.stalwart' / 'stalwart.db'} (from pyproject.toml at "
+        f"{pyproject}: app agent:app, whose store is the default); "
+    ), default.stderr
+    other = _store_with_a_run(root / "other.db", "there")
+    listed = _cli(
+        "ls", cwd=root / "sub", STALWART_APP="agent:app", STALWART_URL=other, PYTHONPATH=str(root)
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.splitlines()[0] == (
+        f"store: {other} (from STALWART_APP=agent:app, whose store comes from STALWART_URL)"
+    )
+    named = _cli("ls", "--app", "agent:app", cwd=root, STALWART_URL="sqlite:///other.db")
+    assert named.stderr.splitlines()[0] == (
+        f"store: {other} (from --app agent:app, whose store comes from STALWART_URL)"
+    ), named.stderr
+    (root / "fixed.py").write_text(DEFAULT_AGENT.replace("Stalwart()", f"Stalwart({other!r})"))
+    fixed = _cli("ls", cwd=root, STALWART_APP="fixed:app")
+    assert fixed.stderr.splitlines()[0] == f"store: {other} (from STALWART_APP=fixed:app)"

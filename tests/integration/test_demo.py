@@ -5,6 +5,7 @@ Each demo run takes about a second: a worker process, a SIGKILL and a second wor
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -56,3 +57,31 @@ def test_the_demo_keeps_its_run_and_runs_twice_in_a_row(tmp_path: Path) -> None:
         assert shown.returncode == 0, shown.stderr
         assert "refund-T-1042" in shown.stdout
         assert "completed" in shown.stdout
+
+
+def _timeline(text: str) -> list[list[str]]:
+    """The timeline rows under the ``SEQ  KIND`` header, their cells split on wide gaps, the
+    ``FINISHED`` time dropped (the tutorial cuts it), a cut cell's ``…`` dropped."""
+    lines = text.split("the run's timeline (completed):\n", 1)[1].split("\n\n", 1)[0]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines.splitlines()]
+    stamp = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \S+$|^-$")
+    return [[cell.rstrip("…") for cell in row if not stamp.match(cell)] for row in rows]
+
+
+def test_the_tutorial_shows_what_the_demo_prints(tmp_path: Path) -> None:
+    printed = _timeline(_demo(tmp_path))
+    tutorial = (Path(__file__).parents[2] / "docs" / "tutorial.md").read_text(encoding="utf-8")
+    sample = _timeline(tutorial.split("## 3. Crash it", 1)[1])
+    assert sample[0] == [c for c in printed[0] if c != "FINISHED"]
+    ids = re.compile(r"re_\d+|vm-\d+-[0-9a-f]+|^\d+\.\d+s$")  # what differs by run
+    normal = [[ids.sub("ID", cell) for cell in row] for row in printed[1:]]
+    for row in sample[1:]:
+        *cells, detail = [ids.sub("ID", cell) for cell in row]
+        assert (
+            any(
+                printed_row[: len(cells)] == cells and printed_row[len(cells)].startswith(detail)
+                for printed_row in normal
+                if len(printed_row) > len(cells)
+            )
+            or [*cells, detail] in normal
+        ), row

@@ -79,6 +79,15 @@ def test_the_docs_exist_and_have_examples() -> None:
 
 
 @pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_step_returns_only_the_message_text(path: Path) -> None:
+    """docs/models.md: a step returns the response, so that its usage counts; the text alone
+    drops the tokens (and logs "recorded no usage" under ``Retry.llm()``)."""
+    text = path.read_text(encoding="utf-8")
+    dropped = re.findall(r"return [^\n]*\.choices\[0\]\.message\.content", text)
+    assert not dropped, f"{path.name}: {dropped}: return the response (docs/models.md)"
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_python_blocks_are_marked_as_run_or_not(path: Path) -> None:
     """A block tagged ``py`` or ``python3`` would silently escape this test; insist on a choice."""
     for lang, lineno, _code in _blocks(path):

@@ -205,6 +205,9 @@ def test_json_logs_are_one_object_per_line_with_the_runs_fields(
     assert [line for line in about("napping-1") if line["step"] is not None] == []
     owners = {line["worker"] for line in lines if line["workflow_id"]}
     assert len(owners) == 1 and None not in owners
+    # The worker's own lines (serving, SIGTERM received, stopped) carry its id too.
+    (stopping,) = [line for line in lines if "SIGTERM received" in line["msg"]]
+    assert {line["worker"] for line in lines} == owners, stopping
 
 
 def test_text_logs_at_warning_show_only_the_failures(
@@ -422,3 +425,12 @@ def test_without_opentelemetry_nothing_of_it_is_imported(tmp_path: Path) -> None
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=WAIT_S, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_the_worker_names_a_relative_sqlite_store_absolutely(
+    tmp_path: Path, start_worker: Any
+) -> None:
+    worker = start_worker("sqlite:///rel.db")  # runs in tmp_path
+    worker.wait_for("serving", lambda: "serving the store" in worker.text())
+    text = worker.stop()
+    assert f"serving the store sqlite:///{tmp_path / 'rel.db'}: " in text, text

@@ -58,25 +58,40 @@ def test_refused_actions_are_409_with_the_message_of_the_python_api(ui: Scene) -
 
 
 @pytest.mark.parametrize(
-    "params",
+    ("params", "message"),
     [
-        {"limit": 0},
-        {"limit": 10**12},
-        {"limit": "ten"},
-        {"status": "bogus"},
-        {"before": "not a cursor"},
-        {"before": "WyJ4IiwxXQ"},  # a cursor of the wrong shape
-        {"since": "yesterday"},
-        {"name": ""},
-        {"queue": ""},
-        {"name": "a\x00b"},
-        {"pending": "maybe"},
+        ({"limit": 0}, "limit='0': give a whole number from 1 to 1000"),
+        ({"limit": 10**12}, "limit='1000000000000': give a whole number from 1 to 1000"),
+        ({"limit": "abc"}, "limit='abc': give a whole number from 1 to 1000"),
+        ({"limit": "2.5"}, "limit='2.5': give a whole number from 1 to 1000"),
+        (
+            {"status": "bogus"},
+            "status='bogus': give one of pending, running, suspended, completed, failed, "
+            "cancelled, needs_attention",
+        ),
+        ({"before": "not a cursor"}, "before='not a cursor': pass next_before of a page"),
+        ({"before": "WyJ4IiwxXQ"}, "before="),  # a cursor of the wrong shape
+        ({"since": "yesterday"}, "since='yesterday': pass an ISO 8601 time"),
+        ({"since": "x" * 101}, "since='xxxxxxxxxx...': give at most 100 characters"),
+        ({"name": ""}, "name='': give at least 1 character"),
+        ({"queue": ""}, "queue='': give at least 1 character"),
+        ({"name": "a\x00b"}, "name='a\\x00b': give a value without a NUL character"),
+        ({"pending": "maybe"}, "pending='maybe': give true or false"),
     ],
     ids=repr,
 )
-def test_a_malformed_parameter_is_400(ui: Scene, params: dict[str, Any]) -> None:
+def test_a_malformed_parameter_is_400_saying_what_to_pass(
+    ui: Scene, params: dict[str, Any], message: str
+) -> None:
     path = "/api/v1/approvals" if "pending" in params else "/api/v1/runs"
-    assert _error(ui.reader().get(path, params=params), 400)["type"] == "BadRequest"
+    error = _error(ui.reader().get(path, params=params), 400)
+    assert error["type"] == "BadRequest" and error["message"].startswith(message), error
+    assert "Input should" not in error["message"] and "query." not in error["message"]
+
+
+def test_a_malformed_journal_parameter_names_its_range(ui: Scene) -> None:
+    error = _error(ui.reader().get("/api/v1/runs/x/journal", params={"after": "-1"}), 400)
+    assert error["message"] == "after='-1': give a whole number from 0 to 9223372036854775807"
 
 
 @pytest.mark.parametrize(

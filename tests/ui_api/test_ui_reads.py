@@ -4,8 +4,11 @@ and exact paging, a run, its journal, approvals, queues, workers, breakers."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-from ui_harness import FROZEN, Scene
+from ui_harness import FROZEN, Scene, ui_server
+
+import stalwart
 
 
 def test_runs_page_exactly_through_runs_created_at_one_instant(ui: Scene) -> None:
@@ -118,3 +121,10 @@ def test_concurrent_reads_and_writes_all_answer(ui: Scene) -> None:
         assert set(reads) == {200} and set(writes) == {200}
     for wid in ids:
         ui.until(wid, "completed")
+
+
+def test_health_names_a_relative_sqlite_store_absolutely(tmp_path: Path) -> None:
+    stalwart.Stalwart(f"sqlite:///{tmp_path / 'rel.db'}").close()
+    with ui_server("sqlite:///rel.db", cwd=tmp_path) as server, server.client() as http:
+        health = http.get("/api/v1/health").json()
+    assert health["store"] == f"sqlite:///{tmp_path / 'rel.db'}"

@@ -63,14 +63,18 @@ class UiServer:
 
 
 @contextmanager
-def ui_server(url: str, *args: str, env: dict[str, str] | None = None) -> Iterator[UiServer]:
-    """``stalwart ui --url URL --port 0 ARGS`` until the block ends (then SIGINT)."""
+def ui_server(
+    url: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> Iterator[UiServer]:
+    """``stalwart ui --url URL --port 0 ARGS`` (run in ``cwd``) until the block ends (then
+    SIGINT)."""
     process = subprocess.Popen(
         [sys.executable, "-m", "stalwart", "ui", "--url", url, "--port", "0", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env if env is not None else _env(),
+        cwd=cwd,
     )
     lines: queue.Queue[str | None] = queue.Queue()
 

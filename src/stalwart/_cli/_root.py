@@ -4,6 +4,7 @@ says, "Which store", ``_discover``), and the one-line user error (``_group``).""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import click
 
 from .._errors import mask_url
+from .._store import DEFAULT_URL
 from ._discover import Found, discover
 from ._group import CliError, StalwartGroup
 
@@ -120,14 +122,43 @@ def app_target(ctx: click.Context, target: str | None) -> tuple[str, Path | None
     return found.target, found.folder
 
 
-def where(found: Found, *, why: bool = False) -> str:
+def where(found: Found, *, why: bool = False, app_url: str | None = None) -> str:
     """``found``'s source as a phrase: ``from --url``, ..., or ``the default store`` (with
-    ``why``: what was looked for first)."""
+    ``why``: what was looked for first). A store from an app names the app and, when the
+    app's ``Stalwart()`` took its URL (``app_url``) from ``$STALWART_URL`` or its default,
+    that too."""
+    if found.target is not None:
+        named = f": app {found.target}" if found.source.startswith("pyproject") else ""
+        taken = _taken(app_url)
+        if taken:
+            named += f", whose store {taken}"
+        return f"from {found.source}{named}"
     if found.source != "the default store":
         return f"from {found.source}"
     if why:
         return "the default store: no --url, --app, STALWART_APP, [tool.stalwart] or STALWART_URL"
     return found.source
+
+
+def _taken(app_url: str | None) -> str:
+    """Where an app's ``Stalwart()`` took ``app_url`` from, when it was not given one that
+    differs: ``comes from STALWART_URL``, ``is the default``, or ``""``."""
+    env = os.environ.get("STALWART_URL")
+    if app_url is None:
+        return ""
+    if env and app_url == env:
+        return "comes from STALWART_URL"
+    if not env and app_url == DEFAULT_URL:
+        return "is the default"
+    return ""
+
+
+def _url_at(path: Path, folder: Path | None) -> str | None:
+    """The URL ``Stalwart()`` takes (``$STALWART_URL``, else the default) if, run from
+    ``folder``, it names the SQLite file ``path`` (absolute); else ``None``."""
+    url = os.environ.get("STALWART_URL") or DEFAULT_URL
+    named = _sqlite_path(url, folder or Path.cwd())
+    return url if named is not None and named.absolute() == path else None
 
 
 def _remedy(found: Found) -> str:
@@ -176,7 +207,9 @@ def _import_app(found: Found, *, write: bool) -> Any:
     except CliError as exc:
         if isinstance(exc.__cause__, MissingStore):
             raise CliError(
-                f"no store at {exc.__cause__.path} ({where(found)}); {_remedy(found)}"
+                f"no store at {exc.__cause__.path} "
+                f"({where(found, app_url=_url_at(exc.__cause__.path, found.folder))}); "
+                f"{_remedy(found)}"
             ) from None
         raise
     finally:
@@ -196,11 +229,12 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
         url = app.url
     else:
         app, url = None, str(found.url)
+    source = where(found, app_url=url if found.target is not None else None)
     if url.startswith("memory:"):
         if app is not None:
             app.close()
         raise CliError(
-            f"{mask_url(url)} ({where(found)}): a memory store lives in one process; give "
+            f"{mask_url(url)} ({source}): a memory store lives in one process; give "
             "--url of a real store"
         )
     path = _sqlite_path(url, found.folder)
@@ -216,6 +250,5 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
         )
     if app is None:
         app = Stalwart(url)
-    shown = url if path is None else f"sqlite:///{path}"
-    click.echo(f"store: {mask_url(shown)} ({where(found)})", err=True)  # stderr: stdout stays clean
+    click.echo(f"store: {app._runtime.name} ({source})", err=True)  # stderr: stdout stays clean
     return app

@@ -199,7 +199,7 @@ def header(detail: Any, *, show: str = "stalwart show", full: bool = False) -> l
         f"  created    {local_time(info.created_at)}",
         f"  updated    {local_time(info.updated_at)}",
         f"  duration   {duration(span.total_seconds())}" + ("" if ended else " so far"),
-        f"  usage      {usage_line(usage)}",
+        f"  usage      {usage_line(usage, under_way=detail.current is not None)}",
     ]
     if info.error:
         lines.append(f"  error      {short_error(info.error, None if full else 200)}")

@@ -158,7 +158,9 @@ class Driver:
         """The run's row; ``WorkflowNotFound`` if there is none."""
         row = self.runtime.store.get_run(workflow_id)
         if row is None:
-            raise WorkflowNotFound(f"no run with workflow_id {workflow_id!r} in {self.runtime.url}")
+            raise WorkflowNotFound(
+                f"no run with workflow_id {workflow_id!r} in {self.runtime.name}"
+            )
         return row
 
     def execute(self, inv: Invocation, row: RunRow) -> Outcome:

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import os
 import warnings
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from .._errors import NotDurableWarning, StoreError, UsageError, mask_url
 from .base import Entry, IndexRow, JournalRow, RunRow, Store
 
-__all__ = ["DEFAULT_URL", "Entry", "IndexRow", "JournalRow", "RunRow", "Store", "open_store"]
+__all__ = [
+    "DEFAULT_URL",
+    "Entry",
+    "IndexRow",
+    "JournalRow",
+    "RunRow",
+    "Store",
+    "open_store",
+    "store_name",
+]
 
 DEFAULT_URL = "sqlite:///.stalwart/stalwart.db"
 
@@ -17,6 +27,16 @@ DEFAULT_URL = "sqlite:///.stalwart/stalwart.db"
 def resolve_url(url: str | None) -> str:
     """``url``, else ``$STALWART_URL``, else the embedded default."""
     return url or os.environ.get("STALWART_URL") or DEFAULT_URL
+
+
+def store_name(url: str) -> str:
+    """``url`` as messages name the store: its password masked, and a relative SQLite path
+    made absolute against the working directory (call it where the store is opened, so that
+    the name still holds from another folder)."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and len(url) > len(prefix) and not url[len(prefix)].startswith("/"):
+        url = prefix + str(Path(url[len(prefix) :]).absolute())
+    return mask_url(url)
 
 
 def open_store(url: str, *, durability: str = "process") -> Store:

@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from .. import __version__, _inputs
-from .._errors import UsageError, mask_url
+from .._errors import UsageError
 from .._model import STATUSES, WorkflowInfo
 from .._wire import (
     approval_json,
@@ -356,7 +356,7 @@ def health(request: Request) -> JSONResponse:
         {
             "ok": True,
             "version": __version__,
-            "store": mask_url(state.app.url),
+            "store": state.app._runtime.name,
             "reads_need_token": state.reads_need_token,
         }
     )

@@ -84,14 +84,59 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _validation_message(exc: RequestValidationError) -> str:
+def _validation_message(request: Request, exc: RequestValidationError) -> str:
     parts = []
     for error in exc.errors()[:5]:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        loc = error.get("loc", ())
         if error.get("type") == "json_invalid":
             return "the body is not valid JSON"
+        if len(loc) == 2 and loc[0] == "query":
+            parts.append(_query_message(request, str(loc[1]), error))
+            continue
+        where = ".".join(str(p) for p in loc if p != "body") or "body"
         parts.append(f"{where}: {error.get('msg', 'invalid')}")
     return "; ".join(parts) or "malformed request"
+
+
+_NUMBER_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+
+
+def _query_message(request: Request, name: str, error: dict[str, Any]) -> str:
+    """A query parameter's mistake as the CLI says one: ``limit='abc': give a whole number
+    from 1 to 1000``."""
+    value, kind, ctx = error.get("input"), str(error.get("type", "")), error.get("ctx") or {}
+    text = str(value)
+    shown = f"{name}={text if len(text) <= 40 else text[:10] + '...'!r}"
+    if kind == "missing":
+        return f"{name}: required"
+    if kind.startswith("int_") or kind in _NUMBER_ERRORS:
+        low, high = _bounds(request, name)
+        span = f" from {low} to {high}" if low is not None and high is not None else ""
+        return f"{shown}: give a whole number{span}"
+    if kind.startswith("bool_"):
+        return f"{shown}: give true or false"
+    if kind == "literal_error":
+        expected = str(ctx.get("expected", "")).replace("'", "").replace(" or ", ", ")
+        return f"{shown}: give one of {expected}"
+    if kind == "string_too_long":
+        return f"{shown}: give at most {ctx.get('max_length')} characters"
+    if kind == "string_too_short":
+        least = ctx.get("min_length")
+        return f"{shown}: give at least {least} character{'' if least == 1 else 's'}"
+    if kind == "string_pattern_mismatch" and "\\x00" in str(ctx.get("pattern", "")):
+        return f"{shown}: give a value without a NUL character"
+    return f"{shown}: {error.get('msg', 'invalid')}"
+
+
+def _bounds(request: Request, name: str) -> tuple[int | None, int | None]:
+    """The ``ge`` and ``le`` the route declares for its query parameter ``name``."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    for field in getattr(dependant, "query_params", ()):
+        if field.alias == name:
+            low = next((m.ge for m in field.field_info.metadata if hasattr(m, "ge")), None)
+            high = next((m.le for m in field.field_info.metadata if hasattr(m, "le")), None)
+            return low, high
+    return None, None
 
 
 async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
@@ -100,9 +145,9 @@ async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status, exc.type, exc.message, headers)
 
 
-async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+async def _invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(400, "BadRequest", _validation_message(exc))
+    return error_response(400, "BadRequest", _validation_message(request, exc))
 
 
 async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
