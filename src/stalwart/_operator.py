@@ -127,7 +127,7 @@ def redrive_plan(
     and the next invocation goes straight back to the compensations still to do. Any other
     run gets a fresh attempt budget for each step that failed for good (and, for a poison
     run, each step whose crashes used up its recoveries), and replays."""
-    redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json()
+    redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}")
     if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
         reset = Entry.reset(
             EntryKind.COMPENSATION, "reset", now, seq=error.seq, position=None, error=redriven
@@ -341,7 +341,7 @@ class Operator:
         now = self.runtime.clock.time()
         error = ErrorRecord(
             ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
-        ).to_json()
+        )
         verdict = self.runtime.store.cancel_run(
             workflow_id, now=now, error=error, entry=_note(self.runtime, "cancel", now, who, None)
         )
@@ -429,7 +429,7 @@ class Operator:
         who = _who(by)
         if rerun:
             record = ErrorRecord(ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True)
-            outcome: dict[str, Any] = {"status": EntryStatus.FAILED, "error": record.to_json()}
+            outcome: dict[str, Any] = {"status": EntryStatus.FAILED, "error": record}
         else:
             try:
                 payload = self.runtime.codec.encode(result)

@@ -193,10 +193,11 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         output = runtime.codec.encode({"workflow_id": ref.workflow_id, "cancelled": cancelled})
         status = EntryStatus.FAILED
         error = (
-            row.error
-            or ErrorRecord(
+            ErrorRecord.from_json(row.error)
+            if row.error
+            else ErrorRecord(
                 ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
-            ).to_json()
+            )
         )
     inv.append(
         Entry(
@@ -213,8 +214,7 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         )
     )
     inv.recovering = False
-    record = None if error is None else ErrorRecord.from_json(error)
-    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, record)
+    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, error)
     inv.recorded[rec.position] = settled
     return settled
 
@@ -257,7 +257,7 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
         error = ErrorRecord(
             ErrorType.WORKFLOW_CANCELLED,
             f"run {child.workflow_id!r} was cancelled with its parent {parent_id!r}",
-        ).to_json()
+        )
         entry = Entry.operator(
             "cancel", now, by=by, input=runtime.codec.encode({"parent": parent_id})
         )
