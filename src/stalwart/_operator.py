@@ -40,7 +40,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ChildRedrive, ForkCandidate, IndexRow, RunRow
+from ._store.base import ChildRedrive, ForkCandidate, IndexRow, OperatorStore, RunRow
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -127,7 +127,7 @@ def redrive_plan(
     and the next invocation goes straight back to the compensations still to do. Any other
     run gets a fresh attempt budget for each step that failed for good (and, for a poison
     run, each step whose crashes used up its recoveries), and replays."""
-    redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}").to_json()
+    redriven = ErrorRecord(ErrorType.REDRIVEN, f"retried by {who}")
     if error.type == ErrorType.COMPENSATION_FAILED and rollback is not None:
         reset = Entry.reset(
             EntryKind.COMPENSATION, "reset", now, seq=error.seq, position=None, error=redriven
@@ -231,6 +231,7 @@ class Operator:
 
     def __init__(self, runtime: Runtime, keeper: LeaseKeeper, views: Views) -> None:
         self.runtime = runtime
+        self.store: OperatorStore = runtime.store  # the verbs call no store verb outside it
         self.keeper = keeper
         self.views = views
 
@@ -254,7 +255,7 @@ class Operator:
         now = self.runtime.clock.time()
         entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
-            delivered = self.runtime.store.deliver_event(
+            delivered = self.store.deliver_event(
                 workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
             )
         except KeyError:
@@ -282,7 +283,7 @@ class Operator:
     ) -> None:
         self.views.row(workflow_id)
         _check_decision("approve" if approved else "reject", approval_id, reason, by)
-        store = self.runtime.store
+        store = self.store
         if approval_id is None:
             pending = store.list_approvals(pending=True, workflow_id=workflow_id)
             if not pending:
@@ -341,8 +342,8 @@ class Operator:
         now = self.runtime.clock.time()
         error = ErrorRecord(
             ErrorType.WORKFLOW_CANCELLED, f"run {workflow_id!r} was cancelled by {who}"
-        ).to_json()
-        verdict = self.runtime.store.cancel_run(
+        )
+        verdict = self.store.cancel_run(
             workflow_id, now=now, error=error, entry=_note(self.runtime, "cancel", now, who, None)
         )
         if verdict == "finished":
@@ -383,7 +384,7 @@ class Operator:
 
             children, reopen = retry_children(self.runtime, workflow_id, plan)
             entries = [*reopen, *entries]
-        store = self.runtime.store
+        store = self.store
         if not store.redrive(workflow_id, now=now, entries=entries, children=children):
             raise InvalidOperation(
                 f"run {workflow_id!r} or one of its children changed while it was being "
@@ -398,9 +399,9 @@ class Operator:
         self, row: RunRow, error: ErrorRecord, detail: dict[str, Any], *, now: float, who: str
     ) -> list[Entry]:
         """The journal entries that redrive ``row`` (see :func:`redrive_plan`)."""
-        rollback = self.runtime.store.rollback_in_progress(row.workflow_id)
+        rollback = self.store.rollback_in_progress(row.workflow_id)
         continues = error.type == ErrorType.COMPENSATION_FAILED and rollback is not None
-        index = [] if continues else self.runtime.store.replay_index(row.workflow_id)
+        index = [] if continues else self.store.replay_index(row.workflow_id)
         note = _note(self.runtime, "retry", now, who, detail)
         return redrive_plan(error, index, rollback, note, now=now, who=who)
 
@@ -422,14 +423,12 @@ class Operator:
             raise InvalidOperation(
                 f"run {workflow_id!r} is in doubt about seq {error.seq}, not {seq}"
             )
-        rec = next(
-            r for r in reversed(self.runtime.store.replay_index(workflow_id)) if r.seq == seq
-        )
+        rec = next(r for r in reversed(self.store.replay_index(workflow_id)) if r.seq == seq)
         now = self.runtime.clock.time()
         who = _who(by)
         if rerun:
             record = ErrorRecord(ErrorType.RESOLVED_RERUN, f"rerun by {who}", rerun=True)
-            outcome: dict[str, Any] = {"status": EntryStatus.FAILED, "error": record.to_json()}
+            outcome: dict[str, Any] = {"status": EntryStatus.FAILED, "error": record}
         else:
             try:
                 payload = self.runtime.codec.encode(result)
@@ -451,7 +450,7 @@ class Operator:
         )
         detail = {"seq": seq, "rerun": True} if rerun else {"seq": seq, "result": result}
         entries = [entry, _note(self.runtime, "resolve", now, who, detail)]
-        if not self.runtime.store.redrive(workflow_id, now=now, entries=entries):
+        if not self.store.redrive(workflow_id, now=now, entries=entries):
             raise InvalidOperation(f"run {workflow_id!r} changed while it was being resolved")
         self.runtime.wakeup.set()
         log.info("run %s: seq %d resolved by %s", workflow_id, seq, who)
@@ -467,7 +466,7 @@ class Operator:
         row = self.views.row(workflow_id)
         if not isinstance(from_seq, int) or isinstance(from_seq, bool) or from_seq < 1:
             raise InvalidOperation(f"from_seq={from_seq!r}: pass a journal seq (an int >= 1)")
-        rows = self.runtime.store.fork_candidates(workflow_id)
+        rows = self.store.fork_candidates(workflow_id)
         end = max((r.seq for r in rows), default=0)
         if from_seq > end + 1:
             raise InvalidOperation(
@@ -500,7 +499,7 @@ class Operator:
             "started", now, input=row.input, output=self.runtime.codec.encode(origin), by=who
         )
         note = _note(self.runtime, "fork", now, who, {"new_id": fork_id, "from_seq": from_seq})
-        if not self.runtime.store.fork_run(
+        if not self.store.fork_run(
             workflow_id,
             new_id=fork_id,
             name=row.name,

@@ -53,10 +53,11 @@ def usage_in(result: Any) -> dict[str, Any] | None:
 
 def attempt_usage(
     recorded: Mapping[str, Any], result: Any, prices: Mapping[str, tuple[float, float]]
-) -> str | None:
-    """One attempt's usage as the journal keeps it: ``recorded`` (what ``record_usage``
+) -> tuple[Usage | None, str | None]:
+    """One attempt's usage, and the model it came from: ``recorded`` (what ``record_usage``
     added) plus what ``result`` carries, with the cost from ``prices`` (per million tokens
-    in and out) when a model is known and no cost was given. ``None`` when nothing was used."""
+    in and out) when a model is known and no cost was given. ``(None, None)`` when nothing
+    was used."""
     spent = dict(recorded)
     found = usage_in(result) if result is not None else None
     if found is not None:
@@ -64,16 +65,16 @@ def attempt_usage(
             spent[key] = spent.get(key, 0) + found[key]
         spent.setdefault("model", found.get("model"))
     if not spent:
-        return None
+        return None, None
     tokens_in, tokens_out = spent.get("input_tokens", 0), spent.get("output_tokens", 0)
     cost, model = spent.get("cost", 0.0), spent.get("model")
     price = prices.get(model) if model else None
     if not cost and price is not None:
         cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
-    return Usage(tokens_in, tokens_out, cost).to_json(model)
+    return Usage(tokens_in, tokens_out, cost, attempts=1), model
 
 
-def warn_if_unrecorded(runtime: Any, step: Any, usage: str | None) -> None:
+def warn_if_unrecorded(runtime: Any, step: Any, usage: Usage | None) -> None:
     """Log one WARNING per step name (per app, per process) when an attempt of a step under
     ``Retry.llm()`` completed without recording any usage: its tokens are not in the run's
     totals, nor counted by its budget."""

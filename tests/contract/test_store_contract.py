@@ -20,6 +20,7 @@ import pytest
 
 from stalwart import NotDurableWarning
 from stalwart._errors import InvalidOperation, StoreError
+from stalwart._model import ErrorRecord, Usage
 from stalwart._store import Entry, Store, open_store
 from stalwart._store.base import (
     ApprovalRow,
@@ -33,6 +34,8 @@ from stalwart._store.base import (
     WaitDecision,
     WorkerRow,
 )
+
+_CANCELLED = ErrorRecord("WorkflowCancelled")  # what a cancel records
 
 
 @pytest.fixture
@@ -418,7 +421,9 @@ def test_cancel_requested_for_lists_the_held_runs_asked_to_cancel(store: Store) 
     _create(store, "r3", owner="host/2/q#1")
     assert store.cancel_requested_for("host/1/p#") == set()
     for wid in ("r1", "r3"):
-        assert store.cancel_run(wid, now=110, error="{}", entry=_note("cancel")) == "requested"
+        assert (
+            store.cancel_run(wid, now=110, error=_CANCELLED, entry=_note("cancel")) == "requested"
+        )
     assert store.cancel_requested_for("host/1/p#") == {"r1"}
     assert store.cancel_requested_for("host/") == {"r1", "r3"}
     assert store.renew_lease("r1", owner="host/1/p#1", lease_until=200) is True  # and told
@@ -685,14 +690,17 @@ def test_deliver_event_refuses_a_completed_run_but_not_a_failed_one(store: Store
 
 def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
     _create(store)
+    # the store encodes the entry's values where it writes the row, as every release has
     spent = '{"in": 10, "out": 2}'
     interrupted = '{"type": "AttemptInterrupted", "message": "attempt 1 was interrupted"}'
+    failure = ErrorRecord("AttemptInterrupted", "attempt 1 was interrupted")
     for entry in (
-        dataclasses.replace(_step(1), usage=spent),
-        dataclasses.replace(_step(2, status="failed"), usage=None, error=interrupted),
+        dataclasses.replace(_step(1), usage=Usage(10, 2, attempts=1)),
+        dataclasses.replace(_step(2, status="failed"), usage=None, error=failure),
         _step(3, status="in_doubt"),  # it marks an interrupted attempt: its name is kept
         _step(4, kind="sleep"),
         _step(5, status="scheduled"),
+        dataclasses.replace(_step(6), usage=Usage(3, 4, 0.5, 1), model="gpt-x"),
     ):
         assert store.append("r1", entry, owner="w1")
     rows = store.step_usage("r1")
@@ -700,6 +708,7 @@ def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
         (1, "completed", spent, None),
         (2, "failed", None, interrupted),
         (3, "in_doubt", None, None),
+        (6, "completed", '{"in": 3, "out": 4, "cost": 0.5, "model": "gpt-x"}', None),
     ]
     assert {u.name for u in rows} == {_step(1).name}
 
@@ -758,16 +767,20 @@ def _attention(store: Store, wid: str = "r1", *, compensable: bool = False) -> N
 
 def test_cancel_run_cancels_a_waiting_run_or_asks_its_holder(store: Store) -> None:
     _create(store, "waiting", owner=None)
-    assert store.cancel_run("waiting", now=110, error="{}", entry=_note("cancel")) == "cancelled"
+    assert (
+        store.cancel_run("waiting", now=110, error=_CANCELLED, entry=_note("cancel")) == "cancelled"
+    )
     row = store.get_run("waiting")
     assert row is not None and (row.status, row.cancel_requested) == ("cancelled", 1)
-    assert store.cancel_run("waiting", now=111, error="{}", entry=_note("cancel")) == "finished"
+    assert (
+        store.cancel_run("waiting", now=111, error=_CANCELLED, entry=_note("cancel")) == "finished"
+    )
     _create(store, "held")
-    assert store.cancel_run("held", now=110, error="{}", entry=_note("cancel")) == "requested"
+    assert store.cancel_run("held", now=110, error=_CANCELLED, entry=_note("cancel")) == "requested"
     row = store.get_run("held")
     assert row is not None and (row.status, row.cancel_requested) == ("running", 1)
     _attention(store, "undo", compensable=True)  # its compensations must run first
-    assert store.cancel_run("undo", now=120, error="{}", entry=_note("cancel")) == "requested"
+    assert store.cancel_run("undo", now=120, error=_CANCELLED, entry=_note("cancel")) == "requested"
     row = store.get_run("undo")
     assert row is not None and (row.status, row.cancel_requested) == ("pending", 1)
     assert [r.name for r in store.journal("undo")][-1] == "cancel"
@@ -1344,7 +1357,7 @@ def test_child_runs_lists_a_parents_children_and_their_end_wakes_it(store: Store
 def test_suspend_on_a_child_that_already_ended_does_not_suspend(store: Store) -> None:
     _create(store)
     _start_child(store, "r1/0")
-    error = '{"type": "WorkflowCancelled", "message": "x"}'
+    error = ErrorRecord("WorkflowCancelled", "x")
     entry = Entry(kind="operator", name="cancel", status="completed")
     assert store.cancel_run("r1/0", now=102.0, error=error, entry=entry) == "cancelled"
     assert not store.suspend_run(
@@ -1356,7 +1369,7 @@ def test_a_run_to_be_cancelled_neither_starts_a_child_nor_suspends(store: Store)
     _create(store)
     assert _start_child(store, "r1/0") == "started"
     entry = Entry(kind="operator", name="cancel", status="completed")
-    assert store.cancel_run("r1", now=102.0, error="{}", entry=entry) == "requested"
+    assert store.cancel_run("r1", now=102.0, error=_CANCELLED, entry=entry) == "requested"
     assert _start_child(store, "r1/1") == "cancelling"
     assert store.get_run("r1/1") is None
     # its holder goes on, sees the cancel and processes it (cancelling its children with it)
@@ -1387,7 +1400,7 @@ def test_redrive_reopens_a_parent_and_its_failed_or_cancelled_children_as_one(
         "pending",
     ]
     entry = Entry(kind="operator", name="cancel", status="completed")
-    store.cancel_run("r1/0", now=102.0, error='{"type": "WorkflowCancelled"}', entry=entry)
+    store.cancel_run("r1/0", now=102.0, error=ErrorRecord("WorkflowCancelled"), entry=entry)
     journals = len(store.journal("r1")), len(store.journal("r1/0"))
     assert not redrive("r2")  # not that parent's child
     assert (len(store.journal("r1")), len(store.journal("r1/0"))) == journals

@@ -14,6 +14,7 @@ import pytest
 
 import stalwart
 from stalwart import testing
+from stalwart._model import ErrorRecord
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -314,7 +315,7 @@ def test_a_cancel_that_stopped_before_the_children_is_finished_by_the_next(
         from stalwart._store import Entry
 
         entry = Entry(kind="operator", name="cancel", status="completed", by="crashed")
-        error = '{"type": "WorkflowCancelled", "message": "cancelled by crashed"}'
+        error = ErrorRecord("WorkflowCancelled", "cancelled by crashed")
         store = testing.store_of(app)
         assert store.cancel_run("o", now=time.time(), error=error, entry=entry) == "cancelled"
         assert app.handle("o/0").status() == "suspended"

@@ -237,7 +237,7 @@ NOTE = Entry(kind="operator", name="retry", status="completed", by="ana")
 
 def _redriven(entry: Entry) -> ErrorRecord:
     assert entry.error is not None
-    return ErrorRecord.from_json(entry.error)
+    return entry.error
 
 
 def test_a_failed_run_gets_a_fresh_budget_for_each_step_that_failed_for_good() -> None:

@@ -5,7 +5,8 @@ has to undo, and how an interrupted rollback ends its run.
 seq, position, name, status, attempt, input, output, kind, error)`` in journal order, and returns
 the steps still to undo, newest completion first, each with its recorded call and result and the
 attempts its compensation already used. ``rollback_state(core, workflow_id, stored)`` reads the
-``rolling_back`` entry: ``(then, detail)``, ``then`` being ``failed`` or ``cancelled``. A row
+``rolling_back`` entry: ``(then, detail)``, ``then`` being ``failed`` or ``cancelled`` and
+``detail`` the ``ErrorRecord`` the run ends with (a plain text its message). A row
 either cannot read is a ``CorruptRecord`` naming the run (and the row's seq).
 """
 
@@ -19,6 +20,7 @@ import pytest
 from stalwart import CorruptRecord
 from stalwart._engine.compensation import Undo, pending_compensations
 from stalwart._engine.executor import rollback_state
+from stalwart._model import ErrorRecord
 from stalwart._serde import Codec, make_codec
 from stalwart._store.base import CompensationRow
 
@@ -155,17 +157,20 @@ class _Runtime:
     codec: Codec
 
 
-def _state(stored: bytes) -> tuple[str, str]:
+def _state(stored: bytes) -> tuple[str, ErrorRecord]:
     core: Any = _Runtime(CODEC)
     return rollback_state(core, "order-7", stored)
 
 
 def test_an_interrupted_rollback_ends_as_its_entry_says() -> None:
     detail = '{"type": "StepFailed", "message": "card declined"}'
-    assert _state(CODEC.encode({"then": "failed", "detail": detail})) == ("failed", detail)
+    assert _state(CODEC.encode({"then": "failed", "detail": detail})) == (
+        "failed",
+        ErrorRecord("StepFailed", "card declined"),
+    )
     assert _state(CODEC.encode({"then": "cancelled", "detail": "by alice"})) == (
         "cancelled",
-        "by alice",
+        ErrorRecord("Error", "by alice"),
     )
 
 

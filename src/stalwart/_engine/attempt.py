@@ -81,14 +81,13 @@ def decide(call: Attempted, error: BaseException, now: float) -> Decision:
     return decision
 
 
-def failure_record(error: BaseException, now: float, decision: Decision) -> str:
+def failure_record(error: BaseException, now: float, decision: Decision) -> ErrorRecord:
     """Pure: the journaled error of a failed attempt, with when the next one may start."""
     directed = decision.directed
     if decision.refused is not None:
         directed = f"{directed}, {decision.refused}"
     retry_at = None if decision.final else now + decision.delay
-    detail = ErrorRecord.of(error, final=decision.final, retry_at=retry_at, directed=directed)
-    return detail.to_json()
+    return ErrorRecord.of(error, final=decision.final, retry_at=retry_at, directed=directed)
 
 
 def count(call: Attempted, entry: Entry) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 
 from .._model import Breaker
+from .._store.base import BreakerStore
 from .invocation import Invocation
 
 __all__ = ["admit", "report"]
@@ -23,7 +24,8 @@ _MIN_WAIT = 0.1
 def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
     """Let ``attempt`` start, or suspend the run until the breaker may let it; returns
     ``attempt`` when it is the half-open probe."""
-    store, name = inv.runtime.store, breaker.name
+    store: BreakerStore = inv.runtime.store
+    name = breaker.name
     now = inv.runtime.clock.time()
     row = store.breaker(name, now=now)
     if row is None or row.state == "closed":
@@ -50,7 +52,8 @@ def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) ->
     """An attempt's outcome: a failure counts in the window (and may open the breaker); the
     probe's success closes it. True when the breaker is open after a failure (its runs wait
     for it, so the failure is not the run's last attempt)."""
-    store, name = inv.runtime.store, breaker.name
+    store: BreakerStore = inv.runtime.store
+    name = breaker.name
     now = inv.runtime.clock.time()
     if ok:
         if probe is not None and store.breaker_succeeded(name, probe=probe, now=now):

@@ -54,9 +54,9 @@ class Spend:
         """A step is called anew (not retried): count it."""
         self.calls[(name, encoded_input)] += 1
 
-    def add(self, usage: str | None) -> None:
+    def add(self, usage: Usage | None) -> None:
         """An attempt was recorded, with what it used."""
-        self.used += Usage.from_json(usage) if usage else Usage(attempts=1)
+        self.used += usage if usage is not None else Usage(attempts=1)
 
     def refusal(self, workflow_id: str, name: str, encoded_input: bytes | None) -> Any:
         """Why the next attempt of step ``name`` may not start, as the error the run ends

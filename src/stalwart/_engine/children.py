@@ -11,7 +11,7 @@ sees it, so that every later replay returns the same answer.
 A parent that ends failed or cancelled cancels its unfinished children (their compensations
 run), and so does an operator's cancel; a parent's retry redrives its failed and cancelled
 children and reopens its waits on them. ``app.run`` executes the children of its run that no
-worker has claimed (:func:`help_children`).
+worker has claimed (``Driver.help_children``, in ``driver.py``, which sits above).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from .._errors import WorkflowAlreadyExists, WorkflowCancelled, WorkflowFailed
 from .._model import TERMINAL, EntryKind, EntryStatus, ErrorRecord, ErrorType, RunStatus
@@ -36,7 +36,6 @@ __all__ = [
     "ChildRef",
     "attention_below",
     "cancel_children",
-    "help_children",
     "result",
     "retry_children",
     "start",
@@ -193,10 +192,11 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         output = runtime.codec.encode({"workflow_id": ref.workflow_id, "cancelled": cancelled})
         status = EntryStatus.FAILED
         error = (
-            row.error
-            or ErrorRecord(
+            ErrorRecord.from_json(row.error)
+            if row.error
+            else ErrorRecord(
                 ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
-            ).to_json()
+            )
         )
     inv.append(
         Entry(
@@ -213,8 +213,7 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         )
     )
     inv.recovering = False
-    record = None if error is None else ErrorRecord.from_json(error)
-    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, record)
+    settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, error)
     inv.recorded[rec.position] = settled
     return settled
 
@@ -257,7 +256,7 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
         error = ErrorRecord(
             ErrorType.WORKFLOW_CANCELLED,
             f"run {child.workflow_id!r} was cancelled with its parent {parent_id!r}",
-        ).to_json()
+        )
         entry = Entry.operator(
             "cancel", now, by=by, input=runtime.codec.encode({"parent": parent_id})
         )
@@ -363,41 +362,3 @@ def attention_below(runtime: Runtime, row: RunRow) -> RunRow | None:
             return child
         row = child
     return None
-
-
-class Driving(Protocol):
-    """What :func:`help_children` needs of the driver (which sits above this module)."""
-
-    runtime: Runtime
-
-    def claimable(self, row: RunRow, now: float) -> bool: ...
-
-    def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None: ...
-
-    def drive(self, inv: Invocation, row: RunRow) -> Any: ...
-
-
-def help_children(driver: Driving, parent_id: str) -> bool:
-    """Execute in this thread, each until it ends or parks, the descendants of ``parent_id``
-    that nobody holds (a worker that claimed one first keeps it); ``True`` if any ran."""
-    runtime = driver.runtime
-    ran = False
-    parents = [parent_id]
-    while parents:
-        for child in runtime.store.child_runs(parents.pop(0)):
-            if child.status in TERMINAL:
-                continue
-            parents.append(child.workflow_id)
-            wf = runtime.registry.workflows.get(child.name)
-            now = runtime.clock.time()
-            if wf is None or not driver.claimable(child, now):
-                continue
-            inv = driver.take(wf, child, now)
-            if inv is None:
-                continue
-            ran = True
-            try:
-                driver.drive(inv, child)
-            except Exception as exc:  # the child's problem, not its parent's: say so, go on
-                log.error("run %s: child %s stopped: %s", parent_id, child.workflow_id, exc)
-    return ran

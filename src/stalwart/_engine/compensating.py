@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._model import EntryKind, EntryStatus
+from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
 from .._registry import StepDef
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
@@ -162,8 +162,9 @@ class Compensation:
             count(self, done)
             return DONE
         decision = decide(self, error, now)
-        error_json = failure_record(error, now, decision)
-        failed = self._entry(EntryStatus.FAILED, now, error=error_json, usage=usage)
+        failed = self._entry(
+            EntryStatus.FAILED, now, error=failure_record(error, now, decision), usage=usage
+        )
         inv.append(failed)
         count(self, failed)
         if decision.final:
@@ -182,8 +183,8 @@ class Compensation:
         status: EntryStatus,
         now: float,
         *,
-        error: str | None = None,
-        usage: str | None = None,
+        error: ErrorRecord | None = None,
+        usage: tuple[Usage | None, str | None] = (None, None),
     ) -> Entry:
         return Entry(
             kind=EntryKind.COMPENSATION,
@@ -195,5 +196,6 @@ class Compensation:
             started_at=self.started_at,
             finished_at=now,
             error=error,
-            usage=usage,
+            usage=usage[0],
+            model=usage[1],
         )

@@ -168,7 +168,7 @@ def interruption(
         attempt=attempt,
         started_at=started,
         finished_at=alive,
-        error=detail.to_json(),
+        error=detail,
     )
 
 

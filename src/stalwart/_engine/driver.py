@@ -1,5 +1,8 @@
 """The run lifecycle, once: acquire a run (create it, take it over, wait for it), execute it
 until it ends or parks, and stop a run that keeps killing its workers (``poison.py``).
+Creating a run and taking its lease are ``claims.py``'s (``RunClaims``, the driver's base);
+``app.run`` also executes the children of its run that no worker took
+(:meth:`Driver.help_children`).
 
 ``app.run`` drives one run from the calling thread (:meth:`Driver.run`); the worker takes
 claimable runs (:meth:`Driver.take`) and drives each in a slot of its pool
@@ -21,7 +24,6 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
-from .._leases import holder_is_gone, worker_of
 from .._model import (
     ENDED,
     TERMINAL,
@@ -31,16 +33,13 @@ from .._model import (
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
-from .._store.base import IndexRow
-from .children import attention_below, help_children
+from .children import attention_below
+from .claims import RunClaims
 from .executor import Outcome, execute
-from .interrupted import last_seen
 from .invocation import Invocation
 from .keeper import LeaseKeeper
-from .lifecycle import lifecycle
 from .loop import install_task_factory
-from .observe import begin, carried, end, took
-from .poison import stop_poison_run
+from .observe import begin, end
 
 __all__ = ["Driver"]
 
@@ -48,55 +47,17 @@ log = logging.getLogger("stalwart")
 WAIT_POLL_SECONDS = 0.02
 
 
-class Driver:
-    """Drives the runs this process executes, for ``app.run`` and for the worker alike."""
+class Driver(RunClaims):
+    """Drives the runs this process executes, for ``app.run`` and for the worker alike (what
+    it takes, ``RunClaims`` creates and leases)."""
 
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+        super().__init__(runtime)
         self.keeper = LeaseKeeper(runtime)
 
     def close(self) -> None:
         """Stop renewing leases."""
         self.keeper.close()
-
-    def start(
-        self, wf: WorkflowDef, wid: str, payload: bytes, *, queue: str | None, priority: int
-    ) -> None:
-        """Record a ``pending`` run for a worker (nothing, if the run already exists)."""
-        now = self.runtime.clock.time()
-        self._insert(
-            wf, wid, payload, now, queue=wf.queue if queue is None else queue, priority=priority
-        )
-        self.runtime.wakeup.set()
-
-    def _insert(
-        self,
-        wf: WorkflowDef,
-        wid: str,
-        payload: bytes,
-        now: float,
-        *,
-        queue: str,
-        priority: int = 0,
-        owner: str | None = None,
-        until: float | None = None,
-    ) -> bool:
-        """Create the run, ``pending``, or ``running`` and held by ``owner``; ``False`` if
-        it exists already."""
-        return self.runtime.store.create_run(
-            workflow_id=wid,
-            name=wf.name,
-            status=RunStatus.PENDING if owner is None else RunStatus.RUNNING,
-            queue=queue,
-            priority=priority,
-            input=payload,
-            now=now,
-            owner=owner,
-            lease_until=until,
-            entry=lifecycle("started", now, input=payload),
-            deadline=None if wf.timeout is None else now + wf.timeout,
-            trace_context=carried(self.runtime) if self.runtime.observers else None,
-        )
 
     def run(
         self,
@@ -199,29 +160,6 @@ class Driver:
         except Exception as exc:
             log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
 
-    def invocation(
-        self,
-        wf: WorkflowDef,
-        row: RunRow,
-        *,
-        recovering: bool,
-        owner: str,
-        index: list[IndexRow] | None = None,
-    ) -> Invocation:
-        """An invocation of the run ``owner`` holds; ``index``: its journal when the caller
-        knows it (a run it just created has none), else it is read."""
-        runtime = self.runtime
-        if index is None:
-            index = runtime.store.replay_index(row.workflow_id)  # a released run has one too
-        inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
-        inv.deadline = row.deadline
-        inv.retrying = row.retrying
-        if recovering:
-            inv.last_seen = last_seen(row)
-        if row.cancel_requested:
-            inv.cancel_requested.set()
-        return inv
-
     def acquire(
         self, wf: WorkflowDef, wid: str, payload: bytes, *, create_first: bool = False
     ) -> tuple[Invocation | None, RunRow]:
@@ -257,7 +195,7 @@ class Driver:
                 if taken is not None:
                     return taken, row
                 # another process was faster, or the run's queue is at its limit: wait a little
-            if row.status == RunStatus.SUSPENDED and help_children(self, wid):
+            if row.status == RunStatus.SUSPENDED and self.help_children(wid):
                 continue  # app.run executes the children of its run that no worker took
             if (stuck := attention_below(self.runtime, row)) is not None:
                 return None, stuck  # the caller raises the child's NeedsAttention
@@ -266,70 +204,28 @@ class Driver:
             if row.status == RunStatus.SUSPENDED:
                 delay = WAIT_POLL_SECONDS
 
-    def _create(
-        self, wf: WorkflowDef, wid: str, payload: bytes, now: float
-    ) -> tuple[Invocation, RunRow] | None:
-        """Create the run, held by this process, in one transaction; ``None`` if it exists
-        already or its queue has limits (it is then created ``pending`` and waits for its
-        turn like any other)."""
+    def help_children(self, parent_id: str) -> bool:
+        """Execute in this thread, each until it ends or parks, the descendants of
+        ``parent_id`` that nobody holds (a worker that claimed one first keeps it); ``True``
+        if any ran. ``app.run`` does it for its run's children no worker took."""
         runtime = self.runtime
-        limited = wf.queue in runtime.queues
-        owner = runtime.claim_owner()
-        until = now + runtime.lease_seconds
-        if limited:
-            self._insert(wf, wid, payload, now, queue=wf.queue)
-            return None
-        if not self._insert(wf, wid, payload, now, queue=wf.queue, owner=owner, until=until):
-            return None
-        # What was just written, without reading it back; an encoded payload reads as its own
-        # stored form (codec tags never look like payload references).
-        row = RunRow(
-            workflow_id=wid,
-            name=wf.name,
-            status=RunStatus.RUNNING,
-            queue=wf.queue,
-            priority=0,
-            input=payload,
-            output=None,
-            error=None,
-            created_at=now,
-            updated_at=now,
-            lease_owner=owner,
-            lease_expires_at=until,
-            deadline=None if wf.timeout is None else now + wf.timeout,
-        )
-        return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
-
-    def claimable(self, row: RunRow, now: float) -> bool:
-        """Whether the run may be taken now (the store's one definition of it)."""
-        gone = row.lease_owner is not None and holder_is_gone(row.lease_owner)
-        return self.runtime.store.claimable(row.workflow_id, now=now, holder_gone=gone)
-
-    def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
-        """Take the lease of a claimable run; ``None`` if another process was faster."""
-        runtime = self.runtime
-        holder = row.lease_owner
-        # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
-        recovering = row.status == RunStatus.RUNNING
-        replaced = None if holder is None else worker_of(holder)  # as logs and workers() say
-        detail = runtime.codec.encode({"recovered_from": replaced}) if recovering else None
-        owner = runtime.claim_owner()
-        claim = runtime.store.take_lease(
-            row.workflow_id,
-            owner=owner,
-            expected_owner=holder,
-            now=now,
-            lease_until=now + runtime.lease_seconds,
-            entry=lifecycle("resumed", now, output=detail),
-            recovery=recovering,
-            holder_gone=holder is not None and holder_is_gone(holder),
-            limits=runtime.queues.get(row.queue),
-        )
-        taken, crashes = claim.taken, claim.recoveries
-        if not taken:
-            return None
-        took(runtime, row, now, holder=replaced, takeover=recovering)
-        if recovering and crashes >= self.runtime.max_recoveries:
-            go_on = stop_poison_run(self.runtime, row, crashes, owner)
-            return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
-        return self.invocation(wf, row, recovering=recovering, owner=owner)
+        ran = False
+        parents = [parent_id]
+        while parents:
+            for child in runtime.store.child_runs(parents.pop(0)):
+                if child.status in TERMINAL:
+                    continue
+                parents.append(child.workflow_id)
+                wf = runtime.registry.workflows.get(child.name)
+                now = runtime.clock.time()
+                if wf is None or not self.claimable(child, now):
+                    continue
+                inv = self.take(wf, child, now)
+                if inv is None:
+                    continue
+                ran = True
+                try:
+                    self.drive(inv, child)
+                except Exception as exc:  # the child's problem, not its parent's: say so, go on
+                    log.error("run %s: child %s stopped: %s", parent_id, child.workflow_id, exc)
+        return ran

@@ -69,7 +69,7 @@ def _decode_input(
     return args, kwargs
 
 
-def rollback_state(runtime: Runtime, workflow_id: str, stored: bytes) -> tuple[str, str]:
+def rollback_state(runtime: Runtime, workflow_id: str, stored: bytes) -> tuple[str, ErrorRecord]:
     """How the interrupted rollback ends the run, from its ``rolling_back`` entry."""
     try:
         state = runtime.codec.decode(stored)
@@ -81,13 +81,24 @@ def rollback_state(runtime: Runtime, workflow_id: str, stored: bytes) -> tuple[s
         ) from exc
     then = state.get("then") if isinstance(state, dict) else None
     detail = state.get("detail") if isinstance(state, dict) else None
-    if then not in (RunStatus.FAILED, RunStatus.CANCELLED) or not isinstance(detail, str):
+    record = _record_of(detail)
+    if then not in (RunStatus.FAILED, RunStatus.CANCELLED) or record is None:
         raise CorruptRecord(
             f"run {workflow_id!r}: its rolling_back entry {state!r} does not say how the run "
             "ends; restore the row from a backup, then retry the run",
             workflow_id=workflow_id,
         )
-    return then, detail
+    return then, record
+
+
+def _record_of(detail: object) -> ErrorRecord | None:
+    """The error a ``rolling_back`` entry ends the run with; a plain text is its message."""
+    if not isinstance(detail, str):
+        return None
+    try:
+        return ErrorRecord.from_json(detail)
+    except ValueError:
+        return ErrorRecord("Error", detail)
 
 
 def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -135,8 +146,8 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     return contextvars.copy_context().run(main)
 
 
-def _error_json(error: BaseException, **extra: Any) -> str:
-    return ErrorRecord.of(error, **extra).to_json()
+def _error_record(error: BaseException, **extra: Any) -> ErrorRecord:
+    return ErrorRecord.of(error, **extra)
 
 
 def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
@@ -150,7 +161,7 @@ def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Ou
         raise
     except Exception as exc:
         fault = inv.engine_fault(exc).error
-        detail = _error_json(fault, reason=str(fault))
+        detail = _error_record(fault, reason=str(fault))
         return _finish(
             runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault
         )
@@ -171,7 +182,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _roll_back(runtime, inv, RunStatus.FAILED, _error_json(exc), exc)
+            return _roll_back(runtime, inv, RunStatus.FAILED, _error_record(exc), exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
@@ -185,17 +196,17 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
             return _finish(
-                runtime, inv, RunStatus.FAILED, output=None, error=_error_json(error), exc=error
+                runtime, inv, RunStatus.FAILED, output=None, error=_error_record(error), exc=error
             )
         except SerializationError as exc:
             return _finish(
-                runtime, inv, RunStatus.FAILED, output=None, error=_error_json(exc), exc=exc
+                runtime, inv, RunStatus.FAILED, output=None, error=_error_record(exc), exc=exc
             )
         return _finish(runtime, inv, RunStatus.COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
             reason = str(signal.error)
-            detail = _error_json(signal.error, reason=reason)
+            detail = _error_record(signal.error, reason=reason)
             return _finish(
                 runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=signal.error
             )
@@ -205,12 +216,12 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except Suspend as signal:
         return _suspend(runtime, inv, signal)
     except Cancel as signal:
-        detail = _error_json(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
+        detail = _error_record(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _roll_back(runtime, inv, RunStatus.CANCELLED, detail, None)
     except InDoubt as signal:
         detail = ErrorRecord(
             ErrorType.IN_DOUBT, signal.reason, reason=signal.reason, seq=signal.seq
-        ).to_json()
+        )
         log.warning("run %s: %s", wid, signal.reason)
         return _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=None)
     except StoreFailed as signal:
@@ -231,7 +242,7 @@ def _roll_back(
     runtime: Runtime,
     inv: Invocation,
     status: str,
-    detail: str,
+    detail: ErrorRecord,
     exc: BaseException | None,
     *,
     started: bool = False,
@@ -245,7 +256,7 @@ def _roll_back(
             cancel_children(runtime, inv.workflow_id, by=f"parent {inv.workflow_id}")
             if not started and _has_compensations(runtime, inv):
                 now = runtime.clock.time()
-                then = runtime.codec.encode({"then": status, "detail": detail})
+                then = runtime.codec.encode({"then": status, "detail": detail.to_json()})
                 inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
     except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
@@ -254,7 +265,7 @@ def _roll_back(
         reason = str(failure)
         error = ErrorRecord(
             ErrorType.COMPENSATION_FAILED, reason, reason=reason, seq=failure.seq, then=status
-        ).to_json()
+        )
         return _finish(
             runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=error, exc=failure
         )
@@ -270,7 +281,7 @@ def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
     """A record replay needs cannot be read: the run waits for an operator (it is not a crash,
     and retrying it would only fail again); the caller sees the ``CorruptRecord``."""
     seq = getattr(error, "seq", None)
-    detail = _error_json(error, reason=str(error), seq=seq)
+    detail = _error_record(error, reason=str(error), seq=seq)
     _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=error)
     return Outcome(OutcomeKind.ABORT, error)
 
@@ -303,23 +314,24 @@ def _finish(
     status: str,
     *,
     output: bytes | None,
-    error: str | None,
+    error: ErrorRecord | None,
     exc: BaseException | None,
 ) -> Outcome:
     now = runtime.clock.time()
     entry = Entry.ended(status, now, output=output, error=error)
+    text = None if error is None else error.to_json()
     ok = runtime.store.finish_run(
         inv.workflow_id,
         owner=inv.owner,
         status=status,
         output=output,
-        error=error,
+        error=text,
         now=now,
         entry=entry,
     )
     if not ok:
         return Outcome(OutcomeKind.LEASE_LOST)
-    finished(runtime, inv, status, error)
+    finished(runtime, inv, status, text)
     runtime.note_settled()
     failure = exc if isinstance(exc, Exception) else None
-    return Outcome(OutcomeKind(status), failure, output=output, record=error)
+    return Outcome(OutcomeKind(status), failure, output=output, record=text)

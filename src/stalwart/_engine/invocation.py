@@ -26,6 +26,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
+from .._store.base import CursorStore
 from .interrupted import LastSeen
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ class Invocation:
         index: list[IndexRow],
     ) -> None:
         self.runtime = runtime
+        self.store: CursorStore = runtime.store  # the cursor's own calls stay inside its role
         self.wf = wf
         self.workflow_id = workflow_id
         self.owner = owner
@@ -375,7 +377,7 @@ class Invocation:
         """A stored payload of ``rec``, decoded; a bad one aborts with ``CorruptRecord``."""
         try:
             with self.journaling():
-                payload = self.runtime.store.load_payload(stored)
+                payload = self.store.load_payload(stored)
             return self.runtime.codec.decode(payload)
         except (ValueError, CorruptRecord) as exc:
             raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
@@ -400,7 +402,7 @@ class Invocation:
     def append(self, entry: Entry) -> None:
         """Journal ``entry`` while this invocation still holds the run's lease."""
         try:  # inline rather than journaling(): this runs once per step
-            held = self.runtime.store.append(self.workflow_id, entry, owner=self.owner)
+            held = self.store.append(self.workflow_id, entry, owner=self.owner)
         except CorruptRecord:
             raise
         except StoreError as exc:
@@ -412,7 +414,7 @@ class Invocation:
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
         with self.journaling():
-            held = self.runtime.store.append_many(self.workflow_id, entries, owner=self.owner)
+            held = self.store.append_many(self.workflow_id, entries, owner=self.owner)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
@@ -421,7 +423,7 @@ class Invocation:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
         charged and one before it is not."""
         with self.journaling():
-            held = self.runtime.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
+            held = self.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()

@@ -47,7 +47,7 @@ class Irreversible(Protocol):
         now: float,
         *,
         output: bytes | None = ...,
-        error: str | None = ...,
+        error: ErrorRecord | None = ...,
         by: str | None = ...,
     ) -> Entry: ...
 
@@ -152,7 +152,7 @@ def check_then_act(call: Irreversible, *, force: bool = False, interrupted: bool
             f"attempt {call.attempt} was interrupted before its outcome was recorded; "
             "verify found its effect, so it did not run again",
         )
-        doubt = call.entry(EntryStatus.IN_DOUBT, now, error=detail.to_json())
+        doubt = call.entry(EntryStatus.IN_DOUBT, now, error=detail)
         call.inv.append_many([doubt, settled])
     else:
         call.inv.append(settled)

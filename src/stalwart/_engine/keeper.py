@@ -9,6 +9,7 @@ import threading
 import time
 
 from .._runtime import Runtime
+from .._store.base import LeaseStore
 from .invocation import Invocation, StepScope
 
 __all__ = ["LeaseKeeper"]
@@ -22,6 +23,7 @@ class LeaseKeeper:
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
+        self.store: LeaseStore = runtime.store  # it renews, publishes and reads cancels only
         self.held: dict[str, Invocation] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -75,7 +77,7 @@ class LeaseKeeper:
                 }
             )
         try:
-            self.runtime.store.publish_step(inv.workflow_id, owner=inv.owner, current=current)
+            self.store.publish_step(inv.workflow_id, owner=inv.owner, current=current)
         except Exception:  # what operators read only: the next poll tries again
             log.debug("run %s: publishing its current step failed", inv.workflow_id, exc_info=True)
             return
@@ -96,7 +98,7 @@ class LeaseKeeper:
             if not held:
                 continue
             try:
-                cancelled = self.runtime.store.cancel_requested_for(self.runtime.holder + "#")
+                cancelled = self.store.cancel_requested_for(self.runtime.holder + "#")
             except Exception:
                 log.warning("cancel poll failed", exc_info=True)
                 cancelled = set()
@@ -110,9 +112,7 @@ class LeaseKeeper:
             for inv in held:
                 until = self.runtime.clock.time() + self.runtime.lease_seconds
                 try:
-                    ok = self.runtime.store.renew_lease(
-                        inv.workflow_id, owner=inv.owner, lease_until=until
-                    )
+                    ok = self.store.renew_lease(inv.workflow_id, owner=inv.owner, lease_until=until)
                 except Exception:  # the store is unreachable: the next round tries again
                     log.warning("run %s: lease renewal failed", inv.workflow_id, exc_info=True)
                     continue

@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from .._hooks import RunHooks, combine
-from .._model import EntryKind, EntryStatus, ErrorRecord, RunStatus, Usage
+from .._model import EntryKind, EntryStatus, ErrorRecord, RunStatus
 from .._runtime import Runtime
 from .._store import Entry, RunRow
 from .invocation import Invocation, StepScope
@@ -166,10 +166,7 @@ def _outcome(entry: Entry, ran_here: bool) -> tuple[str | None, ErrorRecord | No
         return ("timeout" if ran_here else "interrupted"), None
     if entry.status != EntryStatus.FAILED or entry.error is None:
         return None, None  # scheduled: not an outcome
-    try:
-        record = ErrorRecord.from_json(entry.error)
-    except ValueError:
-        return "failed", None
+    record = entry.error
     if record.type == _TIMEOUT:
         return "timeout", record
     if record.type == _INTERRUPTED:
@@ -213,17 +210,8 @@ def attempt_recorded(inv: Invocation, scope: StepScope | None, entry: Entry) -> 
         attempt=attempt,
         outcome=outcome,
         seconds=max(0.0, finished_at - started) if ran else None,
-        usage=_usage(entry.usage),
+        usage=entry.usage,
     )
-
-
-def _usage(stored: str | None) -> Usage | None:
-    if not stored:
-        return None
-    try:
-        return Usage.from_json(stored)
-    except ValueError:
-        return None
 
 
 def _log_failure(inv: Invocation, entry: Entry, outcome: str, record: ErrorRecord | None) -> None:

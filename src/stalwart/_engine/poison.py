@@ -39,7 +39,7 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
         rollback = runtime.store.rollback_in_progress(wid)
         then = None if rollback is None else rollback_state(runtime, wid, rollback)[0]
     except CorruptRecord as exc:
-        detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq).to_json()
+        detail = ErrorRecord.of(exc, reason=str(exc), seq=exc.seq)
         _finish_poisoned(runtime, wid, RunStatus.NEEDS_ATTENTION, detail, owner=owner, now=now)
         log.error("run %s: %s", wid, exc)
         return False
@@ -54,7 +54,7 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
         entry = lifecycle(
             "rolling_back",
             now,
-            output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail}),
+            output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail.to_json()}),
         )
         if not runtime.store.append(wid, entry, owner=owner):
             return False  # another process took the run meanwhile
@@ -71,13 +71,13 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
     return False
 
 
-def _crashed_error(runtime: Runtime, crashes: int) -> str:
+def _crashed_error(runtime: Runtime, crashes: int) -> ErrorRecord:
     return ErrorRecord(
         ErrorType.WORKER_CRASHED,
         f"crashed its worker {crashes} times: each recovery found it where the last one "
         "left it, so it was failed instead of crash-looping the fleet "
         f"(max_recoveries={runtime.max_recoveries})",
-    ).to_json()
+    )
 
 
 def _rollback_crashed(
@@ -110,15 +110,16 @@ def _rollback_crashed(
         reason=reason,
         seq=undo.seq,
         then=state.get("then", RunStatus.FAILED),
-    ).to_json()
+    )
     _finish_poisoned(runtime, wid, RunStatus.NEEDS_ATTENTION, error, owner=owner, now=now)
     log.warning("run %s: %s", wid, reason)
 
 
 def _finish_poisoned(
-    runtime: Runtime, wid: str, status: str, error: str, *, owner: str, now: float
+    runtime: Runtime, wid: str, status: str, error: ErrorRecord, *, owner: str, now: float
 ) -> None:
     entry = Entry.ended(status, now, output=None, error=error)
+    text = error.to_json()
     runtime.store.finish_run(
-        wid, owner=owner, status=status, output=None, error=error, now=now, entry=entry
+        wid, owner=owner, status=status, output=None, error=text, now=now, entry=entry
     )

@@ -12,7 +12,7 @@ from .._errors import (
     StepTimeout,
     WorkflowCancelled,
 )
-from .._model import EntryKind, EntryStatus, ErrorRecord
+from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
 from .._registry import StepDef
 from .._retry import Decision
 from .._serde import UnsupportedValue, argument_path
@@ -120,9 +120,9 @@ class StepCall:
         now: float,
         *,
         output: bytes | None = None,
-        error: str | None = None,
+        error: ErrorRecord | None = None,
         started: float | None = None,
-        usage: str | None = None,
+        usage: tuple[Usage | None, str | None] = (None, None),
     ) -> None:
         entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
         self.inv.append(entry)
@@ -134,10 +134,10 @@ class StepCall:
         now: float,
         *,
         output: bytes | None = None,
-        error: str | None = None,
+        error: ErrorRecord | None = None,
         started: float | None = None,
         by: str | None = None,
-        usage: str | None = None,
+        usage: tuple[Usage | None, str | None] = (None, None),
     ) -> Entry:
         return Entry(
             kind=EntryKind.STEP,
@@ -153,7 +153,8 @@ class StepCall:
             error=error,
             compensable=status == EntryStatus.COMPLETED and self.step.compensate is not None,
             by=by,
-            usage=usage,
+            usage=usage[0],
+            model=usage[1],
         )
 
     def _encode_input(self) -> bytes:
@@ -268,12 +269,12 @@ class StepCall:
             self.retry_at = now + decision.delay
             return decision.delay
         self.record(EntryStatus.COMPLETED, now, output=payload, usage=usage)
-        warn_if_unrecorded(self.inv.runtime, self.step, usage)
+        warn_if_unrecorded(self.inv.runtime, self.step, usage[0])
         self.value = value
         return DONE
 
-    def _usage(self, result: Any) -> str | None:
-        """What this attempt used, as journaled (``None``: nothing recorded)."""
+    def _usage(self, result: Any) -> tuple[Usage | None, str | None]:
+        """What this attempt used and the model it came from (``None``: nothing recorded)."""
         recorded = self.current.usage if self.current is not None else {}
         return attempt_usage(recorded, result, self.inv.runtime.prices)
 
@@ -290,10 +291,10 @@ class StepCall:
         now: float,
         decision: Decision,
         *,
-        usage: str | None = None,
+        usage: tuple[Usage | None, str | None] = (None, None),
     ) -> None:
-        error_json = failure_record(error, now, decision)
-        self.record(EntryStatus.FAILED, now, error=error_json, started=started, usage=usage)
+        record = failure_record(error, now, decision)
+        self.record(EntryStatus.FAILED, now, error=record, started=started, usage=usage)
 
 
 @guarded

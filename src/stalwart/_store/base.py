@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import StoreError
+from .._model import ErrorRecord
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -369,7 +370,7 @@ class WaitStore(ApprovalReads, Protocol):
 class AdminStore(Protocol):
     """Operator actions on runs."""
 
-    def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
+    def cancel_run(self, workflow_id: str, *, now: float, error: ErrorRecord, entry: Entry) -> str:
         """``"cancelled"`` at once, ``"requested"`` from its holder, or ``"finished"``."""
 
     def redrive(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .._model import EntryKind, EntryStatus
+from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
 
 __all__ = [
     "ApprovalRow",
@@ -131,7 +131,9 @@ class ChildRedrive:
 @dataclass(frozen=True, slots=True)
 class Entry:
     """A journal entry to append, never changed once built. ``input``/``output`` are encoded
-    payloads."""
+    payloads; ``error`` and ``usage`` (with ``model``, the model that usage was priced by) are
+    values the store encodes where it writes the row (``ErrorRecord.to_json``,
+    ``Usage.to_json``)."""
 
     kind: EntryKind
     name: str
@@ -143,10 +145,11 @@ class Entry:
     finished_at: float | None = None
     input: bytes | None = None
     output: bytes | None = None
-    error: str | None = None
+    error: ErrorRecord | None = None
     by: str | None = None
     compensable: bool = False
-    usage: str | None = None  # JSON: what a step attempt used (tokens, cost, model)
+    usage: Usage | None = None  # what a step attempt used
+    model: str | None = None  # the model its usage came from
 
     @classmethod
     def milestone(
@@ -157,7 +160,7 @@ class Entry:
         failed: bool = False,
         input: bytes | None = None,
         output: bytes | None = None,
-        error: str | None = None,
+        error: ErrorRecord | None = None,
         by: str | None = None,
     ) -> Entry:
         """A milestone of the run itself (started, resumed, suspended, rolling_back, its end)."""
@@ -174,7 +177,9 @@ class Entry:
         )
 
     @classmethod
-    def ended(cls, status: str, now: float, *, output: bytes | None, error: str | None) -> Entry:
+    def ended(
+        cls, status: str, now: float, *, output: bytes | None, error: ErrorRecord | None
+    ) -> Entry:
         """The end of a run that ends ``status`` (a run status): ``finished`` (failed unless it
         completed), or ``needs_attention``."""
         attention = status == "needs_attention"
@@ -208,7 +213,7 @@ class Entry:
         *,
         seq: int | None,
         position: str | None,
-        error: str,
+        error: ErrorRecord,
     ) -> Entry:
         """A fresh attempt budget (attempt 0, failed with ``error``) for a step or a
         compensation an operator redrives."""

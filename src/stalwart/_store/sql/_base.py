@@ -332,11 +332,11 @@ class SQLBase:
             "finished_at": entry.finished_at,
             "input": self._stash(conn, entry.input, tree=entry.kind == "step"),
             "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
-            "error": entry.error,
+            "error": None if entry.error is None else entry.error.to_json(),
             "by": entry.by,
             "compensable": int(entry.compensable),
             "call_id": CALL_ID.get(),
-            "usage": entry.usage,
+            "usage": None if entry.usage is None else entry.usage.to_json(entry.model),
         }
 
     def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:

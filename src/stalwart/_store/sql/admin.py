@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..._model import RunStatus
+from ..._model import ErrorRecord, RunStatus
 from ..base import ChildRedrive, Entry, ForkCandidate
 from ._base import SQLBase
 
@@ -19,7 +19,7 @@ class _Changed(Exception):
 class AdminVerbs(SQLBase):
     """The ``AdminStore`` verbs over SQL."""
 
-    def cancel_run(self, workflow_id: str, *, now: float, error: str, entry: Entry) -> str:
+    def cancel_run(self, workflow_id: str, *, now: float, error: ErrorRecord, entry: Entry) -> str:
         """Cancel at once a run nobody executes (journaling ``entry`` and the run's end);
         else flag it for its holder (journaling ``entry``).
 
@@ -27,7 +27,7 @@ class AdminVerbs(SQLBase):
 
         def work(conn: Any) -> str:
             self._lock_run(conn, workflow_id)
-            params = {"workflow_id": workflow_id, "now": now, "error": error}
+            params = {"workflow_id": workflow_id, "now": now, "error": error.to_json()}
             key = {"workflow_id": workflow_id, "now": now}
             if conn.execute(self._q["cancel_waiting_run"], params).rowcount == 1:
                 verdict = "cancelled"

@@ -1,0 +1,157 @@
+"""Taking runs: create a run (``pending``, or held by this process), take a claimable run's
+lease (a takeover of a run whose holder stopped is a recovery, which the poison rule may stop),
+and build the invocation of a run this process holds. :class:`RunClaims` is the part of the
+``Driver`` that does it (``driver.py`` drives what it takes)."""
+
+from __future__ import annotations
+
+from .._leases import holder_is_gone, worker_of
+from .._model import RunStatus
+from .._registry import WorkflowDef
+from .._runtime import Runtime
+from .._store import RunRow
+from .._store.base import IndexRow
+from .interrupted import last_seen
+from .invocation import Invocation
+from .lifecycle import lifecycle
+from .observe import carried, took
+from .poison import stop_poison_run
+
+__all__ = ["RunClaims"]
+
+
+class RunClaims:
+    """Creating runs, taking their leases and building their invocations, for a ``Driver``."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def start(
+        self, wf: WorkflowDef, wid: str, payload: bytes, *, queue: str | None, priority: int
+    ) -> None:
+        """Record a ``pending`` run for a worker (nothing, if the run already exists)."""
+        now = self.runtime.clock.time()
+        self._insert(
+            wf, wid, payload, now, queue=wf.queue if queue is None else queue, priority=priority
+        )
+        self.runtime.wakeup.set()
+
+    def _insert(
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        now: float,
+        *,
+        queue: str,
+        priority: int = 0,
+        owner: str | None = None,
+        until: float | None = None,
+    ) -> bool:
+        """Create the run, ``pending``, or ``running`` and held by ``owner``; ``False`` if
+        it exists already."""
+        return self.runtime.store.create_run(
+            workflow_id=wid,
+            name=wf.name,
+            status=RunStatus.PENDING if owner is None else RunStatus.RUNNING,
+            queue=queue,
+            priority=priority,
+            input=payload,
+            now=now,
+            owner=owner,
+            lease_until=until,
+            entry=lifecycle("started", now, input=payload),
+            deadline=None if wf.timeout is None else now + wf.timeout,
+            trace_context=carried(self.runtime) if self.runtime.observers else None,
+        )
+
+    def invocation(
+        self,
+        wf: WorkflowDef,
+        row: RunRow,
+        *,
+        recovering: bool,
+        owner: str,
+        index: list[IndexRow] | None = None,
+    ) -> Invocation:
+        """An invocation of the run ``owner`` holds; ``index``: its journal when the caller
+        knows it (a run it just created has none), else it is read."""
+        runtime = self.runtime
+        if index is None:
+            index = runtime.store.replay_index(row.workflow_id)  # a released run has one too
+        inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
+        inv.deadline = row.deadline
+        inv.retrying = row.retrying
+        if recovering:
+            inv.last_seen = last_seen(row)
+        if row.cancel_requested:
+            inv.cancel_requested.set()
+        return inv
+
+    def _create(
+        self, wf: WorkflowDef, wid: str, payload: bytes, now: float
+    ) -> tuple[Invocation, RunRow] | None:
+        """Create the run, held by this process, in one transaction; ``None`` if it exists
+        already or its queue has limits (it is then created ``pending`` and waits for its
+        turn like any other)."""
+        runtime = self.runtime
+        limited = wf.queue in runtime.queues
+        owner = runtime.claim_owner()
+        until = now + runtime.lease_seconds
+        if limited:
+            self._insert(wf, wid, payload, now, queue=wf.queue)
+            return None
+        if not self._insert(wf, wid, payload, now, queue=wf.queue, owner=owner, until=until):
+            return None
+        # What was just written, without reading it back; an encoded payload reads as its own
+        # stored form (codec tags never look like payload references).
+        row = RunRow(
+            workflow_id=wid,
+            name=wf.name,
+            status=RunStatus.RUNNING,
+            queue=wf.queue,
+            priority=0,
+            input=payload,
+            output=None,
+            error=None,
+            created_at=now,
+            updated_at=now,
+            lease_owner=owner,
+            lease_expires_at=until,
+            deadline=None if wf.timeout is None else now + wf.timeout,
+        )
+        return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
+
+    def claimable(self, row: RunRow, now: float) -> bool:
+        """Whether the run may be taken now (the store's one definition of it)."""
+        gone = row.lease_owner is not None and holder_is_gone(row.lease_owner)
+        return self.runtime.store.claimable(row.workflow_id, now=now, holder_gone=gone)
+
+    def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
+        """Take the lease of a claimable run; ``None`` if another process was faster."""
+        runtime = self.runtime
+        holder = row.lease_owner
+        # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
+        recovering = row.status == RunStatus.RUNNING
+        replaced = None if holder is None else worker_of(holder)  # as logs and workers() say
+        detail = runtime.codec.encode({"recovered_from": replaced}) if recovering else None
+        owner = runtime.claim_owner()
+        claim = runtime.store.take_lease(
+            row.workflow_id,
+            owner=owner,
+            expected_owner=holder,
+            now=now,
+            lease_until=now + runtime.lease_seconds,
+            entry=lifecycle("resumed", now, output=detail),
+            recovery=recovering,
+            holder_gone=holder is not None and holder_is_gone(holder),
+            limits=runtime.queues.get(row.queue),
+        )
+        taken, crashes = claim.taken, claim.recoveries
+        if not taken:
+            return None
+        took(runtime, row, now, holder=replaced, takeover=recovering)
+        if recovering and crashes >= self.runtime.max_recoveries:
+            go_on = stop_poison_run(self.runtime, row, crashes, owner)
+            return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
+        return self.invocation(wf, row, recovering=recovering, owner=owner)
