@@ -9,6 +9,7 @@ worker (see ``telemetry_app.py``) and compared with a span the test started ``ap
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
@@ -434,3 +435,33 @@ def test_the_worker_names_a_relative_sqlite_store_absolutely(
     worker.wait_for("serving", lambda: "serving the store" in worker.text())
     text = worker.stop()
     assert f"serving the store sqlite:///{tmp_path / 'rel.db'}: " in text, text
+
+
+def test_a_takeover_with_no_holder_left_says_what_happened(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run an interrupted ``app.run`` released has no holder: its takeover says so, instead of
+    'taken over from None'."""
+    app = stalwart.Stalwart(f"sqlite:///{tmp_path / 'takeover.db'}")
+    interrupt = True
+
+    @app.step
+    def effect() -> str:
+        if interrupt:
+            raise KeyboardInterrupt  # stands in for a process stopped mid-step
+        return "done"
+
+    @app.workflow
+    def wf() -> str:
+        return effect()
+
+    with pytest.raises(KeyboardInterrupt):
+        app.run(wf, workflow_id="released-1")
+    interrupt = False
+    with caplog.at_level(logging.WARNING, logger="stalwart"):
+        assert app.run(wf, workflow_id="released-1") == "done"
+    app.close()
+    taken = [r.getMessage() for r in caplog.records if "taken over" in r.getMessage()]
+    assert taken == [
+        "run released-1: taken over again: its last execution stopped without recording an outcome"
+    ]

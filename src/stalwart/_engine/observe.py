@@ -79,10 +79,15 @@ def carried(runtime: Runtime) -> str | None:
 def took(runtime: Runtime, row: RunRow, now: float, *, holder: str | None, takeover: bool) -> None:
     """A worker took run ``row``: log a takeover, tell the observers."""
     if takeover:
+        why = (
+            f"from {holder}, which stopped or whose lease lapsed"
+            if holder
+            else "again: its last execution stopped without recording an outcome"
+        )
         log.warning(
-            "run %s: taken over from %s, which stopped or whose lease lapsed",
+            "run %s: taken over %s",
             row.workflow_id,
-            holder,
+            why,
             extra=fields(row.workflow_id, runtime.owner),
         )
     waited = max(0.0, now - ready_at(row, now))
