@@ -14,18 +14,12 @@ from pathlib import Path
 import pytest
 
 import stalwart
+from cli_process import stalwart as _stalwart
 from stalwart import testing
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stalwart", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return _stalwart(*args, cwd=cwd)
 
 
 def test_ls_and_show(tmp_path: Path) -> None:

@@ -5,9 +5,7 @@ operator actions."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -16,19 +14,11 @@ from pathlib import Path
 import pytest
 
 import stalwart
+from cli_process import stalwart as _stalwart
 
 
 def _cli(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stalwart", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        input=stdin,
-        env={k: v for k, v in os.environ.items() if k != "STALWART_URL"},
-    )
+    return _stalwart(*args, cwd=cwd, stdin=stdin, clean=True)
 
 
 @pytest.fixture

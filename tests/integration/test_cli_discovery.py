@@ -5,16 +5,15 @@ came from. Run as the real command in a subprocess."""
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import stalwart
+from cli_process import stalwart as _stalwart
 
 AGENT = """
 import stalwart
@@ -27,16 +26,7 @@ def job() -> int:
 
 
 def _cli(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in ("STALWART_URL", "STALWART_APP")}
-    return subprocess.run(
-        [sys.executable, "-m", "stalwart", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**clean, **env},
-    )
+    return _stalwart(*args, cwd=cwd, env=env, clean=True)
 
 
 def _store_with_a_run(path: Path, workflow_id: str) -> str:

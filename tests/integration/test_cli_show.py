@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 import stalwart
+from cli_process import stalwart as _stalwart
 
 WORDS = " ".join(f"word{i:03d}" for i in range(51))  # 407 characters, the last word050
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -50,15 +51,7 @@ def _env() -> dict[str, str]:
 
 
 def _piped(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stalwart", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=_env(),
-    )
+    return _stalwart(*args, cwd=cwd, clean=True)
 
 
 def _drawn(*args: str, cwd: Path, columns: int = 120) -> list[str]:

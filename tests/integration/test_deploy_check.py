@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from cli_process import stalwart as _stalwart
 from stalwart import testing
 
 _modules = itertools.count()
@@ -267,15 +268,7 @@ def test_an_async_workflow_is_checked_task_by_task() -> None:
 
 
 def _cli(*args: str, cwd: Path, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "stalwart", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "STALWART_URL": url, "PYTHONPATH": str(cwd)},
-    )
+    return _stalwart(*args, cwd=cwd, env={"STALWART_URL": url, "PYTHONPATH": str(cwd)})
 
 
 @pytest.fixture
