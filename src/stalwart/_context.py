@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import random as _random
 import uuid as _uuid
 from typing import Any
@@ -100,8 +101,8 @@ def record_usage(
     for label, count in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise UsageError(f"record_usage({label}={count!r}): pass a count, an int >= 0")
-    if isinstance(cost, bool) or not isinstance(cost, int | float) or not cost >= 0:
-        raise UsageError(f"record_usage(cost={cost!r}): pass a number >= 0")
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not 0 <= cost < math.inf:
+        raise UsageError(f"record_usage(cost={cost!r}): pass a finite number >= 0")
     if model is not None and (not isinstance(model, str) or not model):
         raise UsageError(f"record_usage(model={model!r}): pass the model's name, or None")
     spent = scope.usage
@@ -248,7 +249,7 @@ def _event_name(name: str) -> str:
 def _subject(subject: str) -> str:
     if not isinstance(subject, str) or not subject:
         raise ValueError(f"approval subject {subject!r}: pass a non-empty str")
-    return _inputs.name(subject, "subject", "request_approval")
+    return _inputs.text(subject, "subject", "request_approval")  # a label for people
 
 
 def patched(patch_id: str) -> bool:

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,10 @@ def check_app_options(lease_seconds: Any, max_recoveries: Any, prices: Any = Non
             not isinstance(model, str)
             or not isinstance(price, tuple)
             or len(price) != 2
-            or not all(isinstance(p, int | float) and not isinstance(p, bool) for p in price)
+            or not all(
+                isinstance(p, int | float) and not isinstance(p, bool) and math.isfinite(p)
+                for p in price
+            )
             or min(price) < 0
         ):
             raise UsageError(

@@ -60,7 +60,7 @@ def _amount(
             amount = math.inf if value > 0 else -math.inf
     if math.isnan(amount) or amount < 0 or (positive and amount == 0):
         raise UsageError(refused)
-    if amount >= CENTURY:
+    if amount == math.inf or (unit == "seconds" and amount >= CENTURY):
         if not unlimited:
             raise UsageError(refused)
         return math.inf
@@ -136,6 +136,8 @@ def text(value: str, what: str, call: str | None = None) -> str:
 
 
 def _refuse(refused: re.Pattern[str], value: str, shown: str, accepted: str) -> str:
+    if not isinstance(value, str):
+        raise UsageError(f"{shown}: pass a str")
     found = refused.search(value)
     if found is None:
         return value

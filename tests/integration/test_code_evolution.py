@@ -219,6 +219,25 @@ def test_one_patch_id_asked_at_a_second_place_is_refused(app: stalwart.Stalwart)
     assert _patches(app, "t") == [(1, "p")]  # the second place decided nothing
 
 
+def test_a_second_place_is_found_in_code_beside_the_stalwart_package(
+    app: stalwart.Stalwart,
+) -> None:
+    """Code in a folder whose name starts like stalwart's (``.../stalwart_app/``) is the
+    user's: its patch points are told apart, not skipped as stalwart's own frames."""
+    sibling = str(Path(stalwart.__file__).resolve().parent) + "_app/agent.py"
+    source = (
+        "def twice():\n"
+        "    seen = [stalwart.patched('p')]\n"
+        "    seen.append(stalwart.patched('p'))\n"
+        "    return seen\n"
+    )
+    scope: dict[str, Any] = {"stalwart": stalwart}
+    exec(compile(source, sibling, "exec"), scope)  # its frames carry the sibling's path
+    twice = app.workflow(name="twice_beside")(scope["twice"])
+    with pytest.raises(stalwart.NeedsAttention, match="patch id 'p' is asked for at"):
+        app.run(twice, workflow_id="beside")
+
+
 def test_patched_needs_a_workflow_and_a_name(app: stalwart.Stalwart) -> None:
     with pytest.raises(RuntimeError, match="inside a workflow"):
         stalwart.patched("p")

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from stalwart import UsageError
+from stalwart import Budget, Stalwart, UsageError
 from stalwart._inputs import CENTURY, count, limit, name, number, seconds, text
 
 
@@ -75,3 +75,29 @@ def test_names_take_any_other_text_and_free_text_takes_newlines() -> None:
         name("\ud800", "name")
     with pytest.raises(UsageError, match=r"reason='a\\x00': holds a control character, U\+0000"):
         text("a\x00", "reason")
+
+
+def test_a_number_limit_is_not_a_duration_a_big_one_stays_a_limit() -> None:
+    """The century rule is for durations: a budget of 5e9 dollars is still a limit."""
+    assert number(5e9, "max_cost") == 5e9
+    assert Budget(max_cost=5e9).max_cost == 5e9
+    assert number(math.inf, "max_cost") is None
+
+
+def test_a_name_that_is_not_a_str_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="pass a str"):
+        name(5, "workflow_id")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("price", [(math.nan, 1.0), (1.0, math.inf)])
+def test_prices_must_be_finite(price: tuple[float, float]) -> None:
+    with pytest.raises(UsageError, match="prices="):
+        Stalwart("memory://", prices={"m": price})
+
+
+def test_an_approval_subject_is_text_for_people_newlines_and_all() -> None:
+    """A subject is a label (newlines kept, as an earlier release recorded them); only what no
+    store can keep is refused."""
+    assert text("Refund\nfor order 42", "subject") == "Refund\nfor order 42"
+    with pytest.raises(UsageError, match="U\\+0000"):
+        text("a\x00b", "subject")

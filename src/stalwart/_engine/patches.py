@@ -22,6 +22,7 @@ before it decides anything, as the journal could not tell the two places' decisi
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from .._model import EntryKind, EntryStatus
 from .._store import Entry
 from .invocation import Invocation, guarded
 
-_PACKAGE = str(Path(__file__).resolve().parent.parent)  # stalwart's own frames are skipped
+# stalwart's own frames are skipped (with the separator: a sibling ``stalwart_app/`` is not it)
+_PACKAGE = str(Path(__file__).resolve().parent.parent) + os.sep
 
 __all__ = ["patched"]
 
