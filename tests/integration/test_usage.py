@@ -138,6 +138,17 @@ def test_usage_mistakes_are_refused_clearly(app: stalwart.Stalwart) -> None:
     with pytest.raises(stalwart.WorkflowFailed, match="an int >= 0"):
         app.run(agent, workflow_id="negative")
 
+    @app.step(retry=stalwart.Retry.never())
+    def endless() -> None:
+        stalwart.record_usage(cost=float("inf"))  # no budget could ever be checked against it
+
+    @app.workflow
+    def spender() -> None:
+        endless()
+
+    with pytest.raises(stalwart.WorkflowFailed, match="a finite number >= 0"):
+        app.run(spender, workflow_id="endless")
+
 
 def test_stalwart_show_and_ls_print_the_runs_usage(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'usage.db'}"
