@@ -14,6 +14,8 @@ import pytest
 
 import stalwart
 from cli_process import stalwart as _stalwart
+from stalwart._errors import mask_url
+from stalwart._store.base import SCHEMA_VERSION
 
 AGENT = """
 import stalwart
@@ -280,3 +282,54 @@ def test_a_store_from_an_app_says_the_app_and_where_its_url_came_from(tmp_path: 
     (root / "fixed.py").write_text(DEFAULT_AGENT.replace("Stalwart()", f"Stalwart({other!r})"))
     fixed = _cli("ls", cwd=root, STALWART_APP="fixed:app")
     assert fixed.stderr.splitlines()[0] == f"store: {other} (from STALWART_APP=fixed:app)"
+
+
+def _downgrade(url: str) -> int:
+    """Make the store look as the release before left it; its schema version now."""
+    with stalwart.Stalwart(url) as app:
+        store = stalwart.testing.store_of(app)
+        stalwart.testing.execute_sql(
+            store, "DELETE FROM stalwart_schema WHERE version = :v", {"v": SCHEMA_VERSION}
+        )
+        (row,) = stalwart.testing.execute_sql(store, "SELECT max(version) FROM stalwart_schema")
+    return int(row[0])
+
+
+def _version(url: str) -> int:
+    import psycopg
+
+    if url.startswith("sqlite:///"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+            return int(conn.execute("SELECT max(version) FROM stalwart_schema").fetchone()[0])
+    base, _, schema = url.partition("?schema=")
+    with psycopg.connect(base) as conn:
+        row = conn.execute(f"SELECT max(version) FROM {schema}.stalwart_schema").fetchone()
+    return int(row[0])
+
+
+def test_a_read_command_on_an_app_whose_store_is_older_names_the_command_and_the_fix(
+    shared_url: str, tmp_path: Path
+) -> None:
+    """Not ``stalwart check``'s wording: what ran, the schema found and needed, and what to do.
+    Nothing is created or migrated."""
+    (tmp_path / "agent.py").write_text(AGENT.replace("sqlite:///agent.db", shared_url))
+    masked = mask_url(shared_url)
+    fix = "start a worker of agent:app (or any command that writes) to"
+    if shared_url.startswith("postgresql"):  # a schema not made yet: nothing is created
+        bare = _cli("ls", "--app", "agent:app", cwd=tmp_path)
+        assert bare.returncode == 1
+        assert bare.stderr.splitlines() == [
+            f"error: stalwart ls: the store {masked} (from --app agent:app) has no stalwart "
+            f"schema and this stalwart needs {SCHEMA_VERSION}; {fix} create it, or give --url "
+            "of another store"
+        ]
+    older = _downgrade(shared_url)
+    for command in (["ls"], ["show", "x"], ["approvals"]):
+        refused = _cli(*command, "--app", "agent:app", cwd=tmp_path)
+        assert refused.returncode == 1
+        assert refused.stderr.splitlines() == [
+            f"error: stalwart {command[0]}: the store {masked} (from --app agent:app) has "
+            f"schema version {older} and this stalwart needs {SCHEMA_VERSION}; {fix} upgrade "
+            "it, or give --url of another store"
+        ]
+    assert _version(shared_url) == older

@@ -190,12 +190,13 @@ def _sqlite_path(url: str, folder: Path | None) -> Path | None:
     return path if folder is None or path.is_absolute() else folder / path
 
 
-def _import_app(found: Found, *, write: bool) -> Any:
+def _import_app(found: Found, *, write: bool, command: str) -> Any:
     """The app ``found`` names, imported; unless ``write``, the way ``stalwart check`` imports
     one: its store is opened without being created or migrated and its queue and schedule
-    declarations write nothing (a missing SQLite file is refused as a URL's would be)."""
+    declarations write nothing (a missing SQLite file, or a store older than this code, is
+    refused, saying what ``command`` needs)."""
     from .._runtime import READ_ONLY_DECLARATIONS
-    from .._store.base import MissingStore
+    from .._store.base import SCHEMA_VERSION, MissingStore, UnmigratedStore
     from ._load import load_app
 
     assert found.target is not None
@@ -211,6 +212,17 @@ def _import_app(found: Found, *, write: bool) -> Any:
                 f"({where(found, app_url=_url_at(exc.__cause__.path, found.folder))}); "
                 f"{_remedy(found)}"
             ) from None
+        older = exc.__cause__
+        if isinstance(older, UnmigratedStore):
+            has = (
+                f"has schema version {older.current}" if older.current else "has no stalwart schema"
+            )
+            raise CliError(
+                f"{command}: the store {mask_url(older.url)} ({where(found)}) {has} and this "
+                f"stalwart needs {SCHEMA_VERSION}; start a worker of {found.target} (or any "
+                f"command that writes) to {'upgrade' if older.current else 'create'} it, or "
+                "give --url of another store"
+            ) from None
         raise
     finally:
         READ_ONLY_DECLARATIONS.reset(declaring)
@@ -225,7 +237,7 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
 
     found = found_store(ctx)
     if found.target is not None:
-        app = _import_app(found, write=write)
+        app = _import_app(found, write=write, command=f"stalwart {ctx.info_name}")
         url = app.url
     else:
         app, url = None, str(found.url)

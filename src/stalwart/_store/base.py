@@ -118,6 +118,16 @@ class MissingStore(StoreError):
         self.path = path
 
 
+class UnmigratedStore(StoreError):
+    """Opened read-only (``READ_ONLY_DECLARATIONS``), a store whose schema is older than this
+    code (``current`` 0: no stalwart schema at all), which is not migrated to find out."""
+
+    def __init__(self, message: str, *, url: str, current: int) -> None:
+        super().__init__(message)
+        self.url = url
+        self.current = current
+
+
 __all__ = [
     "AdminStore",
     "ApprovalReads",
@@ -157,6 +167,7 @@ __all__ = [
     "SharedSet",
     "SharedStore",
     "Store",
+    "UnmigratedStore",
     "UsageRow",
     "WaitDecision",
     "WaitStore",

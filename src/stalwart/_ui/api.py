@@ -20,6 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.convertors import Convertor, register_url_convertor
 
 from .. import __version__, _inputs
 from .._errors import UsageError
@@ -129,9 +130,18 @@ Reader = Annotated[Any, Depends(_reader)]
 Write = Annotated[Writer, Depends(_writer)]
 
 
-def _run_id(workflow_id: str) -> str:
+def _run_id(workflow_id: str, request: Request) -> str:
     """The run's id from the path; an id no run can have (a control character in it, which
     the Python API refuses) is not found."""
+    head, _, tail = getattr(request.scope.get("route"), "path_format", "").partition(
+        "{workflow_id}"
+    )
+    path = request.scope.get("path", "")
+    if not path.endswith(workflow_id + tail):
+        # a route's pattern ends in ``$``, which matches before a final newline too: the
+        # id is then the rest of the path, as ``/runs/{id}`` reads it (never ``x`` for
+        # ``/runs/x/journal%0A``)
+        raise not_found(path.partition(head)[2])
     try:
         return _inputs.name(workflow_id, "workflow_id")
     except UsageError:
@@ -139,6 +149,23 @@ def _run_id(workflow_id: str) -> str:
 
 
 RunId = Annotated[str, Depends(_run_id)]
+
+
+class _AnyRunId(Convertor[str]):
+    """A run's id in the path, whatever it holds: ``path`` (``.*``) stops at a newline, so
+    ``/runs/a%0Ab`` matched no route and answered a generic ``NotFound``."""
+
+    regex = r"[\s\S]*"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("run_id", _AnyRunId())
+
 
 router = APIRouter()
 _READ = declared(401)
@@ -261,7 +288,7 @@ def list_runs(
 
 
 @router.get(
-    "/runs/{workflow_id:path}/journal",
+    "/runs/{workflow_id:run_id}/journal",
     response_model=Journal,
     responses=_READ_RUN_PARAMS,
     summary="A run's journal",
@@ -384,7 +411,7 @@ def _decision(verb: str) -> None:
         "``approval_id``)."
     )
     router.post(
-        f"/runs/{{workflow_id:path}}/{verb}",
+        f"/runs/{{workflow_id:run_id}}/{verb}",
         response_model=RunDetail,
         responses=_WRITE,
         summary=f"{verb.capitalize()} a request",
@@ -397,7 +424,7 @@ _decision("reject")
 
 
 @router.post(
-    "/runs/{workflow_id:path}/cancel",
+    "/runs/{workflow_id:run_id}/cancel",
     response_model=RunDetail,
     responses=_WRITE,
     summary="Cancel a run",
@@ -412,7 +439,7 @@ def cancel(
 
 
 @router.post(
-    "/runs/{workflow_id:path}/retry",
+    "/runs/{workflow_id:run_id}/retry",
     response_model=RunDetail,
     responses=_WRITE,
     summary="Retry a run",
@@ -427,7 +454,7 @@ def retry(
 
 
 @router.post(
-    "/runs/{workflow_id:path}/resolve",
+    "/runs/{workflow_id:run_id}/resolve",
     response_model=RunDetail,
     responses=_WRITE,
     summary="Settle an in-doubt step",
@@ -446,7 +473,7 @@ def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
 
 
 @router.post(
-    "/runs/{workflow_id:path}/fork",
+    "/runs/{workflow_id:run_id}/fork",
     response_model=RunDetail,
     responses=_WRITE,
     status_code=201,
@@ -468,7 +495,7 @@ def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONResponse:
 
 
 @router.post(
-    "/runs/{workflow_id:path}/events",
+    "/runs/{workflow_id:run_id}/events",
     response_model=EventResult,
     responses=_WRITE,
     summary="Send an event",
@@ -483,7 +510,7 @@ def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
 
 
 @router.get(
-    "/runs/{workflow_id:path}", response_model=RunDetail, responses=_READ_RUN, summary="A run"
+    "/runs/{workflow_id:run_id}", response_model=RunDetail, responses=_READ_RUN, summary="A run"
 )
 def run_detail(app: Reader, workflow_id: RunId) -> JSONResponse:
     """The run: its status, what it waits on, the step it executes now, its usage."""

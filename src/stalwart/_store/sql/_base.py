@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord, StoreError, mask_url
-from ..base import READ_ONLY_DECLARATIONS, SCHEMA_VERSION, Entry
+from ..base import READ_ONLY_DECLARATIONS, SCHEMA_VERSION, Entry, UnmigratedStore
 from ..payloads import INLINE_LIMIT, pack, unpack
 from ..queries import has_optional, load_migrations, specialize
 
@@ -145,7 +145,7 @@ class SQLBase:
             row = None
         current = int(row[0]) if row else 0
         if current < SCHEMA_VERSION:
-            raise StoreError(self._unmigrated(current))
+            raise UnmigratedStore(self._unmigrated(current), url=self.url, current=current)
 
     def _unmigrated(self, current: int) -> str:
         found = f"has schema version {current}" if current else "has no stalwart schema"
