@@ -125,6 +125,36 @@ def test_a_budget_counts_the_usage_of_an_irreversible_step_that_timed_out(
     assert after == []
 
 
+def test_a_later_invocation_counts_the_usage_of_an_attempt_left_in_doubt(
+    app: stalwart.Stalwart,
+) -> None:
+    never = asyncio.Event()
+    after: list[int] = []
+
+    @app.step(irreversible=True, timeout=0.05)
+    async def send() -> str:
+        stalwart.record_usage(input_tokens=100, output_tokens=10)
+        await never.wait()  # abandoned at its timeout: in doubt, no verify to ask
+        return "sent"
+
+    @app.step
+    async def then() -> None:
+        after.append(1)
+
+    @app.workflow(budget=stalwart.Budget(max_tokens=100))
+    async def notify() -> None:
+        await send()
+        await then()
+
+    with pytest.raises(stalwart.NeedsAttention, match="may have taken effect"):
+        app.run(notify, workflow_id="in-doubt")
+    app.resolve("in-doubt", 1, result="sent")  # the budget is read again from the journal
+    with pytest.raises(stalwart.BudgetExceeded, match="max_tokens=100"):
+        app.run(notify, workflow_id="in-doubt")
+    assert after == []
+    assert app.usage("in-doubt") == stalwart.Usage(100, 10, 0.0, 1)
+
+
 def test_anthropic_and_pydantic_ai_shapes_are_read_too(app: stalwart.Stalwart) -> None:
     class RunUsage:
         input_tokens = 7
