@@ -155,6 +155,27 @@ def test_a_later_invocation_counts_the_usage_of_an_attempt_left_in_doubt(
     assert app.usage("in-doubt") == stalwart.Usage(100, 10, 0.0, 1)
 
 
+def test_a_model_named_with_its_providers_prefix_is_priced_by_its_bare_name(
+    store_url: str,
+) -> None:
+    prices = {"gpt-4.1": (2.0, 8.0), "azure/gpt-4.1": (3.0, 12.0)}
+    named = ["openai/gpt-4.1", "openai:gpt-4.1", "router/openai/gpt-4.1", "azure/gpt-4.1", "o3"]
+    with stalwart.Stalwart(store_url, prices=prices) as app:
+
+        @app.step
+        def call(model: str) -> None:
+            stalwart.record_usage(input_tokens=1_000_000, output_tokens=0, model=model)
+
+        @app.workflow
+        def agent() -> None:
+            for model in named:
+                call(model)
+
+        app.run(agent, workflow_id="prefixed")
+        costs = [e.usage.cost for e in app.journal("prefixed") if e.kind == "step" and e.usage]
+    assert costs == [2.0, 2.0, 2.0, 3.0, 0.0]  # an exact name first; o3 is not priced
+
+
 def test_anthropic_and_pydantic_ai_shapes_are_read_too(app: stalwart.Stalwart) -> None:
     class RunUsage:
         input_tokens = 7
