@@ -57,8 +57,10 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
             now,
             output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail.to_json()}),
         )
-        if not runtime.store.append(wid, entry, owner=owner):
+        charged = interrupted_attempts(runtime, row, now)
+        if not runtime.store.append_many(wid, [*charged, entry], owner=owner):
             return False  # another process took the run meanwhile
+        charge_breakers(runtime, charged, now)
         log.warning(
             "run %s: crashed its worker %d times; rolling it back before failing it",
             wid,
