@@ -10,7 +10,7 @@ from typing import Any
 
 from ._model import Usage
 
-__all__ = ["attempt_usage", "usage_in", "warn_if_unrecorded"]
+__all__ = ["attempt_usage", "price_of", "usage_in", "warn_if_unrecorded"]
 
 log = logging.getLogger("stalwart")
 
@@ -51,6 +51,18 @@ def usage_in(result: Any) -> dict[str, Any] | None:
     return None
 
 
+def price_of(prices: Mapping[str, tuple[float, float]], model: str) -> tuple[float, float] | None:
+    """The price of ``model``: its exact name's, else that of the name after its provider's
+    prefix, the part after the last ``/`` or ``:`` (``openai/gpt-4.1`` and ``openai:gpt-4.1``
+    are priced as ``gpt-4.1``); ``None`` when neither is in ``prices``."""
+    price = prices.get(model)
+    if price is None:
+        bare = model[max(model.rfind("/"), model.rfind(":")) + 1 :]
+        if bare and bare != model:
+            price = prices.get(bare)
+    return price
+
+
 def attempt_usage(
     recorded: Mapping[str, Any], result: Any, prices: Mapping[str, tuple[float, float]]
 ) -> tuple[Usage | None, str | None]:
@@ -68,7 +80,7 @@ def attempt_usage(
         return None, None
     tokens_in, tokens_out = spent.get("input_tokens", 0), spent.get("output_tokens", 0)
     cost, model = spent.get("cost", 0.0), spent.get("model")
-    price = prices.get(model) if model else None
+    price = price_of(prices, model) if model else None
     if not cost and price is not None:
         cost = (tokens_in * price[0] + tokens_out * price[1]) / 1_000_000
     return Usage(tokens_in, tokens_out, cost, attempts=1), model

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from dataclasses import replace
 from typing import Any
 
 from . import _inputs
@@ -432,12 +433,20 @@ class Views:
         total = Usage()  # reused (forked) rows are not counted: they ran in another run
         interrupted: set[str] = set()  # steps with an attempt whose usage a crash lost
         recording: set[str] = set()  # steps with an attempt that recorded usage
+        kept: set[int | None] = set()  # seqs whose abandoned attempt's usage is in_doubt
         for row in self.store.step_usage(workflow_id):
-            if row.status == EntryStatus.IN_DOUBT or _was_interrupted(row.error):
-                interrupted.add(row.name)
-            if row.status == EntryStatus.IN_DOUBT:
-                continue  # the attempt it marks is counted where it failed or completed
             spent = _usage_of(workflow_id, row)
+            if row.status == EntryStatus.IN_DOUBT:
+                if spent is None:  # interrupted by a crash, its usage lost
+                    interrupted.add(row.name)
+                else:  # abandoned at its timeout, with what it used
+                    recording.add(row.name)
+                    kept.add(row.seq)
+                    total += replace(spent, attempts=0)
+                continue  # the attempt it marks is counted where it failed or completed
+            if _was_interrupted(row.error) and row.seq not in kept:
+                interrupted.add(row.name)
+            kept.discard(row.seq)  # the end of the attempt an in_doubt row kept the usage of
             if spent is not None:
                 recording.add(row.name)
             total += spent if spent is not None else Usage(attempts=1)

@@ -106,3 +106,6 @@ def test_a_poison_run_is_rolled_back_before_it_is_failed(agent: Harness) -> None
         assert [e.status for e in entries] == ["completed", "compensated"]
         done = [(e.name, e.status) for e in app.journal(wid) if e.kind == "compensation"]
         assert done == [("reserve", "completed")]
+        crashed = step_entries(app, wid, "crashy")  # both killed attempts are charged
+        assert [(e.status, e.attempt) for e in crashed] == [("failed", 1), ("failed", 2)]
+        assert app.usage(wid).attempts == 4  # reserve, crashy twice, its undo

@@ -91,6 +91,29 @@ def test_poison_run_fails_after_max_recoveries(agent: Harness) -> None:
         assert app.handle(wid).status() == "failed"
 
 
+def test_a_poison_run_journals_every_attempt_it_killed(agent: Harness) -> None:
+    """The attempt in flight at the crash that used up the run's recoveries is charged in the
+    transaction that fails the run: the usage and the journal count every killed attempt."""
+    wid = "poison-2"
+    extra = ["--max-recoveries", "3"]
+    for _ in range(5):
+        exited = agent.run("poison", wid, extra=extra)
+        if not exited.killed:
+            break
+    assert exited.returncode == FAILED_EXIT, exited.describe()
+    killed = [line["attempt"] for line in agent.executions(wid) if line["step"] == "crashy"]
+    assert len(killed) == 3, killed
+    with agent.app() as app:
+        entries = step_entries(app, wid, "crashy")
+        assert [(e.status, e.attempt) for e in entries] == [("failed", n) for n in (1, 2, 3)]
+        assert all(e.error and e.error.startswith("AttemptInterrupted") for e in entries)
+        assert app.usage(wid).attempts == 3
+        assert entries[-1].started_at <= entries[-1].finished_at
+        ended = app.journal(wid)[-1]
+        assert (ended.kind, ended.name, ended.status) == ("run", "finished", "failed")
+        assert entries[-1].finished_at <= ended.started_at
+
+
 def _kill_in_backoff(agent: Harness, wid: str, failure: int, *extra: str) -> None:
     """Run the backoff scenario and SIGKILL it during the backoff after failure ``failure``."""
     proc = agent.spawn("backoff", wid, extra=extra)

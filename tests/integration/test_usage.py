@@ -4,6 +4,7 @@ the step, and priced with the app's price table."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -71,6 +72,108 @@ def test_record_usage_counts_failed_attempts_too(app: stalwart.Stalwart) -> None
         stalwart.Usage(100, 10, 0.5, 1)
     ] * 3
     assert app.usage("spent") == stalwart.Usage(300, 30, 1.5, 3)
+
+
+def _irreversible_that_times_out_once(app: stalwart.Stalwart) -> Any:
+    """An async irreversible step whose first attempt records 100 tokens in and 10 out, then
+    outlives its timeout; verify finds no effect, so attempt 2 runs (and records as much)."""
+    never = asyncio.Event()
+
+    @app.step(irreversible=True, timeout=0.05, verify=lambda: None)
+    async def send() -> str:
+        stalwart.record_usage(input_tokens=100, output_tokens=10, cost=0.5, model="m")
+        if stalwart.attempt() == 1:
+            await never.wait()  # abandoned at its timeout
+        return "sent"
+
+    return send
+
+
+def test_an_irreversible_step_that_times_out_keeps_the_usage_it_recorded(
+    app: stalwart.Stalwart,
+) -> None:
+    send = _irreversible_that_times_out_once(app)
+
+    @app.workflow
+    async def notify() -> str:
+        return str(await send())
+
+    assert app.run(notify, workflow_id="timed-out") == "sent"
+    steps = [e for e in app.journal("timed-out") if e.kind == "step"]
+    doubt = next(e for e in steps if e.status == "in_doubt")
+    assert doubt.usage == stalwart.Usage(100, 10, 0.5, 1)
+    assert app.usage("timed-out") == stalwart.Usage(200, 20, 1.0, 2)
+
+
+def test_a_budget_counts_the_usage_of_an_irreversible_step_that_timed_out(
+    app: stalwart.Stalwart,
+) -> None:
+    send = _irreversible_that_times_out_once(app)
+    after: list[int] = []
+
+    @app.step
+    async def then() -> None:
+        after.append(1)
+
+    @app.workflow(budget=stalwart.Budget(max_tokens=200))
+    async def notify() -> None:
+        await send()  # 110 tokens timed out, 110 more completed: 220 >= 200
+        await then()
+
+    with pytest.raises(stalwart.BudgetExceeded, match="max_tokens=200"):
+        app.run(notify, workflow_id="over-budget")
+    assert after == []
+
+
+def test_a_later_invocation_counts_the_usage_of_an_attempt_left_in_doubt(
+    app: stalwart.Stalwart,
+) -> None:
+    never = asyncio.Event()
+    after: list[int] = []
+
+    @app.step(irreversible=True, timeout=0.05)
+    async def send() -> str:
+        stalwart.record_usage(input_tokens=100, output_tokens=10)
+        await never.wait()  # abandoned at its timeout: in doubt, no verify to ask
+        return "sent"
+
+    @app.step
+    async def then() -> None:
+        after.append(1)
+
+    @app.workflow(budget=stalwart.Budget(max_tokens=100))
+    async def notify() -> None:
+        await send()
+        await then()
+
+    with pytest.raises(stalwart.NeedsAttention, match="may have taken effect"):
+        app.run(notify, workflow_id="in-doubt")
+    app.resolve("in-doubt", 1, result="sent")  # the budget is read again from the journal
+    with pytest.raises(stalwart.BudgetExceeded, match="max_tokens=100"):
+        app.run(notify, workflow_id="in-doubt")
+    assert after == []
+    assert app.usage("in-doubt") == stalwart.Usage(100, 10, 0.0, 1)
+
+
+def test_a_model_named_with_its_providers_prefix_is_priced_by_its_bare_name(
+    store_url: str,
+) -> None:
+    prices = {"gpt-4.1": (2.0, 8.0), "azure/gpt-4.1": (3.0, 12.0)}
+    named = ["openai/gpt-4.1", "openai:gpt-4.1", "router/openai/gpt-4.1", "azure/gpt-4.1", "o3"]
+    with stalwart.Stalwart(store_url, prices=prices) as app:
+
+        @app.step
+        def call(model: str) -> None:
+            stalwart.record_usage(input_tokens=1_000_000, output_tokens=0, model=model)
+
+        @app.workflow
+        def agent() -> None:
+            for model in named:
+                call(model)
+
+        app.run(agent, workflow_id="prefixed")
+        costs = [e.usage.cost for e in app.journal("prefixed") if e.kind == "step" and e.usage]
+    assert costs == [2.0, 2.0, 2.0, 3.0, 0.0]  # an exact name first; o3 is not priced
 
 
 def test_anthropic_and_pydantic_ai_shapes_are_read_too(app: stalwart.Stalwart) -> None:

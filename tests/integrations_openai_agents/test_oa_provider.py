@@ -116,9 +116,11 @@ def test_a_throttle_window_dead_letters_no_run(provider: FakeProvider, tmp_path:
         )
 
 
-def test_a_cost_budget_stops_an_openai_agents_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("model_name", ["fake-model", "openai/fake-model"])
+def test_a_cost_budget_stops_an_openai_agents_run(tmp_path: Path, model_name: str) -> None:
     """Each model call (3 tokens in, 2 out, model ``fake-model``) costs 1.0 at the app's
-    prices: with ``max_cost=2.5`` the fourth call never reaches the server."""
+    prices: with ``max_cost=2.5`` the fourth call never reaches the server. A model named
+    with its provider's prefix (``openai/fake-model``) is priced by the name after it."""
     prices = {"fake-model": (200_000.0, 200_000.0)}  # per million tokens: 0.6 + 0.4 a call
     with (
         fake_provider() as server,
@@ -135,7 +137,7 @@ def test_a_cost_budget_stops_an_openai_agents_run(tmp_path: Path) -> None:
 
         async def main() -> None:
             client = AsyncOpenAI(base_url=server.url, api_key="test-key", max_retries=0)
-            holder["model"] = OpenAIChatCompletionsModel("fake-model", openai_client=client)
+            holder["model"] = OpenAIChatCompletionsModel(model_name, openai_client=client)
             try:
                 with pytest.raises(stalwart.BudgetExceeded, match="max_cost=2.5"):
                     await app.run_async(chatty, 10, workflow_id="chatty")

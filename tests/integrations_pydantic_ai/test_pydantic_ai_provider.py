@@ -16,7 +16,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 import stalwart
-from fake_provider import FakeProvider
+from fake_provider import FakeProvider, Reply, completion
 from stalwart import testing
 from stalwart.integrations.pydantic_ai import StalwartDurability
 
@@ -79,9 +79,15 @@ def test_a_throttle_window_is_waited_out_and_no_run_is_dead_lettered(
         assert durable >= 1  # the first run was told 7 s: a durable timer, then a replay
 
 
-def test_a_cost_budget_stops_a_pydantic_ai_agent(agent_url: str, provider: FakeProvider) -> None:
+@pytest.mark.parametrize("answered_by", ["fake-model", "openai/fake-model"])
+def test_a_cost_budget_stops_a_pydantic_ai_agent(
+    agent_url: str, provider: FakeProvider, answered_by: str
+) -> None:
     """Each model call (3 tokens in, 2 out, from the response of model ``fake-model``) costs
-    1.0 at the app's prices: with ``max_cost=2.5`` the fourth call never reaches the server."""
+    1.0 at the app's prices: with ``max_cost=2.5`` the fourth call never reaches the server.
+    A response naming the model with its provider's prefix, as a router answers
+    (``openai/fake-model``), is priced by the name after it."""
+    provider.script = [Reply(body=completion("ok") | {"model": answered_by})] * 3
     client = openai.AsyncOpenAI(base_url=provider.url, api_key="test-key", max_retries=0)
     model = OpenAIChatModel("fake-model", provider=OpenAIProvider(openai_client=client))
     agent = Agent(model, name="assistant", capabilities=[StalwartDurability()])

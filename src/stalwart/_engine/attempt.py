@@ -6,6 +6,7 @@ the run's spend, its breaker's window, the logs and the observers' metrics)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from .._model import EntryStatus, ErrorRecord
@@ -101,5 +102,7 @@ def count(call: Attempted, entry: Entry) -> None:
     call.reported = False
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
         inv.spend.add(entry.usage)
+    elif inv.spend is not None and status == EntryStatus.IN_DOUBT and entry.usage is not None:
+        inv.spend.used += replace(entry.usage, attempts=0)  # the attempt counts where it ends
     if inv.observe is not None or status != EntryStatus.COMPLETED:
         attempt_recorded(inv, call.current, entry)

@@ -7,6 +7,7 @@ are recorded."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 from .._errors import BudgetExceeded, LoopDetected, NeedsAttention
@@ -42,6 +43,9 @@ class Spend:
                 continue  # a retry's marker that gives the step fresh attempts: no attempt
             if row.kind == EntryKind.COMPENSATION and row.status in _ATTEMPTS:
                 spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
+            if row.kind == EntryKind.STEP and row.status == EntryStatus.IN_DOUBT and row.usage:
+                # what an attempt abandoned at its timeout used; it counts where it ends
+                spend.used += replace(Usage.from_json(row.usage), attempts=0)
             if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
                 continue
             spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)

@@ -16,6 +16,7 @@ from .compensation import Undo, interruption, pending_compensations
 from .executor import rollback_state
 from .interrupted import last_seen
 from .lifecycle import lifecycle
+from .poison_charge import charge_breakers, interrupted_attempts
 
 __all__ = ["stop_poison_run"]
 
@@ -56,8 +57,10 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
             now,
             output=runtime.codec.encode({"then": RunStatus.FAILED, "detail": detail.to_json()}),
         )
-        if not runtime.store.append(wid, entry, owner=owner):
+        charged = interrupted_attempts(runtime, row, now)
+        if not runtime.store.append_many(wid, [*charged, entry], owner=owner):
             return False  # another process took the run meanwhile
+        charge_breakers(runtime, charged, now)
         log.warning(
             "run %s: crashed its worker %d times; rolling it back before failing it",
             wid,
@@ -66,7 +69,8 @@ def stop_poison_run(runtime: Runtime, row: RunRow, crashes: int, owner: str) -> 
         return True
     cancel_children(runtime, wid, by=f"parent {wid}")
     error = _crashed_error(runtime, crashes)
-    _finish_poisoned(runtime, wid, RunStatus.FAILED, error, owner=owner, now=now)
+    charged = interrupted_attempts(runtime, row, now)
+    _finish_poisoned(runtime, wid, RunStatus.FAILED, error, owner=owner, now=now, charged=charged)
     log.warning("run %s: failed after crashing its worker %d times", wid, crashes)
     return False
 
@@ -116,10 +120,26 @@ def _rollback_crashed(
 
 
 def _finish_poisoned(
-    runtime: Runtime, wid: str, status: str, error: ErrorRecord, *, owner: str, now: float
+    runtime: Runtime,
+    wid: str,
+    status: str,
+    error: ErrorRecord,
+    *,
+    owner: str,
+    now: float,
+    charged: list[Entry] | None = None,
 ) -> None:
     entry = Entry.ended(status, now, output=None, error=error)
     text = error.to_json()
-    runtime.store.finish_run(
-        wid, owner=owner, status=status, output=None, error=text, now=now, entry=entry
+    ended = runtime.store.finish_run(
+        wid,
+        owner=owner,
+        status=status,
+        output=None,
+        error=text,
+        now=now,
+        entry=entry,
+        charged=charged or (),
     )
+    if ended and charged:
+        charge_breakers(runtime, charged, now)

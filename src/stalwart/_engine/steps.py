@@ -250,8 +250,8 @@ class StepCall:
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
         if isinstance(error, StepTimeout) and self.step.irreversible:
-            # abandoned, not failed: it may still take effect
-            self.record(EntryStatus.IN_DOUBT, now)
+            # abandoned, not failed: it may still take effect; what it used is kept
+            self.record(EntryStatus.IN_DOUBT, now, usage=usage)
             if in_doubt(self, marked=True):
                 return DONE
             return 0.0

@@ -225,9 +225,11 @@ class RunStore(RunReads, Protocol):
         error: str | None,
         now: float,
         entry: Entry,
+        charged: Sequence[Entry] = (),
     ) -> bool:
         """End a held running run with ``status`` (terminal or ``needs_attention``), release
-        the lease, close its pending approvals and journal it."""
+        the lease, close its pending approvals and journal it (after ``charged``: attempts
+        its ending charges, such as the one a crash interrupted)."""
 
 
 class LeaseStore(Protocol):

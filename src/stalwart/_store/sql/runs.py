@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..base import Entry, RunRow
@@ -96,9 +97,10 @@ class RunVerbs(SQLBase):
         error: str | None,
         now: float,
         entry: Entry,
+        charged: Sequence[Entry] = (),
     ) -> bool:
-        """Set the final status, release the lease, close pending approvals and journal it, in
-        one transaction."""
+        """Set the final status, release the lease, close pending approvals and journal it
+        (after the ``charged`` attempts), in one transaction."""
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
@@ -115,6 +117,8 @@ class RunVerbs(SQLBase):
             )
             if cur.rowcount != 1:
                 return False
+            for attempt in charged:
+                self._journal_in(conn, workflow_id, attempt)
             self._journal_in(conn, workflow_id, entry)
             close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
             conn.execute(self._q["close_approvals"], close)
