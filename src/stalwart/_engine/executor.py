@@ -260,7 +260,9 @@ def _roll_back(
                 inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
     except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
-        return _suspend(runtime, inv, signal)
+        # Not cut to the deadline, which started or cannot stop the rollback: a wake before
+        # the retry time would only find the backoff still ahead and suspend again at once.
+        return _suspend(runtime, inv, signal, until_deadline=False)
     except CompensationFailed as failure:
         reason = str(failure)
         error = ErrorRecord(
@@ -286,9 +288,11 @@ def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
     return Outcome(OutcomeKind.ABORT, error)
 
 
-def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
+def _suspend(
+    runtime: Runtime, inv: Invocation, signal: Suspend, *, until_deadline: bool = True
+) -> Outcome:
     wake_at = signal.wake_at
-    if inv.deadline is not None:
+    if until_deadline and inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = runtime.clock.time()
     waits = {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}
