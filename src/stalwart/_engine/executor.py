@@ -24,7 +24,7 @@ from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, 
 from .._store import Entry
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
-from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation, failure_seq
 from .lifecycle import lifecycle
 from .observe import finished, suspended
 
@@ -182,7 +182,9 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _roll_back(runtime, inv, RunStatus.FAILED, _error_record(exc), exc)
+            # A call's final failure the run fails with: its seq, which a retry reopens.
+            detail = _error_record(exc, seq=failure_seq(inv, exc))
+            return _roll_back(runtime, inv, RunStatus.FAILED, detail, exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
