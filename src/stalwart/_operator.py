@@ -17,10 +17,11 @@ from typing import Any
 
 from . import _inputs
 from ._engine.budget import Spend
-from ._engine.children import cancel_children, retry_children, went_on
+from ._engine.children import cancel_children, failed_through, retry_children, went_on
 from ._engine.keeper import LeaseKeeper
 from ._engine.lifecycle import lifecycle
 from ._errors import (
+    CorruptRecord,
     InvalidOperation,
     SerializationError,
     UnsafeFork,
@@ -50,7 +51,7 @@ MISSING: Any = object()  # resolve(): no result given
 
 
 def fork_plan(
-    rows: list[ForkCandidate], from_seq: int
+    rows: list[ForkCandidate], from_seq: int, *, through: int | None = None
 ) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
     """Pure: the row ids a fork from ``from_seq`` reuses (the latest completed row of each
     position before it, or a recorded failure the replay must raise again: a child run's,
@@ -59,7 +60,8 @@ def fork_plan(
     irreversible), the completed irreversible steps it
     would run again, and the irreversible steps in doubt (latest row ``scheduled`` with no
     outcome, or ``in_doubt``) anywhere in the journal: the fork would run them again under
-    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after."""
+    its own idempotency key, whether they lie before ``from_seq`` (not reusable) or after.
+    The failure the run ended with (``through``) is not reused: the fork would end with it."""
     latest: dict[str, int] = {}
     marks: dict[int, int] = {}  # seq of an irreversible step -> its first marking row
     for at, row in enumerate(rows):
@@ -77,7 +79,10 @@ def fork_plan(
         row_id, seq, kind, name, status = row.id, row.seq, row.kind, row.name, row.status
         done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED) or (
             status == EntryStatus.FAILED  # an outcome recorded: a child's end, a caught failure
-            and (kind == EntryKind.CHILD or (kind == EntryKind.STEP and went_on(rows, at)))
+            and (
+                kind == EntryKind.CHILD
+                or (kind == EntryKind.STEP and went_on(rows, at, through=through))
+            )
         )
         if kind == EntryKind.STEP and status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             doubtful.append((seq, name))
@@ -90,11 +95,14 @@ def fork_plan(
     return sorted(reuse), sorted(again), sorted(doubtful)
 
 
-def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list[IndexRow]:
+def failed_for_good(
+    index: list[IndexRow], *, interrupted: bool = False, through: int | None = None
+) -> list[IndexRow]:
     """The step positions whose latest journal row is the final failure the run failed
     through (and, for a poison run, ``interrupted``, the steps whose crashes used up its
     recoveries). A failure the workflow caught and went on from is an outcome its replay
-    returns, as a success is: it is not reopened."""
+    returns, as a success is: it is not reopened; the one the run ended with (``through``)
+    always is."""
     latest: dict[str, int] = {}
     for at, row in enumerate(index):
         latest[row.position] = at
@@ -105,7 +113,7 @@ def failed_for_good(index: list[IndexRow], *, interrupted: bool = False) -> list
             with contextlib.suppress(ValueError):
                 detail = ErrorRecord.from_json(row.error)
                 crashed = interrupted and detail.type == ErrorType.ATTEMPT_INTERRUPTED
-                if (detail.final or crashed) and not went_on(index, at):
+                if (detail.final or crashed) and not went_on(index, at, through=through):
                     failed.append(row)
     return failed
 
@@ -133,7 +141,8 @@ def redrive_plan(
             EntryKind.COMPENSATION, "reset", now, seq=error.seq, position=None, error=redriven
         )
         return [reset, note, lifecycle("rolling_back", now, output=rollback)]
-    failed = failed_for_good(index, interrupted=error.type == ErrorType.WORKER_CRASHED)
+    crashed = error.type == ErrorType.WORKER_CRASHED
+    failed = failed_for_good(index, interrupted=crashed, through=failed_through(error))
     fresh = [
         Entry.reset(
             EntryKind.STEP, rec.name, now, seq=rec.seq, position=rec.position, error=redriven
@@ -382,7 +391,8 @@ class Operator:
                 about = {"from_status": child.status, "with_parent": workflow_id}
                 return self._redrive_entries(child, run_error(child), about, now=now, who=who)
 
-            children, reopen = retry_children(self.runtime, workflow_id, plan)
+            through = failed_through(error)
+            children, reopen = retry_children(self.runtime, workflow_id, plan, through=through)
             entries = [*reopen, *entries]
         store = self.store
         if not store.redrive(workflow_id, now=now, entries=entries, children=children):
@@ -473,7 +483,10 @@ class Operator:
                 f"from_seq={from_seq}: run {workflow_id!r} has journal seqs 1 to {end}; fork "
                 f"from one of them, or from {end + 1} to reuse the whole journal"
             )
-        reuse, rerun_irreversible, in_doubt = fork_plan(rows, from_seq)
+        through = None
+        with contextlib.suppress(CorruptRecord):  # an unreadable error names no failure
+            through = failed_through(run_error(row)) if row.status == RunStatus.FAILED else None
+        reuse, rerun_irreversible, in_doubt = fork_plan(rows, from_seq, through=through)
         if in_doubt and not allow_reexecute:
             names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)
             raise UnsafeFork(

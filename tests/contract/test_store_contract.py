@@ -34,6 +34,7 @@ from stalwart._store.base import (
     WaitDecision,
     WorkerRow,
 )
+from stalwart.testing import execute_sql
 
 _CANCELLED = ErrorRecord("WorkflowCancelled")  # what a cancel records
 
@@ -1433,3 +1434,31 @@ def test_live_run_names_count_the_runs_not_ended_by_queue_and_name(store: Store)
         ("default", "old", 1),
         ("llm", "old", 1),
     ]
+
+
+def test_a_runs_end_and_its_redrive_clear_the_step_its_holder_published(store: Store) -> None:
+    """A later life of the run must not find the previous one's step: after a retry resets a
+    step's attempts, a crash in that (seq, attempt) would be dated from the old start."""
+    step = '{"name": "llm", "seq": 1, "attempt": 1, "started_at": 100.0}'
+
+    def published(*wids: str) -> list[str | None]:
+        return [row.current_step for row in map(store.get_run, wids) if row is not None]
+
+    _create(store)
+    _start_child(store, "r1/0")
+    assert store.publish_step("r1", owner="w1", current=step)
+    end = Entry(kind="run", name="finished", status="failed")
+    assert store.finish_run(
+        "r1", owner="w1", status="failed", output=None, error="{}", now=102, entry=end
+    )
+    assert published("r1") == [None]
+    stale = "UPDATE runs SET current_step = :step"  # as a run ended before this was cleared
+    execute_sql(store, stale, {"step": step})
+    entry = Entry(kind="operator", name="cancel", status="completed")
+    store.cancel_run("r1/0", now=102.0, error=ErrorRecord("WorkflowCancelled"), entry=entry)
+    assert published("r1/0") == [None]
+    execute_sql(store, stale, {"step": step})
+    note = Entry(kind="operator", name="retry", status="completed")
+    child = ChildRedrive("r1/0", "r1", [note])
+    assert store.redrive("r1", now=103.0, entries=[note], children=[child])
+    assert published("r1", "r1/0") == [None, None]

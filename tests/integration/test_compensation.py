@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import threading
 import time
 from typing import Any
@@ -369,3 +370,62 @@ def test_a_cancelled_runs_compensation_waits_its_backoff_in_place(
 def _quietly(run: Any, wf: Any, workflow_id: str) -> None:
     with contextlib.suppress(stalwart.StalwartError):
         run(wf, workflow_id=workflow_id)
+
+
+@pytest.mark.parametrize("ends", ["fails", "times_out"])
+def test_a_compensations_backoff_past_the_runs_deadline_waits_its_retry_time(
+    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock, ends: str
+) -> None:
+    """The deadline already caused (or cannot stop) the rollback: its backoff is not cut to
+    the deadline, so the run does not wake, find the backoff still ahead and suspend again."""
+    tries: list[int] = []
+
+    def refund(charge: str) -> None:
+        tries.append(stalwart.attempt())
+        if len(tries) == 1:
+            raise ConnectionError("the refund API is down")
+
+    retry = stalwart.Retry(initial_delay=600, max_delay=600, jitter=False)
+
+    @app.step(compensate=refund, retry=retry)
+    def charge() -> str:
+        return "ch-1"
+
+    @app.workflow(name="hurried_order", timeout=30)
+    def hurried_order() -> None:
+        charge()
+        if ends == "times_out":
+            stalwart.wait_for_event("shipped")  # its deadline passes while it waits
+        raise RuntimeError("out of stock")
+
+    def suspensions() -> list[stalwart.JournalEntry]:
+        return [e for e in app.journal("hurried") if e.kind == "run" and e.name == "suspended"]
+
+    def suspended(times: int) -> None:
+        give_up = time.monotonic() + 30
+        while len(suspensions()) < times or app.handle("hurried").status() != "suspended":
+            assert time.monotonic() < give_up
+            time.sleep(0.01)
+
+    app.start(hurried_order, workflow_id="hurried")
+    runner = threading.Thread(target=lambda: _quietly(app.run, hurried_order, "hurried"))
+    runner.start()
+    try:
+        waits = 2 if ends == "times_out" else 1
+        if ends == "times_out":
+            suspended(1)
+            clock.advance(31)  # the deadline passes: the run wakes and rolls back
+        suspended(waits)
+        (*_, backoff) = suspensions()
+        assert backoff.started_at is not None
+        assert backoff.output["until"] > backoff.started_at + _dt.timedelta(seconds=599)
+        clock.advance(601)
+        runner.join(30)
+    finally:
+        clock.advance(10_000)
+        runner.join(30)
+    assert not runner.is_alive()
+    assert tries == [1, 2]
+    assert len(suspensions()) == waits
+    status = "cancelled" if ends == "times_out" else "failed"
+    assert app.handle("hurried").status() == status

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from pathlib import Path
 
@@ -407,3 +408,39 @@ def test_retry_and_fork_keep_a_step_failure_the_workflow_caught(app: stalwart.St
     fork = app.fork("c", from_seq=notified)  # the caught failure lies before from_seq
     assert app.run(agent, workflow_id=fork.workflow_id) == "sent (unknown)"
     assert calls == {"lookup": 1, "notify": 3}
+
+
+def test_retry_and_fork_reopen_a_task_failure_the_run_failed_with(app: stalwart.Stalwart) -> None:
+    """The main task's call that completed after the failure in the task it then awaits is
+    no sign the workflow went on from that failure: the run failed with it."""
+    broken = {"on": True}
+
+    @app.step(name="flaky", retry=stalwart.Retry.never())
+    async def flaky() -> str:
+        if broken["on"]:
+            raise ConnectionError("the API is down")
+        return "a"
+
+    def flaky_failed(workflow_id: str) -> bool:
+        journal = app.journal(workflow_id)
+        return any(e.name == "flaky" and e.status == "failed" for e in journal)
+
+    @app.step(name="slow")
+    async def slow() -> str:
+        while broken["on"] and not flaky_failed(stalwart.workflow_id()):
+            await asyncio.sleep(0.005)
+        return "b"
+
+    @app.workflow(name="overlap")
+    async def overlap() -> list[str]:
+        task = asyncio.create_task(flaky())
+        done = await slow()  # completes after flaky failed for good
+        return [await task, done]
+
+    with pytest.raises(stalwart.WorkflowFailed, match="the API is down"):
+        app.run(overlap, workflow_id="o")
+    fork = app.fork("o", from_seq=3)  # made while the failure is still recorded, run below
+    broken["on"] = False
+    app.retry("o")
+    assert app.run(overlap, workflow_id="o") == ["a", "b"]
+    assert app.run(overlap, workflow_id=fork.workflow_id) == ["a", "b"]

@@ -10,7 +10,8 @@ would run again, and the irreversible steps in doubt anywhere in the journal.
 ``failed_for_good(index, interrupted=)`` returns the replay-index rows whose position's latest
 row is a final step failure the run failed through (or, for a poison run, an interrupted
 attempt); a failure the workflow caught (its task, or a task awaiting it, made a later call) is
-an outcome, kept as it is, and a fork reuses it.
+an outcome, kept as it is, and a fork reuses it; but never the failure the run ended with
+(``through=``, its seq), whatever was recorded after it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,15 @@ def test_a_fork_reuses_the_completed_rows_before_its_seq_and_nothing_after() -> 
     assert fork_plan(rows, 3) == ([1, 2], [], [])
     assert fork_plan(rows, 1) == ([], [], [])  # from the first seq: a fresh run
     assert fork_plan(rows, 99) == ([1, 2, 3, 4], [], [])  # past the end: everything
+
+
+def test_a_fork_does_not_reuse_the_failure_the_run_ended_with() -> None:
+    rows = [
+        Row(1, 1, "t0.0", "step", "flaky", "failed", 0),
+        Row(2, 2, "0", "step", "slow", "completed", 0),  # made while the task still ran
+    ]
+    assert fork_plan(rows, 3) == ([1, 2], [], [])  # as if caught: the task awaiting it went on
+    assert fork_plan(rows, 3, through=1) == ([2], [], [])
 
 
 def test_only_the_latest_row_of_a_position_is_reused() -> None:
@@ -194,6 +204,13 @@ def test_a_final_failure_the_workflow_went_on_from_is_not_reopened() -> None:
     awaited = [in_task, _index(2, "0", "completed")]  # the task awaiting it went on
     assert failed_for_good(awaited) == []
     assert failed_for_good([in_task, _index(2, "t1.0", "completed")]) == [in_task]
+
+
+def test_the_failure_the_run_ended_with_is_reopened_whatever_came_after_it() -> None:
+    in_task = _index(1, "t0.0", "failed", FINAL)
+    meanwhile = [in_task, _index(2, "0", "completed")]  # made while the task still ran
+    assert failed_for_good(meanwhile, through=1) == [in_task]
+    assert failed_for_good(meanwhile, through=2) == []  # another seq: still caught
 
 
 def test_only_the_latest_row_of_a_position_counts() -> None:

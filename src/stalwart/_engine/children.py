@@ -28,7 +28,7 @@ from .._runtime import Runtime
 from .._signals import LeaseLost
 from .._store import Entry, RunRow
 from .._store.base import ChildRedrive
-from .invocation import Invocation, Recorded, guarded, step_key
+from .invocation import Invocation, Recorded, final_failure, guarded, step_key
 from .lifecycle import lifecycle
 from .observe import carried
 
@@ -36,6 +36,7 @@ __all__ = [
     "ChildRef",
     "attention_below",
     "cancel_children",
+    "failed_through",
     "result",
     "retry_children",
     "start",
@@ -174,7 +175,7 @@ def result(inv: Invocation, ref: ChildRef) -> Any:
         rec = _settle(inv, rec, ref, row)
     if rec.status == EntryStatus.COMPLETED:
         return _value(inv, rec, ref)
-    raise _failure(inv, rec, ref)
+    raise final_failure(inv, _failure(inv, rec, ref), ref.seq)
 
 
 def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recorded:
@@ -269,6 +270,13 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
     return found
 
 
+def _through(row: RunRow) -> int | None:
+    try:
+        return failed_through(ErrorRecord.from_json(row.error)) if row.error else None
+    except ValueError:
+        return None  # the retry of the child reads it again, and says so
+
+
 def _child_id(runtime: Runtime, stored: bytes | None) -> str | None:
     value = None if stored is None else runtime.codec.decode(runtime.store.load_payload(stored))
     child_id = value.get("workflow_id") if isinstance(value, dict) else None
@@ -281,11 +289,24 @@ def _task_of(position: str) -> str:
     return head + dot
 
 
-def went_on(index: Sequence[Any], at: int) -> bool:
+def failed_through(error: ErrorRecord) -> int | None:
+    """The journal seq of the call whose final failure a failed run ended with (it reached
+    the top of the workflow), as its error record says."""
+    return error.seq if error.type in _FAILURES else None
+
+
+_FAILURES = frozenset({"StepFailed", "WorkflowFailed", "WorkflowCancelled"})
+
+
+def went_on(index: Sequence[Any], at: int, *, through: int | None = None) -> bool:
     """Whether the task that recorded row ``at``, or a task that awaits it, recorded a call
     after it: then the workflow went on from that outcome (a sibling task's later calls do
     not count, as the outcome may still be what the run failed through, and neither do the
-    ``compensated`` marks a rollback wrote after the failure)."""
+    ``compensated`` marks a rollback wrote after the failure). The failure the run ended
+    with (``through``, see :func:`failed_through`) never counts, whatever was recorded
+    after it: an awaiting task's call may have been made while the failing one still ran."""
+    if index[at].seq == through:
+        return False
     task = _task_of(index[at].position)
     return any(
         task.startswith(_task_of(row.position)) and row.status != EntryStatus.COMPENSATED
@@ -294,7 +315,11 @@ def went_on(index: Sequence[Any], at: int) -> bool:
 
 
 def retry_children(
-    runtime: Runtime, parent_id: str, plan: Callable[[RunRow], list[Entry]]
+    runtime: Runtime,
+    parent_id: str,
+    plan: Callable[[RunRow], list[Entry]],
+    *,
+    through: int | None = None,
 ) -> tuple[list[ChildRedrive], list[Entry]]:
     """Plan the redrive of the failed and cancelled children of a parent being retried,
     each with the entries ``plan`` gives it (their own children first), and the parent's
@@ -305,7 +330,8 @@ def retry_children(
     awaiting it, made a later call) stays as it is, child and record, or a replay of the
     retried parent would take another path than the one its journal holds; so does the
     failure of a run that is not its child (a fork's copy of its source's record). A child
-    whose end the parent never recorded (cancelled when the parent failed) is redriven."""
+    whose end the parent never recorded (cancelled when the parent failed) is redriven, and
+    so is the child whose failure the parent ended with (``through``, its seq)."""
     now = runtime.clock.time()
     index = runtime.store.replay_index(parent_id)
     children = {child.workflow_id: child for child in runtime.store.child_runs(parent_id)}
@@ -322,7 +348,7 @@ def retry_children(
             if (child_id := _child_id(runtime, row.input)) is not None:
                 retried.add(child_id)
             continue
-        if row.status != EntryStatus.FAILED or went_on(index, at):
+        if row.status != EntryStatus.FAILED or went_on(index, at, through=through):
             continue
         child_id = _child_id(runtime, row.output)
         if child_id is None or child_id not in children:
@@ -344,7 +370,7 @@ def retry_children(
         child = children.get(child_id)
         if child is None or child.status not in (RunStatus.FAILED, RunStatus.CANCELLED):
             continue
-        below, entries = retry_children(runtime, child_id, plan)
+        below, entries = retry_children(runtime, child_id, plan, through=_through(child))
         redrives.extend(below)
         redrives.append(ChildRedrive(child_id, parent_id, [*entries, *plan(child)]))
     return redrives, reopen

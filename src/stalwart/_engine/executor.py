@@ -24,7 +24,7 @@ from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, 
 from .._store import Entry
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
-from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation
+from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation, failure_seq
 from .lifecycle import lifecycle
 from .observe import finished, suspended
 
@@ -182,7 +182,9 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
-            return _roll_back(runtime, inv, RunStatus.FAILED, _error_record(exc), exc)
+            # A call's final failure the run fails with: its seq, which a retry reopens.
+            detail = _error_record(exc, seq=failure_seq(inv, exc))
+            return _roll_back(runtime, inv, RunStatus.FAILED, detail, exc)
         inv.check_alive()
         inv.check_fully_replayed()
         try:
@@ -260,7 +262,9 @@ def _roll_back(
                 inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
     except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
-        return _suspend(runtime, inv, signal)
+        # Not cut to the deadline, which started or cannot stop the rollback: a wake before
+        # the retry time would only find the backoff still ahead and suspend again at once.
+        return _suspend(runtime, inv, signal, until_deadline=False)
     except CompensationFailed as failure:
         reason = str(failure)
         error = ErrorRecord(
@@ -286,9 +290,11 @@ def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
     return Outcome(OutcomeKind.ABORT, error)
 
 
-def _suspend(runtime: Runtime, inv: Invocation, signal: Suspend) -> Outcome:
+def _suspend(
+    runtime: Runtime, inv: Invocation, signal: Suspend, *, until_deadline: bool = True
+) -> Outcome:
     wake_at = signal.wake_at
-    if inv.deadline is not None:
+    if until_deadline and inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
     now = runtime.clock.time()
     waits = {"waiting_for": signal.waiting_for or "timer", "until": from_epoch(wake_at)}

@@ -38,6 +38,8 @@ __all__ = [
     "Invocation",
     "Recorded",
     "StepScope",
+    "failure_seq",
+    "final_failure",
     "guarded",
     "guarded_async",
     "step_key",
@@ -236,6 +238,7 @@ class Invocation:
         self.releasing = threading.Event()
         self.in_flight = 0
         self.abandoned = False  # ended without an outcome; its lease was given back
+        self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self._lock = threading.Lock()
 
@@ -463,3 +466,19 @@ class Invocation:
             )
         )
         return self.runtime.codec.decode(payload)
+
+
+_E = TypeVar("_E", bound=BaseException)
+
+
+def final_failure(inv: Invocation, error: _E, seq: int) -> _E:
+    """``error``, the exception a call's final failure (journal ``seq``) raises in the
+    workflow: a run that fails with it failed through that call, and its retry reopens it."""
+    inv.final_failures[id(error)] = (error, seq)
+    return error
+
+
+def failure_seq(inv: Invocation, error: BaseException) -> int | None:
+    """The journal seq of the call whose final failure ``error`` is, if it is one."""
+    known = inv.final_failures.get(id(error))
+    return known[1] if known is not None and known[0] is error else None

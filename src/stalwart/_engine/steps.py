@@ -28,6 +28,7 @@ from .invocation import (
     Invocation,
     Recorded,
     StepScope,
+    final_failure,
     guarded,
     guarded_async,
 )
@@ -301,9 +302,13 @@ class StepCall:
 def call_step(inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Run or replay a sync step inside a workflow."""
     call = StepCall(inv, step, args, kwargs)
-    if call.replay():
-        return call.value
-    return run_attempts(call)
+    try:
+        if call.replay():
+            return call.value
+        return run_attempts(call)
+    except StepFailed as failure:
+        final_failure(inv, failure, call.seq)
+        raise
 
 
 @guarded_async
@@ -312,10 +317,14 @@ async def call_step_async(
 ) -> Any:
     """Run or replay an async step inside an async workflow."""
     call = StepCall(inv, step, args, kwargs)
-    if call.replay():
-        return call.value
-    inv.in_flight += 1
     try:
-        return await run_attempts_async(call)
-    finally:
-        inv.in_flight -= 1
+        if call.replay():
+            return call.value
+        inv.in_flight += 1
+        try:
+            return await run_attempts_async(call)
+        finally:
+            inv.in_flight -= 1
+    except StepFailed as failure:
+        final_failure(inv, failure, call.seq)
+        raise

@@ -288,7 +288,9 @@ class LeaseStore(Protocol):
         """Store a step's heartbeat details and extend the lease."""
 
     def publish_step(self, workflow_id: str, *, owner: str, current: str | None) -> bool:
-        """Say which step the holder executes now (JSON), for operators; ``None``: none."""
+        """Say which step the holder executes now (JSON), for operators; ``None``: none.
+        The run's end (``finish_run``, ``cancel_run``) and ``redrive`` clear it: a recovery
+        must not date an interrupted attempt from a previous life of the run."""
 
     def release_lease(self, workflow_id: str, *, owner: str, now: float) -> bool:
         """Give up a held lease, leaving the run's status as it is."""

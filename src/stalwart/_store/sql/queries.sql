@@ -64,7 +64,7 @@ WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 -- name: finish_run
 UPDATE runs
 SET status = :status, output = :output, error = :error, updated_at = :now,
-    lease_owner = NULL, lease_expires_at = NULL
+    lease_owner = NULL, lease_expires_at = NULL, current_step = NULL
 WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running';
 
 -- dialect: append_entry_if_owner
@@ -254,7 +254,7 @@ WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at I
 -- name: cancel_waiting_run
 UPDATE runs
 SET status = 'cancelled', cancel_requested = 1, lease_owner = NULL, lease_expires_at = NULL,
-    wake_at = NULL, waiting_for = NULL, updated_at = :now,
+    wake_at = NULL, waiting_for = NULL, current_step = NULL, updated_at = :now,
     error = :error
 WHERE workflow_id = :workflow_id AND status IN ('pending', 'suspended', 'needs_attention')
   AND lease_owner IS NULL
@@ -299,7 +299,7 @@ WHERE workflow_id = :workflow_id AND approval_id = :approval_id AND decided_at I
 UPDATE runs
 SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
     cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
-    waiting_for = NULL, retrying = NULL, updated_at = :now
+    waiting_for = NULL, retrying = NULL, current_step = NULL, updated_at = :now
 WHERE workflow_id = :workflow_id AND status IN ('failed', 'needs_attention');
 
 -- name: release_run
@@ -462,7 +462,7 @@ ORDER BY created_at, workflow_id;
 UPDATE runs
 SET status = 'pending', error = NULL, recoveries = 0, recovery_mark = NULL,
     cancel_requested = 0, lease_owner = NULL, lease_expires_at = NULL, wake_at = NULL,
-    waiting_for = NULL, retrying = NULL, updated_at = :now
+    waiting_for = NULL, retrying = NULL, current_step = NULL, updated_at = :now
 WHERE workflow_id = :workflow_id AND parent_id = :parent_id
   AND status IN ('failed', 'cancelled', 'needs_attention');
 
