@@ -42,7 +42,7 @@ MAX_NAME_LENGTH = 512 - _ID_SUFFIX  # a tick's run id is "<name>@<tick>", at mos
 _CRON_HINT = (
     "pass five fields (minute hour day-of-month month day-of-week), or six with seconds "
     "last, as croniter reads them: '*/5 * * * *' is every 5 minutes, '* * * * * */2' every "
-    "2 seconds; or one of the aliases '@hourly', '@daily', '@weekly', '@monthly', '@yearly'"
+    "2 seconds; or one of the aliases " + ", ".join(repr(a) for a in ALIASES)
 )
 
 

@@ -12,13 +12,36 @@ from typing import Any
 
 import click
 
-__all__ = ["Table", "cut", "duration", "local_time", "short", "timeline", "usage_line"]
+__all__ = [
+    "Table",
+    "cut",
+    "duration",
+    "local_time",
+    "one_line",
+    "short",
+    "timeline",
+    "usage_line",
+]
 
 
 def short(value: Any, width: int | None = 48) -> str:
     """A value as JSON, cut to ``width`` characters (``None``: whole)."""
     text = "" if value is None else json.dumps(value, default=str)
     return cut(text, width)
+
+
+_ESCAPED = {c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F]} | {
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0D: "\\r",
+}
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: a newline, tab or other control character written as its escape
+    (``\\n``), so a piped row stays one line however free the text in it (an approval's
+    subject may hold newlines)."""
+    return text.translate(_ESCAPED)
 
 
 def cut(text: str, width: int | None) -> str:
@@ -153,8 +176,9 @@ class Table:
         return shares
 
     def plain(self, row: list[str]) -> list[str]:
-        """``row``'s cells as plain text prints them: each cut to its column's ``clip``."""
-        return [cut(cell, self.clip.get(self.headers[i])) for i, cell in enumerate(row)]
+        """``row``'s cells as plain text prints them: each on one line (see :func:`one_line`)
+        and cut to its column's ``clip``."""
+        return [cut(one_line(cell), self.clip.get(self.headers[i])) for i, cell in enumerate(row)]
 
     def lines(self) -> list[str]:
         """The table as plain aligned text (no trailing spaces)."""

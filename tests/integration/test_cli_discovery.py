@@ -248,6 +248,18 @@ def test_messages_name_a_relative_sqlite_store_absolutely_from_a_subfolder(
     ), shown.stderr
 
 
+def test_a_store_reached_through_dotdot_is_named_by_its_own_path(tmp_path: Path) -> None:
+    root = _default_project(tmp_path)
+    db = root / ".stalwart" / "stalwart.db"
+    _store_with_a_run(db, "done")
+    (root / "sub" / "deeper").mkdir(parents=True, exist_ok=True)
+    listed = _cli(
+        "ls", "--url", "sqlite:///../../.stalwart/stalwart.db", cwd=root / "sub" / "deeper"
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert f"store: sqlite:///{db} (from --url)" in listed.stderr, listed.stderr
+
+
 def test_a_store_from_an_app_says_the_app_and_where_its_url_came_from(tmp_path: Path) -> None:
     root = _default_project(tmp_path)
     pyproject = root / "pyproject.toml"

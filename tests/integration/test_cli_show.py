@@ -13,12 +13,15 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 import stalwart
 from cli_process import stalwart as _stalwart
+from stalwart import testing
 
 WORDS = " ".join(f"word{i:03d}" for i in range(51))  # 407 characters, the last word050
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -188,3 +191,30 @@ def test_every_value_is_drawn_whole_with_a_long_id_on_100_columns(
     else:  # cut at 200 characters, but drawn
         assert len(step["DETAIL"]) > 60 and detail.startswith(step["DETAIL"][:60])
     assert [row["KIND"] for row in rows] == ["run", "step", "run"]
+
+
+def test_a_newline_in_free_text_keeps_each_piped_row_one_line(tmp_path: Path) -> None:
+    """An approval's subject is free text: piped, ``ls``, ``approvals`` and ``show`` write its
+    newline and tab as escapes, so a script reading one line per row reads the right cells."""
+    url = f"sqlite:///{tmp_path / 'subjects.db'}"
+    with stalwart.Stalwart(url) as app:
+
+        @app.workflow(name="asks")
+        def asks() -> bool:
+            return stalwart.request_approval("Refund\nfor O-1\twith tab") is not None
+
+        app.start(asks, workflow_id="refund-O-1")
+        worker = testing.worker(app)
+        thread = threading.Thread(target=worker.serve, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not app.approvals() and time.monotonic() < deadline:
+            time.sleep(0.01)  # until the run waits on its approval
+        worker.stop()
+        thread.join(30)
+    for args in (["ls"], ["approvals"], ["show", "refund-O-1"]):
+        shown = _piped("--url", url, *args, cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+        lines = shown.stdout.splitlines()
+        assert any("Refund\\nfor O-1\\twith tab" in line for line in lines), shown.stdout
+        assert not any(line.startswith("for O-1") for line in lines), shown.stdout

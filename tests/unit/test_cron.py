@@ -65,7 +65,10 @@ def test_croniters_aliases_are_taken_and_tick_as_croniter_says(
     [
         ("* * * *", "pass five fields"),
         ("* * * * * * *", "pass five fields"),
-        ("@reboot", "'@hourly', '@daily', '@weekly', '@monthly', '@yearly'"),
+        (
+            "@reboot",
+            "'@hourly', '@daily', '@midnight', '@weekly', '@monthly', '@yearly', '@annually'",
+        ),
         ("61 * * * *", "out of range"),
         ("0 0 31 2 *", "pass five fields"),  # February 31st never comes
         (5, "pass five fields"),

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from .._errors import WorkflowNotFound, mask_url
-from .._format import Table, cut, duration, local_time, short, timeline, usage_line
+from .._format import Table, cut, duration, local_time, one_line, short, timeline, usage_line
 from .._model import STATUSES
 from .._store import DEFAULT_URL
 from .._wire import detail_json, dumps, entry_json, info_json, usage_json
@@ -194,7 +194,7 @@ def header(detail: Any, *, show: str = "stalwart show", full: bool = False) -> l
         f"run {info.workflow_id}",
         f"  workflow   {info.name}",
         f"  status     {info.status}"
-        + (f" (waiting for {detail.waiting_for})" if detail.waiting_for else ""),
+        + (f" (waiting for {one_line(detail.waiting_for)})" if detail.waiting_for else ""),
         f"  queue      {info.queue}",
         f"  created    {local_time(info.created_at)}",
         f"  updated    {local_time(info.updated_at)}",

@@ -34,8 +34,12 @@ def store_name(url: str) -> str:
     made absolute against the working directory (call it where the store is opened, so that
     the name still holds from another folder)."""
     prefix = "sqlite:///"
+    if url.startswith(prefix + ":memory:"):
+        return mask_url(url)
     if url.startswith(prefix) and len(url) > len(prefix) and not url[len(prefix)].startswith("/"):
         url = prefix + str(Path(url[len(prefix) :]).absolute())
+    if url.startswith(prefix):  # '..' resolved, so the name is the file's, however reached
+        url = prefix + os.path.normpath(url[len(prefix) :])
     return mask_url(url)
 
 
