@@ -947,6 +947,23 @@ def test_one_probe_closes_or_reopens_a_breaker(store: Store) -> None:
     assert woken is not None and woken.wake_at == 230.0  # due now, not at its timer
 
 
+def test_a_failure_that_began_before_the_breaker_closed_is_not_counted(store: Store) -> None:
+    """An attempt admitted while the breaker was closed, whose failure is told only after the
+    breaker opened and its probe closed it again, is old news: the new window starts empty. An
+    attempt begun after the close counts; so does one begun before a first failure."""
+    args: dict[str, Any] = {"failures": 2, "window": 60.0, "cooldown": 30.0}
+    assert not store.breaker_failed("llm", now=100.0, probe=None, started=10.0, **args)
+    assert store.breaker_failed("llm", now=101.0, probe=None, started=100.5, **args)  # opens
+    assert store.take_probe("llm", probe="p/1/1", now=131.0, until=161.0)
+    assert store.breaker_succeeded("llm", probe="p/1/1", now=132.0)
+    assert not store.breaker_failed("llm", now=133.0, probe=None, started=99.0, **args)
+    row = store.breaker("llm", now=133.0)
+    assert row is not None and (row.state, row.failures) == ("closed", 0)
+    assert not store.breaker_failed("llm", now=134.0, probe=None, started=132.5, **args)
+    row = store.breaker("llm", now=134.0)
+    assert row is not None and (row.state, row.failures) == ("closed", 1)
+
+
 def test_a_run_does_not_suspend_on_a_breaker_that_closed(store: Store) -> None:
     assert store.breaker_failed("llm", now=100.0, failures=1, window=60, cooldown=1, probe=None)
     assert store.take_probe("llm", probe="p/1/1", now=101.0, until=131.0)

@@ -35,6 +35,7 @@ class Attempted(Protocol):
     current: StepScope | None  # the attempt under way
     probe: str | None  # this attempt is its breaker's half-open probe
     reported: bool  # this attempt's failure is already counted by its breaker
+    started_at: float  # when the attempt under way began
     label: str  # how messages name it: "step 'x'", "the compensation of step 'x'"
 
     def check_alive(self) -> None:
@@ -76,7 +77,7 @@ def decide(call: Attempted, error: BaseException, now: float) -> Decision:
     if breaker is None:
         return decision
     call.reported = True
-    held = report(call.inv, breaker, call.probe, ok=False)
+    held = report(call.inv, breaker, call.probe, ok=False, started=call.started_at)
     if decision.final and held and not policy.decide(error, 1, now=now, rng=rng).final:
         return Decision(final=False, delay=0.0)
     return decision
@@ -98,7 +99,8 @@ def count(call: Attempted, entry: Entry) -> None:
     if status != EntryStatus.SCHEDULED:
         inv.current_step = None
     if breaker is not None and status != EntryStatus.SCHEDULED and not call.reported:
-        report(inv, breaker, call.probe, ok=status == EntryStatus.COMPLETED)
+        ok = status == EntryStatus.COMPLETED
+        report(inv, breaker, call.probe, ok=ok, started=call.started_at)
     call.reported = False
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
         inv.spend.add(entry.usage)

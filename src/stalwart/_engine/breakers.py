@@ -48,10 +48,13 @@ def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
     raise inv.suspend(wake_at=max(wake or 0.0, now + _MIN_WAIT), waiting_for=f"breaker:{name}")
 
 
-def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) -> bool:
+def report(
+    inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool, started: float | None = None
+) -> bool:
     """An attempt's outcome: a failure counts in the window (and may open the breaker); the
     probe's success closes it. True when the breaker is open after a failure (its runs wait
-    for it, so the failure is not the run's last attempt)."""
+    for it, so the failure is not the run's last attempt). A failure of an attempt that
+    ``started`` before the breaker last closed is old news and is not counted."""
     store: BreakerStore = inv.runtime.store
     name = breaker.name
     now = inv.runtime.clock.time()
@@ -66,6 +69,7 @@ def report(inv: Invocation, breaker: Breaker, probe: str | None, *, ok: bool) ->
         window=breaker.window,
         cooldown=breaker.cooldown,
         probe=probe,
+        started=started,
     )
     if opened:
         log.warning(

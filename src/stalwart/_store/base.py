@@ -432,8 +432,11 @@ class BreakerStore(BreakerReads, Protocol):
         window: float,
         cooldown: float,
         probe: str | None,
+        started: float | None = None,
     ) -> bool:
-        """Count a failed attempt and open the breaker if it should; True if it opened."""
+        """Count a failed attempt and open the breaker if it should; True if it opened. An
+        attempt that ``started`` before a closed breaker's last change (its close) is not
+        counted: its failure is from before the probe that closed it."""
 
     def expire_probe(self, name: str, *, now: float, cooldown: float) -> bool:
         """Open the breaker again if its probe is past its deadline."""

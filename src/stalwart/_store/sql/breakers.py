@@ -33,13 +33,17 @@ class BreakerVerbs(SQLBase):
         window: float,
         cooldown: float,
         probe: str | None,
+        started: float | None = None,
     ) -> bool:
         """Count a failed attempt; open the breaker when it reaches ``failures`` in ``window``,
         or when it is the probe's (``probe``) or a probe is past its time. True if it opened."""
 
         def work(conn: Any) -> bool:
             conn.execute(self._q["lock_breaker"], {"name": name})
-            conn.execute(self._q["ensure_breaker"], {"name": name, "window": window, "now": now})
+            conn.execute(self._q["ensure_breaker"], {"name": name, "window": window})
+            stale = {"name": name, "started": now if started is None else started}
+            if conn.execute(self._q["breaker_closed_since"], stale).fetchone() is not None:
+                return False  # it began before the probe that closed the breaker succeeded
             key = {"name": name, "now": now, "window": window}
             conn.execute(self._q["prune_breaker_failures"], key)
             conn.execute(self._q["record_breaker_failure"], key)

@@ -375,9 +375,14 @@ FROM breakers
 -- A lock: none on SQLite (its writers are serial), an advisory lock on PostgreSQL.
 
 -- name: ensure_breaker
+-- A new breaker has been closed since ever (updated_at 0): only a change of state moves it.
 INSERT INTO breakers (name, state, window_seconds, updated_at)
-VALUES (:name, 'closed', :window, :now)
+VALUES (:name, 'closed', :window, 0)
 ON CONFLICT (name) DO UPDATE SET window_seconds = excluded.window_seconds;
+
+-- name: breaker_closed_since
+-- The breaker closed (its probe succeeded) after the attempt that failed began.
+SELECT 1 FROM breakers WHERE name = :name AND state = 'closed' AND updated_at > :started;
 
 -- name: record_breaker_failure
 INSERT INTO breaker_failures (name, at) VALUES (:name, :now);
