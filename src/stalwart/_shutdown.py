@@ -23,9 +23,7 @@ def shut_down(runtime: Runtime, active: Active, pool: ThreadPoolExecutor) -> Non
     boundary, release the rest once ``lease_seconds`` have passed."""
     for _wid, (_future, invocations) in active:
         invocations[-1].releasing.set()
-    grace = runtime.lease_seconds
-    deadline = time.monotonic() + grace
-    _wait_for_runs(runtime, active, grace, deadline)
+    _wait_for_runs(runtime, active, runtime.lease_seconds)
     now = runtime.clock.time()
     for wid, (future, invocations) in active:
         if not future.done():
@@ -39,9 +37,10 @@ def shut_down(runtime: Runtime, active: Active, pool: ThreadPoolExecutor) -> Non
     pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _wait_for_runs(runtime: Runtime, active: Active, grace: float, deadline: float) -> None:
-    """Wait until ``deadline`` for the runs in progress to end or give their lease back,
+def _wait_for_runs(runtime: Runtime, active: Active, grace: float) -> None:
+    """Wait up to ``grace`` seconds for the runs in progress to end or give their lease back,
     saying which they are, how long it waits at most, and as each one is done."""
+    deadline = time.monotonic() + grace
     owner = runtime.owner
     if not active:
         log.info("worker %s: no run in progress", owner, extra=fields(None, owner))

@@ -14,7 +14,7 @@ import click
 
 from .._store import DEFAULT_URL
 
-__all__ = ["Found", "discover", "pyproject_section"]
+__all__ = ["Found", "discover", "pyproject_section", "sqlite_path"]
 
 _KEYS = ("app", "url")
 
@@ -67,12 +67,19 @@ def _checked(path: Path, table: object) -> dict[str, str]:
     return {key: value.strip()}
 
 
+def sqlite_path(url: str, folder: Path | None) -> Path | None:
+    """The file of a ``sqlite:///`` URL (``None`` for another store), a relative path taken
+    against ``folder`` when one is given."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = Path(url[len("sqlite:///") :])
+    return path if folder is None or path.is_absolute() else folder / path
+
+
 def _beside(url: str, folder: Path) -> str:
     """A ``sqlite:///relative`` URL made absolute against ``folder`` (the pyproject's)."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not url[len(prefix) :].startswith("/"):
-        return prefix + str(folder / url[len(prefix) :])
-    return url
+    path = sqlite_path(url, folder)
+    return url if path is None else f"sqlite:///{path}"
 
 
 def discover(url: str | None, app: str | None) -> Found:

@@ -13,7 +13,7 @@ import click
 
 from .._errors import mask_url
 from .._store import DEFAULT_URL
-from ._discover import Found, discover
+from ._discover import Found, discover, sqlite_path
 from ._group import CliError, StalwartGroup
 
 __all__ = [
@@ -157,7 +157,7 @@ def _url_at(path: Path, folder: Path | None) -> str | None:
     """The URL ``Stalwart()`` takes (``$STALWART_URL``, else the default) if, run from
     ``folder``, it names the SQLite file ``path`` (absolute); else ``None``."""
     url = os.environ.get("STALWART_URL") or DEFAULT_URL
-    named = _sqlite_path(url, folder or Path.cwd())
+    named = sqlite_path(url, folder or Path.cwd())
     return url if named is not None and named.absolute() == path else None
 
 
@@ -179,15 +179,8 @@ def app_url(app: Any, folder: Path | None) -> str:
     """The URL of ``app``'s store, a relative SQLite path made absolute against ``folder``
     (where a pyproject's app was imported and run)."""
     url: str = app.url
-    path = _sqlite_path(url, folder)
+    path = sqlite_path(url, folder)
     return url if path is None else f"sqlite:///{path}"
-
-
-def _sqlite_path(url: str, folder: Path | None) -> Path | None:
-    if not url.startswith("sqlite:///"):
-        return None
-    path = Path(url[len("sqlite:///") :])
-    return path if folder is None or path.is_absolute() else folder / path
 
 
 def _import_app(found: Found, *, write: bool, command: str) -> Any:
@@ -249,7 +242,7 @@ def open_app(ctx: click.Context, *, write: bool = False) -> Any:
             f"{mask_url(url)} ({source}): a memory store lives in one process; give "
             "--url of a real store"
         )
-    path = _sqlite_path(url, found.folder)
+    path = sqlite_path(url, found.folder)
     if app is None and path is not None and not write and not path.exists():
         demo = Path(".stalwart") / "demo.db"
         hint = (

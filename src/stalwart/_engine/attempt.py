@@ -36,7 +36,10 @@ class Attempted(Protocol):
     probe: str | None  # this attempt is its breaker's half-open probe
     reported: bool  # this attempt's failure is already counted by its breaker
     started_at: float  # when the attempt under way began
-    label: str  # how messages name it: "step 'x'", "the compensation of step 'x'"
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``step 'x'``, ``the compensation of step 'x'``."""
 
     def check_alive(self) -> None:
         """At an attempt boundary: stop if the call may not go on."""

@@ -13,7 +13,7 @@ from .._model import Breaker
 from .._store.base import BreakerStore
 from .invocation import Invocation
 
-__all__ = ["admit", "report"]
+__all__ = ["admit", "count_failure", "report"]
 
 log = logging.getLogger("stalwart")
 
@@ -62,8 +62,24 @@ def report(
         if probe is not None and store.breaker_succeeded(name, probe=probe, now=now):
             log.info("breaker %s: closed, its probe succeeded", name)
         return False
+    if count_failure(store, breaker, probe, now=now, started=started):
+        return True
+    row = store.breaker(name, now=now)
+    return row is not None and row.state != "closed"
+
+
+def count_failure(
+    store: BreakerStore,
+    breaker: Breaker,
+    probe: str | None,
+    *,
+    now: float,
+    started: float | None = None,
+) -> bool:
+    """Count a failed attempt in ``breaker``'s window (see :func:`report`); True, and said in
+    the log, when it opened the breaker."""
     opened = store.breaker_failed(
-        name,
+        breaker.name,
         now=now,
         failures=breaker.failures,
         window=breaker.window,
@@ -74,10 +90,8 @@ def report(
     if opened:
         log.warning(
             "breaker %s: open (%s); its steps wait %gs before one probe",
-            name,
+            breaker.name,
             "the probe failed" if probe else f"{breaker.failures} failures in {breaker.window:g}s",
             breaker.cooldown,
         )
-        return True
-    row = store.breaker(name, now=now)
-    return row is not None and row.state != "closed"
+    return opened

@@ -18,6 +18,7 @@ from .invocation import Invocation
 __all__ = ["Spend", "spend_of"]
 
 _ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})
+_ATTEMPTED = frozenset({EntryKind.STEP, EntryKind.COMPENSATION})  # kinds whose rows are attempts
 
 
 class Spend:
@@ -41,15 +42,13 @@ class Spend:
                     spend.budget = Budget(**detail["budget"])
             if row.attempt == 0:
                 continue  # a retry's marker that gives the step fresh attempts: no attempt
-            if row.kind == EntryKind.COMPENSATION and row.status in _ATTEMPTS:
-                spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
             if row.kind == EntryKind.STEP and row.status == EntryStatus.IN_DOUBT and row.usage:
                 # what an attempt abandoned at its timeout used; it counts where it ends
                 spend.used += replace(Usage.from_json(row.usage), attempts=0)
-            if row.kind != EntryKind.STEP or row.status not in _ATTEMPTS:
+            if row.kind not in _ATTEMPTED or row.status not in _ATTEMPTS:
                 continue
             spend.used += Usage.from_json(row.usage) if row.usage else Usage(attempts=1)
-            if row.position is not None and row.position not in seen:
+            if row.kind == EntryKind.STEP and row.position is not None and row.position not in seen:
                 seen.add(row.position)
                 spend.calls[(row.name, row.input)] += 1
         return spend

@@ -76,10 +76,14 @@ class Compensation:
         self.current: StepScope | None = None
         self.probe: str | None = None
         self.reported = False
-        self.label = f"the compensation of step {step.name!r}"
         self.args = (result, *undo.args)
         self.kwargs = dict(undo.kwargs)
         self.started_at = 0.0
+
+    @property
+    def label(self) -> str:
+        """How messages name this call."""
+        return f"the compensation of step {self.step.name!r}"
 
     def check_alive(self) -> None:
         """A rollback goes on through a cancel or a deadline; only a lost lease stops it."""

@@ -190,7 +190,7 @@ def _compensate(runtime: Runtime, inv: Invocation, step: StepDef, undo: Undo) ->
     if charged is not None:  # retried whatever retry_on says, within max_attempts
         inv.append_many([charged])
         attempts += 1
-        if attempts >= policy.max_attempts:
+        if final:
             raise CompensationFailed(
                 f"the compensation of step {step.name!r} (seq {undo.seq}) failed after "
                 f"{attempts} attempt(s): AttemptInterrupted: each was interrupted by a crash "

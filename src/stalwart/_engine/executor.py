@@ -146,10 +146,6 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     return contextvars.copy_context().run(main)
 
 
-def _error_record(error: BaseException, **extra: Any) -> ErrorRecord:
-    return ErrorRecord.of(error, **extra)
-
-
 def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
     """Run the workflow from the top; record how it ended unless the lease was lost.
 
@@ -161,7 +157,7 @@ def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Ou
         raise
     except Exception as exc:
         fault = inv.engine_fault(exc).error
-        detail = _error_record(fault, reason=str(fault))
+        detail = ErrorRecord.of(fault, reason=str(fault))
         return _finish(
             runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault
         )
@@ -183,7 +179,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
             # A call's final failure the run fails with: its seq, which a retry reopens.
-            detail = _error_record(exc, seq=failure_seq(inv, exc))
+            detail = ErrorRecord.of(exc, seq=failure_seq(inv, exc))
             return _roll_back(runtime, inv, RunStatus.FAILED, detail, exc)
         inv.check_alive()
         inv.check_fully_replayed()
@@ -198,17 +194,17 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
                 "JSON-compatible values (or opt in with serializer='pickle')"
             )
             return _finish(
-                runtime, inv, RunStatus.FAILED, output=None, error=_error_record(error), exc=error
+                runtime, inv, RunStatus.FAILED, output=None, error=ErrorRecord.of(error), exc=error
             )
         except SerializationError as exc:
             return _finish(
-                runtime, inv, RunStatus.FAILED, output=None, error=_error_record(exc), exc=exc
+                runtime, inv, RunStatus.FAILED, output=None, error=ErrorRecord.of(exc), exc=exc
             )
         return _finish(runtime, inv, RunStatus.COMPLETED, output=payload, error=None, exc=None)
     except Abort as signal:
         if signal.attention:
             reason = str(signal.error)
-            detail = _error_record(signal.error, reason=reason)
+            detail = ErrorRecord.of(signal.error, reason=reason)
             return _finish(
                 runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=signal.error
             )
@@ -218,7 +214,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except Suspend as signal:
         return _suspend(runtime, inv, signal)
     except Cancel as signal:
-        detail = _error_record(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
+        detail = ErrorRecord.of(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _roll_back(runtime, inv, RunStatus.CANCELLED, detail, None)
     except InDoubt as signal:
         detail = ErrorRecord(
@@ -285,7 +281,7 @@ def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
     """A record replay needs cannot be read: the run waits for an operator (it is not a crash,
     and retrying it would only fail again); the caller sees the ``CorruptRecord``."""
     seq = getattr(error, "seq", None)
-    detail = _error_record(error, reason=str(error), seq=seq)
+    detail = ErrorRecord.of(error, reason=str(error), seq=seq)
     _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=error)
     return Outcome(OutcomeKind.ABORT, error)
 

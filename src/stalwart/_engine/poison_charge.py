@@ -17,6 +17,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord, ErrorType
 from .._runtime import Runtime
 from .._store import Entry, RunRow
 from .._store.base import JournalRow
+from .breakers import count_failure
 from .interrupted import interrupted_span, last_seen
 
 __all__ = ["charge_breakers", "interrupted_attempts"]
@@ -90,13 +91,6 @@ def charge_breakers(runtime: Runtime, charged: list[Entry], now: float) -> None:
         if breaker is None:
             continue
         try:
-            runtime.store.breaker_failed(
-                breaker.name,
-                now=now,
-                failures=breaker.failures,
-                window=breaker.window,
-                cooldown=breaker.cooldown,
-                probe=None,
-            )
+            count_failure(runtime.store, breaker, None, now=now)
         except Exception:  # the run is failed already; its breaker misses one failure
             log.warning("breaker %s: counting a crashed attempt failed", breaker.name)

@@ -74,7 +74,11 @@ class StepCall:
         self.probe: str | None = None  # this attempt is its breaker's half-open probe
         self.reported = False  # this attempt's failure is already counted by its breaker
         self.policy = step.retry
-        self.label = f"step {step.name!r}"
+
+    @property
+    def label(self) -> str:
+        """How messages name this call (only a timeout's message reads it)."""
+        return f"step {self.step.name!r}"
 
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""

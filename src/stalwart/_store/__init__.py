@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from pathlib import Path
 from urllib.parse import urlsplit
 
 from .._errors import NotDurableWarning, StoreError, UsageError, mask_url
@@ -36,10 +35,8 @@ def store_name(url: str) -> str:
     prefix = "sqlite:///"
     if url.startswith(prefix + ":memory:"):
         return mask_url(url)
-    if url.startswith(prefix) and len(url) > len(prefix) and not url[len(prefix)].startswith("/"):
-        url = prefix + str(Path(url[len(prefix) :]).absolute())
-    if url.startswith(prefix):  # '..' resolved, so the name is the file's, however reached
-        url = prefix + os.path.normpath(url[len(prefix) :])
+    if url.startswith(prefix) and len(url) > len(prefix):  # absolute, '..' resolved
+        url = prefix + os.path.abspath(url[len(prefix) :])
     return mask_url(url)
 
 

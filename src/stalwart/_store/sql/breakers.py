@@ -41,8 +41,11 @@ class BreakerVerbs(SQLBase):
         def work(conn: Any) -> bool:
             conn.execute(self._q["lock_breaker"], {"name": name})
             conn.execute(self._q["ensure_breaker"], {"name": name, "window": window})
-            stale = {"name": name, "started": now if started is None else started}
-            if conn.execute(self._q["breaker_closed_since"], stale).fetchone() is not None:
+            stale = {"name": name, "started": started}
+            if (
+                started is not None
+                and conn.execute(self._q["breaker_closed_since"], stale).fetchone()
+            ):
                 return False  # it began before the probe that closed the breaker succeeded
             key = {"name": name, "now": now, "window": window}
             conn.execute(self._q["prune_breaker_failures"], key)
