@@ -235,19 +235,35 @@ def _failing_order(app: stalwart.Stalwart, step: Any) -> Any:
     return failing_order
 
 
-def test_a_compensations_long_backoff_is_a_durable_timer(
-    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
-) -> None:
-    tries: list[int] = []
+# Ten minutes before a compensation's second attempt: longer than any backoff held in place.
+SLOW_RETRY = stalwart.Retry(initial_delay=600, jitter=False)
+
+
+def _charge_with_a_flaky_refund(
+    app: stalwart.Stalwart, tries: list[int], retry: stalwart.Retry
+) -> Any:
+    """A step ``charge`` whose compensation fails its first attempt (the refund API is down),
+    noting each attempt's number in ``tries``."""
 
     def refund(charge: str) -> None:
         tries.append(stalwart.attempt())
         if len(tries) == 1:
             raise ConnectionError("the refund API is down")
 
-    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=600, jitter=False))
+    @app.step(compensate=refund, retry=retry)
     def charge() -> str:
         return "ch-1"
+
+    return charge
+
+
+def test_a_compensations_long_backoff_is_a_durable_timer(
+    app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
+) -> None:
+    tries: list[int] = []
+    charge = _charge_with_a_flaky_refund(
+        app, tries, stalwart.Retry(initial_delay=600, jitter=False)
+    )
 
     order = _failing_order(app, charge)
     done = threading.Event()
@@ -336,15 +352,9 @@ def test_a_cancelled_runs_compensation_waits_its_backoff_in_place(
     app: stalwart.Stalwart, clock: stalwart.testing.FakeClock
 ) -> None:
     tries: list[int] = []
-
-    def refund(charge: str) -> None:
-        tries.append(stalwart.attempt())
-        if len(tries) == 1:
-            raise ConnectionError("the refund API is down")
-
-    @app.step(compensate=refund, retry=stalwart.Retry(initial_delay=600, jitter=False))
-    def charge() -> str:
-        return "ch-1"
+    charge = _charge_with_a_flaky_refund(
+        app, tries, stalwart.Retry(initial_delay=600, jitter=False)
+    )
 
     @app.workflow(name="waiting_order")
     def waiting_order() -> None:
@@ -379,17 +389,8 @@ def test_a_compensations_backoff_past_the_runs_deadline_waits_its_retry_time(
     """The deadline already caused (or cannot stop) the rollback: its backoff is not cut to
     the deadline, so the run does not wake, find the backoff still ahead and suspend again."""
     tries: list[int] = []
-
-    def refund(charge: str) -> None:
-        tries.append(stalwart.attempt())
-        if len(tries) == 1:
-            raise ConnectionError("the refund API is down")
-
     retry = stalwart.Retry(initial_delay=600, max_delay=600, jitter=False)
-
-    @app.step(compensate=refund, retry=retry)
-    def charge() -> str:
-        return "ch-1"
+    charge = _charge_with_a_flaky_refund(app, tries, retry)
 
     @app.workflow(name="hurried_order", timeout=30)
     def hurried_order() -> None:

@@ -407,16 +407,14 @@ def test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends(
     assert max(late) < 1.0, f"seconds after the window's end: {sorted(late)}"
 
 
-def test_request_headers_tag_each_provider_call_with_its_run_and_step(
-    app: stalwart.Stalwart, provider: FakeProvider
-) -> None:
-    """``extra_headers=stalwart.request_headers()`` on the real ``openai`` SDK: the server sees
-    the run, the step and the step's idempotency key, the same on the retry."""
-    provider.script = [Reply(503, {}, error(503, "overloaded"))]
+def _tagging_agent(
+    app: stalwart.Stalwart, provider: FakeProvider, step: str, keys: list[str]
+) -> Any:
+    """A workflow whose step ``step`` calls the provider through the real ``openai`` SDK with
+    ``extra_headers=stalwart.request_headers()``, noting each attempt's idempotency key."""
     client = _client(provider)
-    keys: list[str] = []
 
-    @app.step(name="chat", retry=stalwart.Retry.llm())
+    @app.step(name=step, retry=stalwart.Retry.llm())
     def chat() -> Any:
         keys.append(stalwart.idempotency_key())
         return client.chat.completions.create(
@@ -429,6 +427,17 @@ def test_request_headers_tag_each_provider_call_with_its_run_and_step(
     def agent() -> str:
         return str(chat()["choices"][0]["message"]["content"])
 
+    return agent
+
+
+def test_request_headers_tag_each_provider_call_with_its_run_and_step(
+    app: stalwart.Stalwart, provider: FakeProvider
+) -> None:
+    """``extra_headers=stalwart.request_headers()`` on the real ``openai`` SDK: the server sees
+    the run, the step and the step's idempotency key, the same on the retry."""
+    provider.script = [Reply(503, {}, error(503, "overloaded"))]
+    keys: list[str] = []
+    agent = _tagging_agent(app, provider, "chat", keys)
     assert app.run(agent, workflow_id="tagged") == "ok"
     assert len(provider.received) == 2 and keys[0] == keys[1]
     for headers in provider.received:
@@ -442,20 +451,7 @@ def test_request_headers_of_a_non_ascii_run_are_sent_percent_encoded(
 ) -> None:
     """httpx (so the ``openai`` SDK) refuses a header value outside ASCII: a run id such as
     ``commande-é`` is sent percent-encoded, and ``unquote`` gives it back."""
-    client = _client(provider)
-
-    @app.step(name="étape 1", retry=stalwart.Retry.llm())
-    def chat() -> Any:
-        return client.chat.completions.create(
-            model="fake-model",
-            messages=[{"role": "user", "content": "hi"}],
-            extra_headers=stalwart.request_headers(),
-        )
-
-    @app.workflow
-    def agent() -> str:
-        return str(chat()["choices"][0]["message"]["content"])
-
+    agent = _tagging_agent(app, provider, "étape 1", [])
     assert app.run(agent, workflow_id="commande-é 100%") == "ok"
     (headers,) = provider.received
     assert headers["x-stalwart-run-id"] == "commande-%C3%A9 100%25"

@@ -448,7 +448,7 @@ def test_a_takeover_with_no_holder_left_says_what_happened(
     @app.step
     def effect() -> str:
         if interrupt:
-            raise KeyboardInterrupt  # stands in for a process stopped mid-step
+            raise KeyboardInterrupt  # Ctrl-C in app.run: the run is released, not crashed
         return "done"
 
     @app.workflow
