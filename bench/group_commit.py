@@ -1,0 +1,243 @@
+"""Group commit: B = 200 runs of 10 no-op steps on one worker process with concurrency 200.
+
+For each setting (SQLite with ``durability="process"``, SQLite with ``durability="power"``,
+PostgreSQL) a fresh store gets one worker process (this file in worker mode, ``--worker``),
+started and ready before the clock starts (interpreter start-up is not measured); then the
+bench enqueues the runs with ``app.start``. Seconds = from just before the first
+``app.start`` to the ``updated_at`` of the last run to complete (the enqueueing is part of
+it); steps/s = runs x steps / seconds. Each figure is the median of ``--repeat`` samples.
+
+The floor is the same number of steps (runs x steps) of bare autocommitted INSERTs of one
+journal row each, one after the other on one connection, into a journal table stalwart's own
+migrations created, with the same durability settings (SQLite: WAL and ``synchronous``
+NORMAL or FULL; PostgreSQL: ``synchronous_commit=on``), measured in the same sitting just
+before. The ratio is B's steps/s over the floor's INSERTs/s: above 1, concurrent runs share
+commits.
+
+    python bench/group_commit.py [--runs 200] [--steps 10] [--concurrency 200] [--repeat 3]
+                                 [--settings sqlite,power,postgres] [--postgres-url URL]
+
+It is a benchmark, not a test: it exits 0 whatever the figures (it fails only if a worker
+dies or runs never finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import stalwart
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from fleet import (  # noqa: E402  (a sibling script, importable once its folder is on the path)
+    DEFAULT_POSTGRES_URL,
+    INSERT_POSTGRES,
+    INSERT_SQLITE,
+    journal_row,
+    postgres_version,
+    schema_of,
+)
+
+TARGETS = {"sqlite": 20_000.0, "power": 8_000.0, "postgres": 5_000.0}
+DURABILITY = {"sqlite": "process", "power": "power", "postgres": "process"}
+SYNCHRONOUS = {"process": "NORMAL", "power": "FULL"}
+READY_TIMEOUT_S = 60.0
+SETTLE_SECONDS = 0.5
+POLL_SECONDS = 0.05
+
+
+def build(url: str, durability: str) -> tuple[stalwart.Stalwart, Any]:
+    """The app on ``url`` and its one workflow, named so the bench and the worker agree."""
+    app = stalwart.Stalwart(url, durability=durability)
+
+    @app.step(name="gc_noop")
+    def noop() -> None:
+        return None
+
+    @app.workflow(name="gc_steps")
+    def steps(n: int) -> int:
+        for _ in range(n):
+            noop()
+        return n
+
+    return app, steps
+
+
+def serve(url: str, durability: str, concurrency: int, ready: str) -> int:
+    """The worker process: serve the workflow until SIGTERM."""
+    app, _ = build(url, durability)
+    try:
+        partial = Path(f"{ready}.partial")
+        partial.write_text(str(os.getpid()), "ascii")
+        partial.replace(ready)
+        app.serve(concurrency=concurrency)
+    finally:
+        app.close()
+    return 0
+
+
+def fresh_url(setting: str, folder: str, postgres_url: str) -> str:
+    """A new, empty store for ``setting``."""
+    if setting != "postgres":
+        path = Path(folder) / f"store-{uuid.uuid4().hex[:8]}"
+        path.mkdir()
+        return f"sqlite:///{path}/stalwart.db"
+    separator = "&" if "?" in postgres_url else "?"
+    return f"{postgres_url}{separator}schema=bench_{uuid.uuid4().hex[:12]}"
+
+
+def drop(url: str, postgres_url: str) -> None:
+    """Drop a PostgreSQL store's schema (a SQLite store goes with the temporary folder)."""
+    if "schema=" not in url:
+        return
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema_of(url)} CASCADE")
+
+
+def floor_rate(setting: str, url: str, postgres_url: str, count: int) -> float:
+    """INSERTs/s of ``count`` bare autocommitted journal INSERTs, serially, on one connection
+    (into a store ``url`` that stalwart's migrations created)."""
+    workflow_id = f"floor-{uuid.uuid4().hex[:8]}"
+    if setting != "postgres":
+        conn = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA synchronous = {SYNCHRONOUS[DURABILITY[setting]]}")
+            start = time.perf_counter()
+            for n in range(1, count + 1):
+                conn.execute(INSERT_SQLITE, journal_row(workflow_id, n))
+            return count / (time.perf_counter() - start)
+        finally:
+            conn.close()
+    import psycopg
+
+    options = f"-c search_path={schema_of(url)} -c synchronous_commit=on"
+    with psycopg.connect(postgres_url, autocommit=True, options=options) as pg:
+        start = time.perf_counter()
+        for n in range(1, count + 1):
+            pg.execute(INSERT_POSTGRES, journal_row(workflow_id, n))
+        return count / (time.perf_counter() - start)
+
+
+def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[float, float]:
+    """B's steps/s and the floor's INSERTs/s, each on a fresh store."""
+    durability = DURABILITY[setting]
+    n, s = args.runs, args.steps
+    floor_url = fresh_url(setting, folder, args.postgres_url)
+    floor_app, _ = build(floor_url, durability)  # migrates: the floor writes stalwart's table
+    floor_app.close()
+    try:
+        floor = floor_rate(setting, floor_url, args.postgres_url, n * s)
+    finally:
+        drop(floor_url, args.postgres_url)
+
+    url = fresh_url(setting, folder, args.postgres_url)
+    app, steps = build(url, durability)
+    ready = Path(folder) / f"ready-{uuid.uuid4().hex[:8]}"
+    log = Path(folder) / f"{ready.name}.log"
+    with log.open("wb") as err:
+        worker = subprocess.Popen(
+            [
+                *(sys.executable, __file__, "--worker", url, "--durability", durability),
+                *("--concurrency", str(args.concurrency), "--ready", str(ready)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    try:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not ready.exists():
+            if worker.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.02)
+        time.sleep(SETTLE_SECONDS)
+        first = time.time()
+        for i in range(n):
+            app.start(steps, s, workflow_id=f"gc-{i:05d}")
+        enqueued = time.time() - first
+        deadline = time.monotonic() + 120 + n * s / 50
+        while True:
+            if worker.poll() is not None:
+                raise RuntimeError(f"the worker died:\n{log.read_text()[-2000:]}")
+            done = app.list_workflows(status="completed", limit=n)
+            if len(done) >= n:
+                break
+            if app.list_workflows(status="failed", limit=1):
+                raise RuntimeError(f"a run failed:\n{log.read_text()[-2000:]}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(done)} of {n} runs completed in time")
+            time.sleep(POLL_SECONDS)
+        last = max(info.updated_at.timestamp() for info in done)
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+        app.close()
+        drop(url, args.postgres_url)
+    rate = n * s / (last - first)
+    print(
+        f"  {setting}: {rate:,.0f} steps/s (the {n} app.start calls took {enqueued:.2f} s of "
+        f"{last - first:.2f} s), floor {floor:,.0f} INSERTs/s",
+        flush=True,
+    )
+    return rate, floor
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--concurrency", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--settings", default="sqlite,power,postgres")
+    parser.add_argument(
+        "--postgres-url",
+        default=os.environ.get("STALWART_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+    )
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--durability", default="process", help=argparse.SUPPRESS)
+    parser.add_argument("--ready", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return serve(args.worker, args.durability, args.concurrency, args.ready)
+
+    settings = [name.strip() for name in args.settings.split(",") if name.strip()]
+    if "postgres" in settings and postgres_version(args.postgres_url) is None:
+        settings.remove("postgres")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="stalwart-gc-") as folder:
+        for setting in settings:
+            samples = [one_sample(setting, args, folder) for _ in range(args.repeat)]
+            rate = statistics.median(r for r, _ in samples)
+            floor = statistics.median(f for _, f in samples)
+            rows.append((setting, rate, floor))
+    print(
+        f"\nB = {args.runs} runs x {args.steps} no-op steps, one worker, concurrency "
+        f"{args.concurrency}; medians of {args.repeat}"
+    )
+    print(f"{'setting':<10} {'steps/s':>10} {'floor/s':>10} {'ratio':>7} {'target':>8}")
+    for setting, rate, floor in rows:
+        print(
+            f"{setting:<10} {rate:>10,.0f} {floor:>10,.0f} {rate / floor:>6.2f}x "
+            f"{TARGETS[setting]:>8,.0f}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
