@@ -218,6 +218,7 @@ class PostgresStore(SQLStore):
         except BaseException:
             self._pool.close()
             raise
+        self._open_pipeline()
 
     def _check_reachable(self, psycopg: Any) -> None:
         """Connect once, eagerly, so a bad URL or a database that is down fails here."""

@@ -88,6 +88,7 @@ class SQLiteStore(SQLStore):
             ) from exc
         self._conn = conn
         self._migrate()
+        self._open_pipeline()
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + BUSY_GIVE_UP_S
@@ -175,8 +176,9 @@ class SQLiteStore(SQLStore):
         """A number that changes whenever another connection commits."""
         return int(self._retrying(lambda: self._conn.execute("PRAGMA data_version").fetchone()[0]))
 
-    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
-        """Append a journal entry, fenced by the lease when ``owner`` is given."""
+    def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+        """Append a journal entry in a transaction of its own, fenced by the lease when
+        ``owner`` is given."""
         if _inline(entry):
             # An ordinary step's hot path: one autocommitted statement. When another process
             # wrote first, SQLite refuses it at once (its busy handler cannot wait for a
@@ -189,4 +191,4 @@ class SQLiteStore(SQLStore):
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc):
                     raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
-        return super().append(workflow_id, entry, owner=owner)
+        return super()._append_alone(workflow_id, entry, owner=owner)

@@ -7,17 +7,33 @@ from typing import Any
 
 from ..._errors import CorruptRecord
 from ..base import CompensationRow, Entry, IndexRow, JournalRow
-from ._base import SQLBase, _Fenced, _inline, _typed
+from ._base import _Fenced, _inline, _typed
+from .pipeline import Pipelined, Write
 
 __all__ = ["JournalVerbs"]
 
 
-class JournalVerbs(SQLBase):
+class JournalVerbs(Pipelined):
     """The ``JournalStore`` verbs over SQL."""
 
     def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
-        even when retried after a lost acknowledgement."""
+        even when retried after a lost acknowledgement. A fenced append (a step's outcome)
+        goes through the pipeline: it may share its transaction with other runs' writes."""
+        if owner is None:
+            return self._append_alone(workflow_id, entry, owner=None)
+
+        def work(conn: Any) -> bool:
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            return self._insert_entry(conn, "append_entry_if_owner", params)
+
+        def alone() -> bool:
+            return self._append_alone(workflow_id, entry, owner=owner)
+
+        return bool(self._batched(Write(workflow_id, entry, work, alone)))
+
+    def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+        """``append`` in a transaction of its own."""
         name = "append_entry" if owner is None else "append_entry_if_owner"
 
         def work(conn: Any) -> bool:

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Entry, RunRow
-from ._base import SQLBase
+from .pipeline import Pipelined, Write
 
 __all__ = ["RunVerbs"]
 
 
-class RunVerbs(SQLBase):
+class RunVerbs(Pipelined):
     """The ``RunStore`` verbs over SQL."""
 
     def create_run(
@@ -54,7 +54,10 @@ class RunVerbs(SQLBase):
             self._journal_in(conn, workflow_id, entry)
             return True
 
-        return self._once(workflow_id, entry, work)
+        def alone() -> bool:
+            return self._once(workflow_id, entry, work)
+
+        return bool(self._batched(Write(workflow_id, entry, work, alone)))
 
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
@@ -125,4 +128,7 @@ class RunVerbs(SQLBase):
             self._wake_parent(conn, workflow_id, now)
             return True
 
-        return self._once(workflow_id, entry, work)
+        def alone() -> bool:
+            return self._once(workflow_id, entry, work)
+
+        return bool(self._batched(Write(workflow_id, entry, work, alone)))

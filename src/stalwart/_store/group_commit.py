@@ -1,0 +1,101 @@
+"""Group commit: the writes that threads of one process make together share one transaction.
+
+A leader/follower scheme, with no thread of its own. A caller that finds no commit under way
+becomes the leader and commits what is queued (its own write alone, when nobody else is
+writing: a lone run pays nothing for it). Callers that arrive while a commit is under way
+queue up and wait; when that commit ends, the first of them leads the next one, taking
+everything queued by then. Each caller returns only after the transaction holding its write
+committed (or with its own error): nothing is acknowledged that a crash could still lose.
+
+What a transaction does with a batch is the store's business (``commit`` below); this module
+only decides who commits what, and when.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from .._errors import StoreError
+
+__all__ = ["GroupCommit", "Pending"]
+
+T = TypeVar("T")
+
+# The most writes one transaction takes; the rest wait for the next, so one batch's latency
+# stays bounded however many threads pile up.
+BATCH_LIMIT = 256
+
+
+class Pending(Generic[T]):
+    """One write queued for the next commit, and its outcome once that commit ended."""
+
+    __slots__ = ("_error", "_value", "done", "lead", "write")
+
+    def __init__(self, write: T) -> None:
+        self.write = write
+        self.done = threading.Event()
+        self.lead = False  # set when this waiting caller must lead the next commit
+        self._value: Any = None
+        self._error: BaseException | None = StoreError(
+            "a write was not committed: the thread committing its batch was interrupted"
+        )
+
+    def settle(self, value: Any) -> None:
+        """The write's transaction committed and it decided ``value``."""
+        self._value, self._error = value, None
+
+    def fail(self, error: BaseException) -> None:
+        """The write did not commit: its caller raises ``error``."""
+        self._error = error
+
+    def outcome(self) -> Any:
+        """The write's value, or its error raised."""
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class GroupCommit(Generic[T]):
+    """Batches writes of type ``T`` that arrive together; ``commit`` settles or fails each of
+    a batch's ``Pending`` (it must not raise)."""
+
+    def __init__(self, commit: Callable[[list[Pending[T]]], None]) -> None:
+        self._commit = commit
+        self._lock = threading.Lock()
+        self._queue: list[Pending[T]] = []
+        self._busy = False
+
+    def submit(self, write: T) -> Any:
+        """Queue ``write``, wait until the transaction holding it committed, return what it
+        decided (or raise its error)."""
+        pending = Pending(write)
+        with self._lock:
+            self._queue.append(pending)
+            leading = not self._busy
+            self._busy = True
+        if not leading:
+            pending.done.wait()
+            if not pending.lead:
+                return pending.outcome()
+        self._lead()
+        return pending.outcome()
+
+    def _lead(self) -> None:
+        with self._lock:
+            batch = self._queue[:BATCH_LIMIT]
+            del self._queue[:BATCH_LIMIT]
+        try:
+            self._commit(batch)
+        finally:
+            with self._lock:
+                successor = self._queue[0] if self._queue else None
+                if successor is None:
+                    self._busy = False
+                else:
+                    successor.lead = True
+            for pending in batch:
+                pending.done.set()
+            if successor is not None:
+                successor.done.set()

@@ -1,0 +1,97 @@
+"""The write pipeline: a run's hot writes (a step's outcome, the run's end) go through the
+store's ``GroupCommit``, so the runs a worker executes at once share transactions.
+
+Each write is a ``Write``: ``work(conn)`` does it inside a transaction other writes share, and
+reads its precondition from row counts (a lost lease makes it return ``False`` having
+written nothing, never raise), so one write's failed precondition leaves the others of its
+batch to commit; ``alone()`` does the same write in a transaction of its own. A batch of one
+is done alone (the cheapest path for a lone run); a batch whose transaction raises is rolled
+back and each of its writes done alone, so an unexpected error is reported to its own caller.
+
+A batch is retried whole when its connection is lost; each write carries an id (``CALL_ID``)
+stamped on the journal entry it writes, and a retry after a try that may have committed
+first looks for that entry, as ``SQLBase._once`` does for one write.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base import Entry
+from ..group_commit import GroupCommit, Pending
+from ._base import CALL_ID, SQLBase
+
+__all__ = ["Pipelined", "Write"]
+
+
+@dataclass(slots=True)
+class Write:
+    """One write of the pipeline (see the module's docstring)."""
+
+    workflow_id: str
+    footprint: Entry  # the journal entry ``work`` writes: how a retry finds it landed
+    work: Callable[[Any], Any]
+    alone: Callable[[], Any]
+    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+
+
+class Pipelined(SQLBase):
+    """``SQLBase`` with the pipeline's two verbs: queue a write, commit a batch."""
+
+    _pipeline: GroupCommit[Write]
+
+    def _open_pipeline(self) -> None:
+        """Called by a backend's constructor: this store object's one pipeline."""
+        self._pipeline = GroupCommit(self._commit_batch)
+
+    def _batched(self, write: Write) -> Any:
+        """Do ``write`` in the next transaction of the pipeline; return what it decided once
+        that transaction committed."""
+        return self._pipeline.submit(write)
+
+    def _commit_batch(self, batch: list[Pending[Write]]) -> None:
+        if len(batch) > 1:
+            try:
+                values = self._write_together([pending.write for pending in batch])
+            except Exception:  # each write is then done alone, and reports its own error
+                pass
+            else:
+                for pending, value in zip(batch, values, strict=True):
+                    pending.settle(value)
+                return
+        for pending in batch:
+            try:
+                pending.settle(pending.write.alone())
+            except BaseException as exc:  # its caller raises it
+                pending.fail(exc)
+
+    def _write_together(self, writes: list[Write]) -> list[Any]:
+        """Every write's ``work`` in one transaction; what each decided."""
+        decided: list[Any] = []
+
+        def attempt(conn: Any) -> list[Any]:
+            if decided and self._committed(conn, writes, decided):
+                return list(decided)  # the try before got as far as its commit, which landed
+            decided[:] = [self._one(conn, write) for write in writes]
+            return list(decided)
+
+        return self._write(attempt)
+
+    def _committed(self, conn: Any, writes: list[Write], decided: list[Any]) -> bool:
+        """Whether the batch that decided ``decided`` committed: it commits whole or not at
+        all, so one write that wrote (decided a true value) and is found tells."""
+        for write, value in zip(writes, decided, strict=True):
+            if value:
+                return self._journaled(write.workflow_id, write.call_id)(conn)
+        return False  # nothing was written: doing it again is the same
+
+    @staticmethod
+    def _one(conn: Any, write: Write) -> Any:
+        token = CALL_ID.set(write.call_id)  # the entries it journals carry it
+        try:
+            return write.work(conn)
+        finally:
+            CALL_ID.reset(token)
