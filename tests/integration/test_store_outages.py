@@ -23,18 +23,27 @@ def _url(tmp_path: Path) -> str:
 
 
 def _fail_the_first_step_result(app: stalwart.Stalwart, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The store fails once, when the first step result is journaled."""
+    """The store fails once, when the first step result is journaled: by ``append``, or by
+    ``finish_run`` when the run ends right after the step and takes the result along."""
     store = store_of(app)
-    real_append = store.append
+    real_append, real_finish = store.append, store.finish_run
     failures = [1]
 
-    def flaky_append(workflow_id: str, entry: Any, *, owner: str | None) -> bool:
-        if entry.kind == "step" and entry.status == "completed" and failures:
+    def fail_once(entries: Any) -> None:
+        if failures and any(e.kind == "step" and e.status == "completed" for e in entries):
             failures.pop()
             raise stalwart.StoreError("sqlite:///runs.db: disk I/O error")
+
+    def flaky_append(workflow_id: str, entry: Any, *, owner: str | None) -> bool:
+        fail_once([entry])
         return real_append(workflow_id, entry, owner=owner)
 
+    def flaky_finish(workflow_id: str, **kwargs: Any) -> bool:
+        fail_once(kwargs.get("charged", ()))
+        return real_finish(workflow_id, **kwargs)
+
     monkeypatch.setattr(store, "append", flaky_append)
+    monkeypatch.setattr(store, "finish_run", flaky_finish)
 
 
 def test_transient_store_error_does_not_dead_letter_the_run(

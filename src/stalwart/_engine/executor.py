@@ -141,7 +141,11 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     def main() -> Any:
         CURRENT_RUN.set(inv)
         CURRENT_STEP.set(None)
-        return wf.fn(*args, **kwargs)
+        inv.deferring = True  # see Invocation.defer (an async run's tasks journal as they go)
+        try:
+            return wf.fn(*args, **kwargs)
+        finally:
+            inv.deferring = False
 
     return contextvars.copy_context().run(main)
 
@@ -212,7 +216,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except CorruptRecord as exc:
         return _corrupt(runtime, inv, exc)
     except Suspend as signal:
-        return _suspend(runtime, inv, signal)
+        return _flushed(runtime, inv) or _suspend(runtime, inv, signal)
     except Cancel as signal:
         detail = ErrorRecord.of(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
         return _roll_back(runtime, inv, RunStatus.CANCELLED, detail, None)
@@ -225,9 +229,13 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         with contextlib.suppress(Exception):
+            inv.flush()
+        with contextlib.suppress(Exception):
             runtime.store.release_lease(wid, owner=inv.owner, now=runtime.clock.time())
         return Outcome(OutcomeKind.ABORT, signal.error)
     except Release:
+        if (unflushed := _flushed(runtime, inv)) is not None:
+            return unflushed
         runtime.store.release_run(wid, owner=inv.owner, now=runtime.clock.time())
         log.info("run %s: given back at a step boundary (worker shutting down)", wid)
         return Outcome(OutcomeKind.RELEASED)
@@ -249,6 +257,8 @@ def _roll_back(
     compensation that exhausts its retries sends it to an operator instead. A rollback is
     journaled before its first compensation, so a recovery finishes it instead of replaying
     the workflow (whose compensated steps would otherwise run again)."""
+    if (unflushed := _flushed(runtime, inv)) is not None:
+        return unflushed
     try:
         with inv.journaling():
             cancel_children(runtime, inv.workflow_id, by=f"parent {inv.workflow_id}")
@@ -270,6 +280,22 @@ def _roll_back(
             runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=error, exc=failure
         )
     return _finish(runtime, inv, status, output=None, error=detail, exc=exc)
+
+
+def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
+    """Journal the step outcomes the run went on past (``Invocation.defer``) before an
+    ending that does not take them along; the outcome to return when that failed."""
+    try:
+        inv.flush()
+    except LeaseLost:
+        log.warning("run %s: lease lost to another worker; stopped", inv.workflow_id)
+        return Outcome(OutcomeKind.LEASE_LOST)
+    except StoreFailed as signal:
+        log.warning("run %s: the store failed while journaling: %s", inv.workflow_id, signal.error)
+        with contextlib.suppress(Exception):
+            runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
+        return Outcome(OutcomeKind.ABORT, signal.error)
+    return None
 
 
 def _has_compensations(runtime: Runtime, inv: Invocation) -> bool:
@@ -330,6 +356,7 @@ def _finish(
         error=text,
         now=now,
         entry=entry,
+        charged=inv.take_deferred(),  # the last step's outcome commits with the run's end
     )
     if not ok:
         return Outcome(OutcomeKind.LEASE_LOST)

@@ -240,6 +240,8 @@ class Invocation:
         self.abandoned = False  # ended without an outcome; its lease was given back
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
+        self.deferring = False  # set while a sync workflow's own code runs (see ``defer``)
+        self.deferred: list[Entry] = []
         self._lock = threading.Lock()
 
     # -- positions ------------------------------------------------------------------------
@@ -288,8 +290,11 @@ class Invocation:
     # -- replay ---------------------------------------------------------------------------
 
     def check_alive(self) -> None:
-        """At a boundary: re-raise a sticky failure; stop if the lease was lost, the run was
-        cancelled or its deadline passed, or another task of the run already suspended it."""
+        """At a boundary: journal the step outcomes the workflow went on past (``defer``);
+        re-raise a sticky failure; stop if the lease was lost, the run was cancelled or its
+        deadline passed, or another task of the run already suspended it."""
+        if self.deferred and self.deferring:
+            self.flush()
         if self.fatal is not None:
             raise self.fatal
         if self.lease_lost.is_set():
@@ -413,6 +418,33 @@ class Invocation:
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
+
+    def defer(self, entry: Entry) -> None:
+        """Journal a step's outcome with the invocation's next write, or now.
+
+        While a sync workflow's own code runs, the outcome waits for the next boundary
+        (``check_alive``: before another step's attempt, a wait, a recorded value, a child)
+        or for the transaction that ends the run, which takes it along (``take_deferred``):
+        the code between two calls runs ahead of the commit, but nothing that leaves a trace
+        does, so a crash before the commit loses only what replay does again anyway. A run
+        that ends after its last step so commits twice in all: created, then ended."""
+        if self.deferring:
+            self.deferred.append(entry)
+        else:
+            self.append(entry)
+
+    def take_deferred(self) -> list[Entry]:
+        """The deferred outcomes, for the transaction that ends the run to journal."""
+        entries, self.deferred = self.deferred, []
+        return entries
+
+    def flush(self) -> None:
+        """Journal the deferred outcomes now (``LeaseLost`` if the lease is gone)."""
+        entries = self.take_deferred()
+        if len(entries) == 1:
+            self.append(entries[0])
+        elif entries:
+            self.append_many(entries)
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""

@@ -130,7 +130,10 @@ class StepCall:
         usage: tuple[Usage | None, str | None] = (None, None),
     ) -> None:
         entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
-        self.inv.append(entry)
+        if status == EntryStatus.COMPLETED:
+            self.inv.defer(entry)
+        else:
+            self.inv.append(entry)
         count(self, entry)
 
     def entry(
