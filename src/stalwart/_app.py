@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, overload
 
 from ._checks import Checks
-from ._clock import Clock, ServerClock
+from ._clock import Clock, ServerClock, SystemClock
 from ._declare import (
     check_app_options,
     check_start_options,
@@ -48,8 +48,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _default_clock(store: Store) -> Clock:
-    """The system clock; on a store shared by machines, corrected to the server's clock."""
-    return ServerClock(store.clock_offset)
+    """One clock per store: this machine's for a store on it (SQLite), where every process
+    reads the same clock; a server's (PostgreSQL), read through ``ServerClock``."""
+    offset = store.clock_offset()
+    if offset == 0.0:  # the store says it is on this machine
+        return SystemClock()
+    return ServerClock(store.clock_offset, first=offset)
 
 
 class Stalwart(Reads, SharedContext, Schedules, Checks):
