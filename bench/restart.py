@@ -4,10 +4,10 @@ Each run does a no-op step, then a step that hangs in the first worker (it waits
 and runs at once in the second, then a no-op step. The first worker (this file in worker
 mode, concurrency 50) takes the 50 runs; once every run is inside its hanging step, it is
 SIGKILLed, and a second worker process starts. The figure is the time from the second
-worker's start, after its interpreter started and imported stalwart (the moment it begins to
-open the store, ``stalwart.Stalwart(url)``), to the ``updated_at`` of the last run to
-complete; the time from its ``app.serve()`` call is printed too. Each figure is the median of
-``--repeat`` samples, each on a fresh store.
+worker's start, after its interpreter started and imported stalwart (and psycopg, for
+PostgreSQL), the moment it begins to open the store (``stalwart.Stalwart(url)``), to the
+``updated_at`` of the last run to complete; the time from its ``app.serve()`` call is
+printed too. Each figure is the median of ``--repeat`` samples, each on a fresh store.
 
 The floor is the same number of bare transactions (runs: 50 autocommitted INSERTs of one
 journal row, one after the other on one connection) on a store stalwart's migrations created,
@@ -76,6 +76,8 @@ def build(url: str, hang_dir: str | None) -> tuple[stalwart.Stalwart, Any]:
 
 def serve(url: str, concurrency: int, hang_dir: str | None, stamp: str) -> int:
     """Worker mode: serve until killed or SIGTERM; ``stamp`` gets the start times."""
+    if url.startswith("postgresql"):
+        import psycopg_pool  # noqa: F401  (imports are the interpreter's start, not the worker's)
     began = time.time()
     app, _ = build(url, hang_dir)
     Path(stamp).write_text(f"{began} {time.time()}", "ascii")
