@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -32,6 +32,7 @@ from ._ticks import Ticker
 
 if TYPE_CHECKING:
     from ._metrics import Metrics
+    from ._runtime import Runtime
     from ._store import RunRow
 
 __all__ = ["Worker", "serve"]
@@ -66,6 +67,44 @@ def _check_queues(queues: list[str] | None) -> None:
         raise TypeError(f"queues={queues!r}: pass a list of queue names")
     for queue in queues or ():
         _inputs.name(queue, "queues")
+
+
+def _orphans(runtime: Runtime, names: list[str], free: int) -> list[RunRow]:
+    """Up to ``free`` runs held by processes of this host that are gone (not this app's)."""
+    orphans: list[RunRow] = []
+    for held in runtime.store.held_on_host(host_prefix=f"{HOST}/", names=names):
+        workflow_id, holder = held.workflow_id, held.lease_owner
+        if len(orphans) >= free:
+            break
+        if not holder.startswith(runtime.holder + "#") and holder_is_gone(holder):
+            row = runtime.store.get_run(workflow_id)
+            if row is not None and row.lease_owner == holder:
+                orphans.append(row)
+    return orphans
+
+
+def _taker(driver: Driver, runtime: Runtime, now: float) -> Callable[[RunRow], Invocation | None]:
+    """What takes a run's lease for this worker (``None``: not taken, or not its workflow)."""
+
+    def take(row: RunRow) -> Invocation | None:
+        wf = runtime.registry.workflows.get(row.name)
+        return None if wf is None else driver.take(wf, row, now)
+
+    return take
+
+
+def _at_once(
+    take: Callable[[RunRow], Invocation | None], rows: list[RunRow], pool: ThreadPoolExecutor
+) -> tuple[list[Invocation | None], BaseException | None]:
+    """``take`` of each row, in the pool's threads at once (one row: in this thread): what
+    each took (``None`` where it failed), and the first error."""
+    if len(rows) == 1:
+        return [take(rows[0])], None
+    futures = [pool.submit(take, row) for row in rows]
+    wait(futures)
+    errors = [error for future in futures if (error := future.exception()) is not None]
+    taken = [None if future.exception() else future.result() for future in futures]
+    return taken, errors[0] if errors else None
 
 
 class Worker:
@@ -276,19 +315,23 @@ class Worker:
                 names=names, queues=queues, now=now, limit=free * 2
             )
             newly_refused = False
+            together: list[RunRow] = []  # runs of queues without limits, taken at once
             for row in candidates:
-                if free <= 0 or self.stopping.is_set():
+                if free - len(together) <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
                     if row.workflow_id in self.active:
                         continue
                 if row.queue in refused:
                     continue
-                if self._start(row, pool):
+                if row.queue not in self.runtime.queues:
+                    together.append(row)
+                elif self._start_all([row], pool)[0]:
                     free -= 1
-                elif row.queue in self.runtime.queues:
+                else:
                     refused.add(row.queue)  # at its limit (or another worker was faster)
                     newly_refused = True
+            free -= sum(self._start_all(together, pool))
             if not newly_refused:
                 break
         # Only a rate frees up at a known time; a queue refused for its concurrency is woken by
@@ -302,21 +345,20 @@ class Worker:
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""
-        host = HOST
-        for held in self.runtime.store.held_on_host(host_prefix=f"{host}/", names=names):
-            workflow_id, holder = held.workflow_id, held.lease_owner
-            if self._free_slots() <= 0 or self.stopping.is_set():
-                return
-            if not holder.startswith(self.runtime.holder + "#") and holder_is_gone(holder):
-                row = self.runtime.store.get_run(workflow_id)
-                if row is not None and row.lease_owner == holder:
-                    self._start(row, pool)
+        if not self.stopping.is_set():
+            self._start_all(_orphans(self.runtime, names, self._free_slots()), pool)
 
-    def _start(self, row: RunRow, pool: ThreadPoolExecutor) -> bool:
-        wf = self.runtime.registry.workflows.get(row.name)
-        if wf is None:
-            return False
-        inv = self.driver.take(wf, row, self.runtime.clock.time())
+    def _start_all(self, rows: list[RunRow], pool: ThreadPoolExecutor) -> list[bool]:
+        """Take the leases of ``rows`` at once (so that the claims share the store's
+        transactions: group commit) and execute each run taken."""
+        take = _taker(self.driver, self.runtime, self.runtime.clock.time())
+        taken, error = _at_once(take, rows, pool)
+        started = [self._run(row, inv, pool) for row, inv in zip(rows, taken, strict=True)]
+        if error is not None:
+            raise error  # after every run taken was started: none is left held and idle
+        return started
+
+    def _run(self, row: RunRow, inv: Invocation | None, pool: ThreadPoolExecutor) -> bool:
         if inv is None:
             return False
         invocations = [inv]

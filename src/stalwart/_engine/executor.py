@@ -24,7 +24,14 @@ from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, 
 from .._store import Entry
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
-from .invocation import CURRENT_RUN, CURRENT_STEP, Invocation, failure_seq
+from .invocation import (
+    CURRENT_RUN,
+    CURRENT_STEP,
+    Invocation,
+    failure_seq,
+    flush_outcomes,
+    take_outcomes,
+)
 from .lifecycle import lifecycle
 from .observe import finished, suspended
 
@@ -229,7 +236,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         with contextlib.suppress(Exception):
-            inv.flush()
+            flush_outcomes(inv)
         with contextlib.suppress(Exception):
             runtime.store.release_lease(wid, owner=inv.owner, now=runtime.clock.time())
         return Outcome(OutcomeKind.ABORT, signal.error)
@@ -286,7 +293,7 @@ def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
     """Journal the step outcomes the run went on past (``Invocation.defer``) before an
     ending that does not take them along; the outcome to return when that failed."""
     try:
-        inv.flush()
+        flush_outcomes(inv)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped", inv.workflow_id)
         return Outcome(OutcomeKind.LEASE_LOST)
@@ -356,7 +363,7 @@ def _finish(
         error=text,
         now=now,
         entry=entry,
-        charged=inv.take_deferred(),  # the last step's outcome commits with the run's end
+        charged=take_outcomes(inv),  # the last step's outcome commits with the run's end
     )
     if not ok:
         return Outcome(OutcomeKind.LEASE_LOST)

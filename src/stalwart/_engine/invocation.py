@@ -38,11 +38,14 @@ __all__ = [
     "Invocation",
     "Recorded",
     "StepScope",
+    "defer_outcome",
     "failure_seq",
     "final_failure",
+    "flush_outcomes",
     "guarded",
     "guarded_async",
     "step_key",
+    "take_outcomes",
 ]
 
 log = logging.getLogger("stalwart")
@@ -240,7 +243,7 @@ class Invocation:
         self.abandoned = False  # ended without an outcome; its lease was given back
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
-        self.deferring = False  # set while a sync workflow's own code runs (see ``defer``)
+        self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         self.deferred: list[Entry] = []
         self._lock = threading.Lock()
 
@@ -294,7 +297,7 @@ class Invocation:
         re-raise a sticky failure; stop if the lease was lost, the run was cancelled or its
         deadline passed, or another task of the run already suspended it."""
         if self.deferred and self.deferring:
-            self.flush()
+            flush_outcomes(self)
         if self.fatal is not None:
             raise self.fatal
         if self.lease_lost.is_set():
@@ -419,33 +422,6 @@ class Invocation:
             self.lease_lost.set()
             raise LeaseLost()
 
-    def defer(self, entry: Entry) -> None:
-        """Journal a step's outcome with the invocation's next write, or now.
-
-        While a sync workflow's own code runs, the outcome waits for the next boundary
-        (``check_alive``: before another step's attempt, a wait, a recorded value, a child)
-        or for the transaction that ends the run, which takes it along (``take_deferred``):
-        the code between two calls runs ahead of the commit, but nothing that leaves a trace
-        does, so a crash before the commit loses only what replay does again anyway. A run
-        that ends after its last step so commits twice in all: created, then ended."""
-        if self.deferring:
-            self.deferred.append(entry)
-        else:
-            self.append(entry)
-
-    def take_deferred(self) -> list[Entry]:
-        """The deferred outcomes, for the transaction that ends the run to journal."""
-        entries, self.deferred = self.deferred, []
-        return entries
-
-    def flush(self) -> None:
-        """Journal the deferred outcomes now (``LeaseLost`` if the lease is gone)."""
-        entries = self.take_deferred()
-        if len(entries) == 1:
-            self.append(entries[0])
-        elif entries:
-            self.append_many(entries)
-
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
         with self.journaling():
@@ -498,6 +474,36 @@ class Invocation:
             )
         )
         return self.runtime.codec.decode(payload)
+
+
+def defer_outcome(inv: Invocation, entry: Entry) -> None:
+    """Journal a step's outcome with ``inv``'s next write, or now.
+
+    While a sync workflow's own code runs (``inv.deferring``), the outcome waits for the next
+    boundary (``check_alive``: before another step's attempt, a wait, a recorded value, a
+    child) or for the transaction that ends the run, which takes it along (``take_outcomes``):
+    the code between two calls runs ahead of the commit, but nothing that leaves a trace
+    does, so a crash before the commit loses only what replay does again anyway. A run that
+    ends after its last step so commits twice in all: created, then ended."""
+    if inv.deferring:
+        inv.deferred.append(entry)
+    else:
+        inv.append(entry)
+
+
+def take_outcomes(inv: Invocation) -> list[Entry]:
+    """The deferred outcomes, for the transaction that ends the run to journal."""
+    entries, inv.deferred = inv.deferred, []
+    return entries
+
+
+def flush_outcomes(inv: Invocation) -> None:
+    """Journal the deferred outcomes now (``LeaseLost`` if the lease is gone)."""
+    entries = take_outcomes(inv)
+    if len(entries) == 1:
+        inv.append(entries[0])
+    elif entries:
+        inv.append_many(entries)
 
 
 _E = TypeVar("_E", bound=BaseException)

@@ -28,6 +28,7 @@ from .invocation import (
     Invocation,
     Recorded,
     StepScope,
+    defer_outcome,
     final_failure,
     guarded,
     guarded_async,
@@ -131,7 +132,7 @@ class StepCall:
     ) -> None:
         entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
         if status == EntryStatus.COMPLETED:
-            self.inv.defer(entry)
+            defer_outcome(self.inv, entry)
         else:
             self.inv.append(entry)
         count(self, entry)

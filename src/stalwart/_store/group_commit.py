@@ -35,7 +35,7 @@ class Pending(Generic[T]):
 
     def __init__(self, write: T) -> None:
         self.write = write
-        self.done = threading.Event()
+        self.done: threading.Event | None = None  # what a follower waits on (a leader: none)
         self.lead = False  # set when this waiting caller must lead the next commit
         self._value: Any = None
         self._error: BaseException | None = StoreError(
@@ -74,9 +74,12 @@ class GroupCommit(Generic[T]):
         with self._lock:
             self._queue.append(pending)
             leading = not self._busy
-            self._busy = True
+            if leading:
+                self._busy = True
+            else:
+                done = pending.done = threading.Event()
         if not leading:
-            pending.done.wait()
+            done.wait()
             if not pending.lead:
                 return pending.outcome()
         self._lead()
@@ -96,6 +99,7 @@ class GroupCommit(Generic[T]):
                 else:
                     successor.lead = True
             for pending in batch:
-                pending.done.set()
-            if successor is not None:
+                if pending.done is not None:
+                    pending.done.set()
+            if successor is not None and successor.done is not None:
                 successor.done.set()

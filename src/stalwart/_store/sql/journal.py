@@ -13,6 +13,10 @@ from .pipeline import Pipelined, Write
 __all__ = ["JournalVerbs"]
 
 
+def _nothing(_decided: object) -> bool:
+    return False
+
+
 class JournalVerbs(Pipelined):
     """The ``JournalStore`` verbs over SQL."""
 
@@ -30,7 +34,7 @@ class JournalVerbs(Pipelined):
         def alone() -> bool:
             return self._append_alone(workflow_id, entry, owner=owner)
 
-        return bool(self._batched(Write(workflow_id, entry, work, alone)))
+        return bool(self._batched(Write(workflow_id, work, alone)))
 
     def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """``append`` in a transaction of its own."""
@@ -62,7 +66,15 @@ class JournalVerbs(Pipelined):
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
         params = {"workflow_id": workflow_id, "owner": owner, "marker": marker}
-        return self._changes("mark_retry", params) == 1
+
+        def work(conn: Any) -> bool:
+            return bool(conn.execute(self._q["mark_retry"], params).rowcount == 1)
+
+        def alone() -> bool:
+            return self._changes("mark_retry", params) == 1
+
+        # idempotent (it sets the marker it is given), so it journals nothing to be found by
+        return bool(self._batched(Write(workflow_id, work, alone, wrote=_nothing)))
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """Positioned journal rows, without inputs."""

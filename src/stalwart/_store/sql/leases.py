@@ -8,10 +8,10 @@ helper of its own; ``take_lease`` only sequences them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..base import Entry, HeldRun, LeaseClaim, QueueLimits, RunRow
-from ._base import SQLBase
+from .pipeline import Pipelined, Write
 
 __all__ = ["LeaseVerbs"]
 
@@ -39,7 +39,11 @@ class _Recoveries:
     mark: int | None = None
 
 
-class LeaseVerbs(SQLBase):
+def _taken(claim: LeaseClaim) -> bool:
+    return claim.taken
+
+
+class LeaseVerbs(Pipelined):
     """The ``LeaseStore`` verbs over SQL."""
 
     # -- claiming -------------------------------------------------------------------------
@@ -138,7 +142,16 @@ class LeaseVerbs(SQLBase):
                 self._journal_in(conn, workflow_id, entry)
             return LeaseClaim(taken=True, recoveries=recoveries.count)
 
-        return self._once(workflow_id, entry, work)
+        if entry is None:
+            return self._once(workflow_id, entry, work)
+
+        def alone() -> LeaseClaim:
+            return self._once(workflow_id, entry, work)
+
+        # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
+        # a transaction; a refusal writes nothing, so it leaves the others of its batch be.
+        claim = self._batched(Write(workflow_id, work, alone, wrote=_taken))
+        return cast(LeaseClaim, claim)
 
     def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> _Admission:
         """Queue admission: whether the queue's limits let this run start now."""

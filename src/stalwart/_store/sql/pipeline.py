@@ -1,5 +1,6 @@
-"""The write pipeline: a run's hot writes (a step's outcome, the run's end) go through the
-store's ``GroupCommit``, so the runs a worker executes at once share transactions.
+"""The write pipeline: a run's hot writes (creating it, taking its lease, a step's outcome, a
+retry's marker, the run's end) go through the store's ``GroupCommit``, so the runs a worker
+executes at once share transactions.
 
 Each write is a ``Write``: ``work(conn)`` does it inside a transaction other writes share, and
 reads its precondition from row counts (a lost lease makes it return ``False`` having
@@ -17,10 +18,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from ..base import Entry
 from ..group_commit import GroupCommit, Pending
 from ._base import CALL_ID, SQLBase
 
@@ -32,10 +32,12 @@ class Write:
     """One write of the pipeline (see the module's docstring)."""
 
     workflow_id: str
-    footprint: Entry  # the journal entry ``work`` writes: how a retry finds it landed
     work: Callable[[Any], Any]
     alone: Callable[[], Any]
-    call_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # Whether what ``work`` decided means it journaled an entry (carrying ``call_id``, which
+    # tells a retry that the batch landed); a write that journals nothing must be idempotent.
+    wrote: Callable[[Any], bool] = bool
+    call_id: str = ""  # given when it joins a batch (alone, ``alone`` makes its own)
 
 
 class Pipelined(SQLBase):
@@ -71,6 +73,8 @@ class Pipelined(SQLBase):
     def _write_together(self, writes: list[Write]) -> list[Any]:
         """Every write's ``work`` in one transaction; what each decided."""
         decided: list[Any] = []
+        for write in writes:
+            write.call_id = uuid.uuid4().hex
 
         def attempt(conn: Any) -> list[Any]:
             if decided and self._committed(conn, writes, decided):
@@ -82,9 +86,9 @@ class Pipelined(SQLBase):
 
     def _committed(self, conn: Any, writes: list[Write], decided: list[Any]) -> bool:
         """Whether the batch that decided ``decided`` committed: it commits whole or not at
-        all, so one write that wrote (decided a true value) and is found tells."""
+        all, so one write that wrote (and so journaled its footprint) tells."""
         for write, value in zip(writes, decided, strict=True):
-            if value:
+            if write.wrote(value):
                 return self._journaled(write.workflow_id, write.call_id)(conn)
         return False  # nothing was written: doing it again is the same
 

@@ -57,7 +57,7 @@ class RunVerbs(Pipelined):
         def alone() -> bool:
             return self._once(workflow_id, entry, work)
 
-        return bool(self._batched(Write(workflow_id, entry, work, alone)))
+        return bool(self._batched(Write(workflow_id, work, alone)))
 
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
@@ -131,4 +131,4 @@ class RunVerbs(Pipelined):
         def alone() -> bool:
             return self._once(workflow_id, entry, work)
 
-        return bool(self._batched(Write(workflow_id, entry, work, alone)))
+        return bool(self._batched(Write(workflow_id, work, alone)))
