@@ -1,0 +1,135 @@
+"""The write pipeline of a store: writes that arrive while a commit is under way share the next
+transaction; a lost lease fails its own write, not its batch's; an unexpected error leaves the
+others to commit, each alone, and reaches only its own caller."""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from stalwart import NotDurableWarning
+from stalwart._store import Entry, open_store
+from stalwart._store.sql.pipeline import Write
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotDurableWarning)
+        instance = open_store(store_url)
+    yield instance
+    instance.close()
+
+
+def _create(store: Any, wid: str, owner: str) -> None:
+    assert store.create_run(
+        workflow_id=wid,
+        name="agent",
+        status="running",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=100.0,
+        owner=owner,
+        lease_until=130.0,
+        entry=Entry(kind="run", name="started", status="completed"),
+    )
+
+
+def _step(seq: int) -> Entry:
+    return Entry(
+        kind="step", name="s", status="completed", seq=seq, position=str(seq - 1), attempt=1
+    )
+
+
+def _together(store: Any, calls: list[Callable[[], Any]]) -> tuple[list[Any], list[int]]:
+    """Run ``calls`` in threads while a commit is under way, so they queue for the next one;
+    what each returned (or raised), and the sizes of the batches committed together."""
+    gate = threading.Event()
+    batches: list[int] = []
+    real = store._write_together
+
+    def counted(writes: list[Write]) -> list[Any]:
+        batches.append(len(writes))
+        return real(writes)
+
+    store._write_together = counted
+    blocker = threading.Thread(
+        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
+    )
+    blocker.start()
+    while not store._pipeline._busy:
+        time.sleep(0.001)
+    results: list[Any] = [None] * len(calls)
+
+    def call(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    while len(store._pipeline._queue) < len(calls):
+        time.sleep(0.001)
+    gate.set()
+    for thread in [blocker, *threads]:
+        thread.join(timeout=30)
+    del store._write_together
+    return results, batches
+
+
+def test_a_lost_lease_fails_its_own_write_and_the_batch_commits_the_others(store: Any) -> None:
+    for wid in ("r1", "r2", "r3"):
+        _create(store, wid, "w1")
+    claim = store.take_lease("r2", owner="w2", expected_owner="w1", now=200.0, lease_until=230.0)
+    assert claim.taken  # w1's lease on r2 lapsed and w2 took it
+
+    results, batches = _together(
+        store,
+        [
+            lambda: store.append("r1", _step(1), owner="w1"),
+            lambda: store.append("r2", _step(1), owner="w1"),
+            lambda: store.append("r3", _step(1), owner="w1"),
+        ],
+    )
+
+    assert results == [True, False, True]
+    assert batches == [3]  # one transaction, which the lost lease did not abort
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert [r.seq for r in store.replay_index("r2")] == []
+    assert [r.seq for r in store.replay_index("r3")] == [1]
+
+
+def test_an_unexpected_error_reaches_its_caller_alone(store: Any) -> None:
+    for wid in ("r1", "r2"):
+        _create(store, wid, "w1")
+
+    def broken(_conn: Any) -> bool:
+        raise RuntimeError("a bug in one write")
+
+    def broken_alone() -> bool:
+        raise RuntimeError("a bug in one write")
+
+    results, batches = _together(
+        store,
+        [
+            lambda: store.append("r1", _step(1), owner="w1"),
+            lambda: store._batched(Write("r1", broken, broken_alone)),
+            lambda: store.append("r2", _step(1), owner="w1"),
+        ],
+    )
+
+    assert results[0] is True and results[2] is True
+    assert isinstance(results[1], RuntimeError)
+    assert batches == [3]  # tried together, rolled back, then each alone
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert [r.seq for r in store.replay_index("r2")] == [1]
