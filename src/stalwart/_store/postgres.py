@@ -22,6 +22,7 @@ connection's ``search_path``; created when missing) and ``pool_size`` (default 1
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import random
 import re
@@ -53,6 +54,9 @@ LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
 OUTAGE_QUIET_S = 10.0
 OUTAGE_POOL_WAIT_S = 0.2
+
+# Set while this thread commits a batch of the pipeline: its connection is the writer's own.
+_WRITING: contextvars.ContextVar[bool] = contextvars.ContextVar("stalwart_writing", default=False)
 
 _PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
 _IDENTIFIER = re.compile(r"[a-z_][a-z0-9_]{0,62}")
@@ -218,6 +222,17 @@ class PostgresStore(SQLStore):
         except BaseException:
             self._pool.close()
             raise
+        # The pipeline's own connection: a batch never queues for one behind the readers.
+        self._writer: psycopg_pool.ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            self._conninfo,
+            min_size=1,
+            max_size=1,
+            kwargs=self._pool_kwargs,
+            timeout=30.0,
+            num_workers=1,
+            open=True,
+            name=POOL_NAME,
+        )
         self._open_pipeline()
 
     def _check_reachable(self, psycopg: Any) -> None:
@@ -248,6 +263,7 @@ class PostgresStore(SQLStore):
         """Stop listening and close the pool."""
         if self._listener is not None:
             self._listener.close()
+        self._writer.close()
         self._pool.close()
 
     def clock_offset(self) -> float | None:
@@ -308,19 +324,20 @@ class PostgresStore(SQLStore):
         import psycopg
         import psycopg_pool
 
+        pool = self._writer if _WRITING.get() else self._pool
         if self._outage_since is None:
-            with self._pool.connection() as conn:
+            with pool.connection() as conn:
                 yield conn
             return
         try:
-            pooled = self._pool.getconn(timeout=OUTAGE_POOL_WAIT_S)
+            pooled = pool.getconn(timeout=OUTAGE_POOL_WAIT_S)
         except psycopg_pool.PoolTimeout:
             pooled = None
         if pooled is not None:
             try:
                 yield pooled
             finally:
-                self._pool.putconn(pooled)
+                pool.putconn(pooled)
             return
         with psycopg.connect(self._conninfo, **self._pool_kwargs) as conn:
             yield conn
@@ -371,6 +388,14 @@ class PostgresStore(SQLStore):
 
     def _write(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=True)
+
+    @contextlib.contextmanager
+    def _as_writer(self) -> Iterator[None]:
+        token = _WRITING.set(True)
+        try:
+            yield
+        finally:
+            _WRITING.reset(token)
 
     def _run(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=False)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,16 @@ class Pipelined(SQLBase):
         that transaction committed."""
         return self._pipeline.submit(write)
 
+    def _as_writer(self) -> AbstractContextManager[None]:
+        """Around a batch's commit: the connection it uses is the pipeline's (a backend with
+        a pool of connections keeps one for it)."""
+        return nullcontext()
+
     def _commit_batch(self, batch: list[Pending[Write]]) -> None:
+        with self._as_writer():
+            self._commit_in(batch)
+
+    def _commit_in(self, batch: list[Pending[Write]]) -> None:
         if len(batch) > 1:
             try:
                 values = self._write_together([pending.write for pending in batch])
