@@ -428,6 +428,19 @@ class PostgresStore(SQLStore):
             cur.execute(self._q["append_step_prepared"], params, prepare=True)
             return bool(cur.rowcount == 1)
 
+    def _send_entry(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
+        if name != "append_entry_if_owner":
+            return super()._send_entry(conn, name, params)
+        import psycopg
+
+        cur = psycopg.Cursor(conn)
+        cur.execute(self._q["append_step_prepared"], params, prepare=True)
+        return lambda: bool(cur.rowcount == 1)
+
+    def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        # A batch's appends go out together: one round trip for all, not one each.
+        return conn.pipeline()  # type: ignore[no-any-return]
+
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})
 

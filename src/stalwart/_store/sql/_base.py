@@ -88,6 +88,12 @@ class SQLBase:
         """Run an append query; backends may prepare the hot one."""
         return bool(conn.execute(self._q[name], params).rowcount == 1)
 
+    def _send_entry(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
+        """Send an append query; what says, once it is answered, whether it wrote its row
+        (a backend that cannot send ahead runs it now)."""
+        wrote = self._insert_entry(conn, name, params)
+        return lambda: wrote
+
     def _apply_script(self, conn: Any, sql: str) -> None:
         """Execute one migration file's statements inside the migration transaction."""
         raise NotImplementedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from ..._errors import CorruptRecord
@@ -34,7 +35,13 @@ class JournalVerbs(Pipelined):
         def alone() -> bool:
             return self._append_alone(workflow_id, entry, owner=owner)
 
-        return bool(self._batched(Write(workflow_id, work, alone)))
+        def send(conn: Any) -> Callable[[], bool]:
+            params = self._entry_params(conn, workflow_id, entry, owner)
+            return self._send_entry(conn, "append_entry_if_owner", params)
+
+        # an inline entry is one statement, which can be sent ahead of the batch's answers
+        write = Write(workflow_id, work, alone, send=send if _inline(entry) else None)
+        return bool(self._batched(write))
 
     def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """``append`` in a transaction of its own."""

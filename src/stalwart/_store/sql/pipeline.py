@@ -38,6 +38,10 @@ class Write:
     # Whether what ``work`` decided means it journaled an entry (carrying ``call_id``, which
     # tells a retry that the batch landed); a write that journals nothing must be idempotent.
     wrote: Callable[[Any], bool] = bool
+    # ``work`` in two halves, for a batch whose statements are all sent before any answer is
+    # read (PostgreSQL's pipeline mode): send the statement, then, once all are answered,
+    # what it decided.
+    send: Callable[[Any], Callable[[], Any]] | None = None
     call_id: str = ""  # given when it joins a batch (alone, ``alone`` makes its own)
 
 
@@ -89,10 +93,29 @@ class Pipelined(SQLBase):
         def attempt(conn: Any) -> list[Any]:
             if decided and self._committed(conn, writes, decided):
                 return list(decided)  # the try before got as far as its commit, which landed
-            decided[:] = [self._one(conn, write) for write in writes]
+            decided[:] = self._decide(conn, writes)
             return list(decided)
 
         return self._write(attempt)
+
+    def _decide(self, conn: Any, writes: list[Write]) -> list[Any]:
+        """What each write decided, inside the batch's transaction: those that can be sent
+        ahead go first, together (the writes of a batch are of different runs, or of one run's
+        concurrent steps, so their order is free), then the others one by one."""
+        ahead = [i for i, write in enumerate(writes) if write.send is not None]
+        if len(ahead) < 2:
+            ahead = []
+        with self._pipelined(conn) if ahead else nullcontext():
+            answers = {i: self._one(conn, writes[i], sending=True) for i in ahead}
+        values = {i: answer() for i, answer in answers.items()}
+        for i, write in enumerate(writes):
+            if i not in values:
+                values[i] = self._one(conn, write)
+        return [values[i] for i in range(len(writes))]
+
+    def _pipelined(self, conn: Any) -> AbstractContextManager[Any]:
+        """Around statements sent without waiting for their answers (where the backend can)."""
+        return nullcontext()
 
     def _committed(self, conn: Any, writes: list[Write], decided: list[Any]) -> bool:
         """Whether the batch that decided ``decided`` committed: it commits whole or not at
@@ -103,9 +126,11 @@ class Pipelined(SQLBase):
         return False  # nothing was written: doing it again is the same
 
     @staticmethod
-    def _one(conn: Any, write: Write) -> Any:
+    def _one(conn: Any, write: Write, *, sending: bool = False) -> Any:
         token = CALL_ID.set(write.call_id)  # the entries it journals carry it
         try:
+            if sending and write.send is not None:
+                return write.send(conn)
             return write.work(conn)
         finally:
             CALL_ID.reset(token)
