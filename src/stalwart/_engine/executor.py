@@ -148,7 +148,7 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     def main() -> Any:
         CURRENT_RUN.set(inv)
         CURRENT_STEP.set(None)
-        inv.deferring = True  # see Invocation.defer (an async run's tasks journal as they go)
+        inv.deferring = True  # see defer_outcome (an async run's tasks journal as they go)
         try:
             return wf.fn(*args, **kwargs)
         finally:
@@ -290,7 +290,7 @@ def _roll_back(
 
 
 def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
-    """Journal the step outcomes the run went on past (``Invocation.defer``) before an
+    """Journal the step outcomes the run went on past (``defer_outcome``) before an
     ending that does not take them along; the outcome to return when that failed."""
     try:
         flush_outcomes(inv)

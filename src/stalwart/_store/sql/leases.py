@@ -149,7 +149,7 @@ class LeaseVerbs(Pipelined):
             return self._once(workflow_id, entry, work)
 
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
-        # a transaction; a refusal writes nothing, so it leaves the others of its batch be.
+        # a transaction; a refusal changes no run and journals nothing, so the others commit.
         claim = self._batched(Write(workflow_id, work, alone, wrote=_taken))
         return cast(LeaseClaim, claim)
 
