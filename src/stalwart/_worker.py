@@ -38,7 +38,7 @@ __all__ = ["Worker", "serve"]
 
 log = logging.getLogger("stalwart")
 
-IDLE_POLL_SECONDS = 0.01  # a PRAGMA data_version read: cheap enough to ask 100 times a second
+IDLE_POLL_SECONDS = 0.01  # the shortest wait before a due timer (the loop's turn: Changes)
 FULL_POLL_SECONDS = 0.5
 HOST_SCAN_SECONDS = 1.0
 DEFAULT_CONCURRENCY = 8
@@ -136,9 +136,12 @@ class Worker:
             self._start_threads(pool)
             self._started_at = self.runtime.clock.time()
             self._beat()
+            changes = self.runtime.store.changes
+            changes.subscribe(self.runtime.wakeup.set)  # a NOTIFY wakes the loop at once
             try:
                 self._loop(names, pool)
             finally:
+                changes.unsubscribe(self.runtime.wakeup.set)
                 self._shut_down(pool)
         finally:
             self._stop_metrics()
@@ -181,6 +184,7 @@ class Worker:
 
     def _loop(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         store = self.runtime.store
+        idle = store.changes.idle_seconds
         last_version = -1
         next_full = 0.0
         next_scan = 0.0
@@ -211,7 +215,7 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
-            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, IDLE_POLL_SECONDS))
+            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, idle))
 
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as

@@ -69,6 +69,7 @@ from typing import Any, Protocol
 
 from .._errors import StoreError
 from .._model import ErrorRecord
+from .changes import Changes
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -183,6 +184,7 @@ class RunStore(RunReads, Protocol):
 
     url: str
     durable: bool
+    changes: Changes  # how this process's threads wait for the store to change
 
     def close(self) -> None:
         """Release connections."""

@@ -33,6 +33,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS
+from .changes import Changes
 from .queries import load_queries
 from .sql import SQLStore
 
@@ -130,11 +131,12 @@ def _split_url(url: str) -> tuple[str, str | None, int, str]:
 
 
 class _Listener:
-    """A thread that LISTENs for the store's notifications and counts them."""
+    """A thread that LISTENs for the store's notifications and pushes them to its
+    :class:`Changes` (which polling stands in for while it reconnects)."""
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
-        self.version = 0
+        self.changes = store.changes
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
         self.thread.start()
@@ -151,14 +153,16 @@ class _Listener:
                     conn.execute(f"LISTEN {LISTEN_CHANNEL}")
                     schema = conn.execute("SELECT current_schema()").fetchone()
                     mine = schema[0] if schema else None
-                    self.version += 1  # (re)connected: anything may have happened meanwhile
+                    self.changes.live = True
+                    self.changes.push()  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
                     while not self.closed.is_set():
                         for note in conn.notifies(timeout=0.25):
                             if note.payload == mine:
-                                self.version += 1
+                                self.changes.push()
             except psycopg.Error:
-                self.version += 1
+                self.changes.live = False
+                self.changes.push()  # waiters poll until the listener is back
                 self.closed.wait(random.uniform(delay / 2, delay))
                 delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
 
@@ -197,6 +201,7 @@ class PostgresStore(SQLStore):
         self._outage_logged = False
         self._outage_lock = threading.Lock()
         self._listener: _Listener | None = None
+        self.changes = Changes(start=self._listen)
         self._check_reachable(psycopg)
         self._pool_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -405,8 +410,11 @@ class PostgresStore(SQLStore):
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})
 
-    def data_version(self) -> int:
-        """A number that changes when a run becomes claimable anywhere in the fleet."""
+    def _listen(self) -> None:
         if self._listener is None:
             self._listener = _Listener(self)
-        return self._listener.version
+
+    def data_version(self) -> int:
+        """A number that changes when a run becomes claimable, or one ends or suspends,
+        anywhere in the fleet (the first read starts listening)."""
+        return self.changes.current()

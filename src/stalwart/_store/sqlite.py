@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
+from .changes import Changes
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -87,6 +88,7 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
+        self.changes = Changes(self.data_version)
         self._migrate()
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
