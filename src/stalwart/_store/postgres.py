@@ -137,6 +137,7 @@ class _Listener:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.changes = store.changes
+        self.backend_pid: int | None = None  # the server process of its connection, once up
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
         self.thread.start()
@@ -153,6 +154,7 @@ class _Listener:
                     conn.execute(f"LISTEN {LISTEN_CHANNEL}")
                     schema = conn.execute("SELECT current_schema()").fetchone()
                     mine = schema[0] if schema else None
+                    self.backend_pid = conn.info.backend_pid
                     self.changes.live = True
                     self.changes.push()  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
