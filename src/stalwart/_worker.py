@@ -26,6 +26,7 @@ from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
+from ._memory import Trimmer
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
 from ._ticks import Ticker
@@ -89,6 +90,7 @@ class Worker:
         self._started_at = 0.0
         self._next_beat = 0.0
         self._ticks = Ticker(self.runtime)  # fires the app's schedules (_ticks)
+        self._trimmer = Trimmer(self.runtime.store.release_memory)  # memory back after a burst
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
 
@@ -136,12 +138,11 @@ class Worker:
             self._start_threads(pool)
             self._started_at = self.runtime.clock.time()
             self._beat()
-            changes = self.runtime.store.changes
-            changes.subscribe(self.runtime.wakeup.set)  # a NOTIFY wakes the loop at once
             try:
-                self._loop(names, pool)
+                # a store's pushed change (a NOTIFY) wakes the loop at once
+                with self.runtime.store.changes.subscribed(self.runtime.wakeup.set):
+                    self._loop(names, pool)
             finally:
-                changes.unsubscribe(self.runtime.wakeup.set)
                 self._shut_down(pool)
         finally:
             self._stop_metrics()
@@ -215,6 +216,7 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
+            self._trimmer.note(len(self.active), now)
             self.runtime.wakeup.wait(self._ticks.poll(self._started_at, idle))
 
     def _beat(self) -> None:

@@ -21,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 __all__ = ["Changes"]
 
@@ -102,6 +103,15 @@ class Changes:
         with self._cond:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)
+
+    @contextmanager
+    def subscribed(self, callback: Callable[[], None]) -> Iterator[None]:
+        """:meth:`subscribe` for the duration of a ``with`` block."""
+        self.subscribe(callback)
+        try:
+            yield
+        finally:
+            self.unsubscribe(callback)
 
     def wait(self, seen: int, timeout: float) -> int:
         """Block until the counter is no longer ``seen`` or ``timeout`` seconds passed;

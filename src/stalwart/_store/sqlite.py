@@ -173,6 +173,11 @@ class SQLiteStore(SQLStore):
         """0.0: the store is on this machine and reads its clock."""
         return 0.0
 
+    def release_memory(self) -> None:
+        """Free the connection's page cache (SQLite reads the pages again when it needs
+        them): a worker calls it when a burst of runs is over."""
+        self._retrying(lambda: self._conn.execute("PRAGMA shrink_memory").fetchall())
+
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""
         return int(self._retrying(lambda: self._conn.execute("PRAGMA data_version").fetchone()[0]))
