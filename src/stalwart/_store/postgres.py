@@ -52,6 +52,7 @@ RECONNECT_MAX_DELAY_S = 2.0
 DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
+PREPARED_MAX = 8  # prepared statements a connection keeps (the hot path's is one)
 OUTAGE_QUIET_S = 10.0
 OUTAGE_POOL_WAIT_S = 0.2
 
@@ -97,6 +98,14 @@ def _connection_lost(exc: Exception) -> bool:
         return False
     state = exc.sqlstate
     return state is None or state.startswith("08") or state in _GOING_AWAY
+
+
+def _configure(conn: Any) -> None:
+    """A new pooled connection: psycopg remembers the last ``prepared_max`` query texts it
+    ran to prepare those it sees often, but ours carry their values inline (a client-side
+    cursor) and never repeat, so that memory (100 texts per connection by default, held for
+    the connection's life) buys nothing; the hot path prepares its statement explicitly."""
+    conn.prepared_max = PREPARED_MAX
 
 
 def _first_line(exc: Exception) -> str:
@@ -217,6 +226,7 @@ class PostgresStore(SQLStore):
             kwargs=self._pool_kwargs,
             timeout=30.0,
             num_workers=1,  # opens connections in the background: one thread is plenty
+            configure=_configure,
             open=True,
             name=POOL_NAME,
         )
@@ -273,9 +283,10 @@ class PostgresStore(SQLStore):
 
     def reserve_connections(self, threads: int) -> None:
         """Let ``threads`` threads (a worker's runs, its claim loop and lease keeper) each hold
-        a connection at once, so none waits for another's."""
-        if threads > self._pool.max_size:
-            self._pool.resize(self._pool.min_size, threads)
+        a connection at once, so none waits for another's; they are opened now (in the
+        pool's background), so the worker's first runs wait for no connect and its footprint
+        is fixed from the start, as its threads are."""
+        self._pool.resize(max(self._pool.min_size, threads), max(self._pool.max_size, threads))
 
     def _attempt(self, work: Callable[[Any], T], *, transaction: bool) -> T:
         import psycopg
