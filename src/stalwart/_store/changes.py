@@ -78,7 +78,8 @@ class Changes:
         return self._version
 
     def _started(self) -> None:
-        start, self._start = self._start, None
+        with self._cond:  # two first waiters at once start one listener
+            start, self._start = self._start, None
         if start is not None:
             start()
 
