@@ -9,7 +9,6 @@ from typing import Any
 
 from . import _inputs
 from ._model import TERMINAL
-from ._runtime import Runtime
 from ._store import RunRow
 from ._views import Views
 
@@ -36,33 +35,27 @@ class Handle:
         :class:`TimeoutError` after ``timeout`` seconds (``None`` or ``inf``: no limit)."""
         timeout = _inputs.limit(timeout, "timeout", "result")
         deadline = None if timeout is None else time.monotonic() + timeout
-        runtime = self._views.runtime
-        watch = _Watch(runtime)
+        changes = self._views.runtime.store.changes
+        rereads = _Rereads()
         while True:
-            if watch.should_read():
-                row = self._views.row(self.workflow_id)
-                if self._finished(row, deadline, timeout):
-                    return self._views.outcome(row)
-            elif deadline is not None and time.monotonic() >= deadline:
-                self._finished(self._views.row(self.workflow_id), deadline, timeout)
-            pause = watch.pause(deadline)
-            with runtime.settled:
-                runtime.settled.wait_for(lambda: runtime.settled_count != watch.settled, pause)
+            seen = changes.current()
+            row = self._views.row(self.workflow_id)
+            if self._finished(row, deadline, timeout):
+                return self._views.outcome(row)
+            changes.wait(seen, rereads.pause(deadline))
 
     async def result_async(self, timeout: float | None = None) -> Any:
         """Like :meth:`result`, without blocking the event loop."""
         timeout = _inputs.limit(timeout, "timeout", "result_async")
         deadline = None if timeout is None else time.monotonic() + timeout
-        watch = _Watch(self._views.runtime)
+        changes = self._views.runtime.store.changes
+        rereads = _Rereads()
         while True:
-            if await asyncio.to_thread(watch.should_read):
-                row = await asyncio.to_thread(self._views.row, self.workflow_id)
-                if self._finished(row, deadline, timeout):
-                    return self._views.outcome(row)
-            elif deadline is not None and time.monotonic() >= deadline:
-                row = await asyncio.to_thread(self._views.row, self.workflow_id)
-                self._finished(row, deadline, timeout)
-            await asyncio.sleep(watch.pause(deadline))
+            seen = await asyncio.to_thread(changes.current)
+            row = await asyncio.to_thread(self._views.row, self.workflow_id)
+            if self._finished(row, deadline, timeout):
+                return self._views.outcome(row)
+            await changes.wait_async(seen, rereads.pause(deadline))
 
     def _finished(self, row: RunRow, deadline: float | None, timeout: float | None) -> bool:
         if row.status in TERMINAL:
@@ -76,47 +69,21 @@ class Handle:
         self._cancel(self.workflow_id)
 
 
-class _Watch:
-    """When a waiting caller looks at a run again.
+class _Rereads:
+    """How long a waiting caller trusts the store's change signal (``Store.changes``: a run
+    this process settled, SQLite's ``data_version``, PostgreSQL's notifications) before it
+    reads the run anyway: intervals doubling from 10 ms to half a second, so that a change
+    no signal covers is still seen soon while a long wait stays cheap."""
 
-    Pauses grow from 1 ms to 50 ms, cut short when a run of this process settles. After
-    each, a change signal (a run this process settled, SQLite's ``data_version`` for other
-    processes' commits, PostgreSQL's notifications) triggers a look; without one the caller
-    looks anyway at intervals doubling from 1 ms to half a second, so a run is seen soon
-    after it ends while a long wait stays cheap.
-    """
+    FIRST = 0.01
+    LONGEST = 0.5
 
-    FIRST = 0.001
-    LONGEST = 0.05
-    IDLE = 0.5
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.delay = self.FIRST
-        self.settled = -1
-        self.version: int | None = None
-        self.last_read = -self.IDLE
-        self.read_every = 0.0
-
-    def should_read(self) -> bool:
-        """Whether the run may have changed since the last look."""
-        now = time.monotonic()
-        settled, version = self.runtime.settled_count, self.runtime.store.data_version()
-        changed = version != self.version or settled != self.settled
-        self.settled, self.version = settled, version
-        if changed:
-            self.last_read = now
-            return True
-        if now - self.last_read >= self.read_every:
-            self.last_read = now
-            self.read_every = min(max(self.read_every * 2, self.FIRST), self.IDLE)
-            return True
-        return False
+    def __init__(self) -> None:
+        self.every = self.FIRST
 
     def pause(self, deadline: float | None) -> float:
-        """The next pause, never past ``deadline``."""
-        delay = self.delay
-        self.delay = min(self.delay * 1.5, self.LONGEST)
+        """The next wait, never past ``deadline``."""
+        pause, self.every = self.every, min(self.every * 2, self.LONGEST)
         if deadline is None:
-            return delay
-        return min(delay, max(0.0, deadline - time.monotonic()))
+            return pause
+        return min(pause, max(0.0, deadline - time.monotonic()))

@@ -72,6 +72,7 @@ class Runtime:
         with self.settled:
             self.settled_count += 1
             self.settled.notify_all()
+        self.store.changes.push()  # its own commits move no data_version
 
     def claim_owner(self) -> str:
         """A lease holder for one claim: this machine, process and app, and which claim it

@@ -26,6 +26,7 @@ from ._engine.invocation import Invocation
 from ._engine.observe import fields
 from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
+from ._memory import Trimmer
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
 from ._ticks import Ticker
@@ -39,7 +40,7 @@ __all__ = ["Worker", "serve"]
 
 log = logging.getLogger("stalwart")
 
-IDLE_POLL_SECONDS = 0.01  # a PRAGMA data_version read: cheap enough to ask 100 times a second
+IDLE_POLL_SECONDS = 0.01  # the shortest wait before a due timer (the loop's turn: Changes)
 FULL_POLL_SECONDS = 0.5
 HOST_SCAN_SECONDS = 1.0
 DEFAULT_CONCURRENCY = 8
@@ -128,6 +129,7 @@ class Worker:
         self._started_at = 0.0
         self._next_beat = 0.0
         self._ticks = Ticker(self.runtime)  # fires the app's schedules (_ticks)
+        self._trimmer = Trimmer(self.runtime.store.release_memory)  # memory back after a burst
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
 
@@ -176,7 +178,9 @@ class Worker:
             self._started_at = self.runtime.clock.time()
             self._beat()
             try:
-                self._loop(names, pool)
+                # a store's pushed change (a NOTIFY) wakes the loop at once
+                with self.runtime.store.changes.subscribed(self.runtime.wakeup.set):
+                    self._loop(names, pool)
             finally:
                 self._shut_down(pool)
         finally:
@@ -220,6 +224,7 @@ class Worker:
 
     def _loop(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         store = self.runtime.store
+        idle = store.changes.idle_seconds
         last_version = -1
         next_full = 0.0
         next_scan = 0.0
@@ -250,7 +255,8 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
-            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, IDLE_POLL_SECONDS))
+            self._trimmer.note(len(self.active), now)
+            self.runtime.wakeup.wait(self._ticks.poll(self._started_at, idle))
 
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as

@@ -288,6 +288,16 @@ def test_queue_rate_counts_starts_in_a_sliding_period(store: Store) -> None:
     assert store.next_start("default", QueueLimits(concurrency=3)) is None
 
 
+def test_release_memory_keeps_every_row_readable(store: Store) -> None:
+    """What an idle worker calls after a burst: caches go, nothing stored does."""
+    _create(store, "kept")
+    store.release_memory()
+    row = store.get_run("kept")
+    assert row is not None and row.workflow_id == "kept"
+    _create(store, "after", owner=None)
+    assert store.get_run("after") is not None
+
+
 def test_another_connections_change_moves_the_data_version(shared_url: str) -> None:
     """What lets an idle worker wake at once: SQLite's data_version, PostgreSQL's NOTIFY."""
     watcher, writer = open_store(shared_url), open_store(shared_url)

@@ -14,6 +14,7 @@ def test_polling_finds_new_work_when_every_wake_up_signal_is_missed(shared_url: 
     with stalwart.Stalwart(shared_url) as app, stalwart.Stalwart(shared_url) as client:
         # The worker's app never sees a change signal: only its regular poll is left.
         store_of(app).data_version = lambda: 0  # type: ignore[method-assign]
+        store_of(app).changes.subscribe = lambda callback: None  # type: ignore[method-assign]
 
         @app.workflow(name="job")
         def job(n: int) -> int:

@@ -69,6 +69,7 @@ from typing import Any, Protocol
 
 from .._errors import StoreError
 from .._model import ErrorRecord
+from .changes import Changes
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -183,12 +184,16 @@ class RunStore(RunReads, Protocol):
 
     url: str
     durable: bool
+    changes: Changes  # how this process's threads wait for the store to change
 
     def close(self) -> None:
         """Release connections."""
 
     def reserve_connections(self, threads: int) -> None:
         """Make room for ``threads`` threads using the store at once (where that matters)."""
+
+    def release_memory(self) -> None:
+        """Free what the store's connections cache and can read again (where that matters)."""
 
     def clock_offset(self) -> float | None:
         """How far the store's clock is ahead of this machine's: 0.0 for a store on this

@@ -34,6 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS
+from .changes import Changes
 from .queries import load_queries
 from .sql import SQLStore
 
@@ -52,6 +53,7 @@ RECONNECT_MAX_DELAY_S = 2.0
 DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
+PREPARED_MAX = 8  # prepared statements a connection keeps (the hot path's is one)
 OUTAGE_QUIET_S = 10.0
 OUTAGE_POOL_WAIT_S = 0.2
 
@@ -102,6 +104,14 @@ def _connection_lost(exc: Exception) -> bool:
     return state is None or state.startswith("08") or state in _GOING_AWAY
 
 
+def _configure(conn: Any) -> None:
+    """A new pooled connection: psycopg remembers the last ``prepared_max`` query texts it
+    ran to prepare those it sees often, but ours carry their values inline (a client-side
+    cursor) and never repeat, so that memory (100 texts per connection by default, held for
+    the connection's life) buys nothing; the hot path prepares its statement explicitly."""
+    conn.prepared_max = PREPARED_MAX
+
+
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -134,11 +144,13 @@ def _split_url(url: str) -> tuple[str, str | None, int, str]:
 
 
 class _Listener:
-    """A thread that LISTENs for the store's notifications and counts them."""
+    """A thread that LISTENs for the store's notifications and pushes them to its
+    :class:`Changes` (which polling stands in for while it reconnects)."""
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
-        self.version = 0
+        self.changes = store.changes
+        self.backend_pid: int | None = None  # the server process of its connection, once up
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
         self.thread.start()
@@ -155,14 +167,17 @@ class _Listener:
                     conn.execute(f"LISTEN {LISTEN_CHANNEL}")
                     schema = conn.execute("SELECT current_schema()").fetchone()
                     mine = schema[0] if schema else None
-                    self.version += 1  # (re)connected: anything may have happened meanwhile
+                    self.backend_pid = conn.info.backend_pid
+                    self.changes.live = True
+                    self.changes.push()  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
                     while not self.closed.is_set():
                         for note in conn.notifies(timeout=0.25):
                             if note.payload == mine:
-                                self.version += 1
+                                self.changes.push()
             except psycopg.Error:
-                self.version += 1
+                self.changes.live = False
+                self.changes.push()  # waiters poll until the listener is back
                 self.closed.wait(random.uniform(delay / 2, delay))
                 delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
 
@@ -201,6 +216,7 @@ class PostgresStore(SQLStore):
         self._outage_logged = False
         self._outage_lock = threading.Lock()
         self._listener: _Listener | None = None
+        self.changes = Changes(start=self._listen)
         self._check_reachable(psycopg)
         self._pool_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -214,6 +230,7 @@ class PostgresStore(SQLStore):
             kwargs=self._pool_kwargs,
             timeout=30.0,
             num_workers=1,  # opens connections in the background: one thread is plenty
+            configure=_configure,
             open=True,
             name=POOL_NAME,
         )
@@ -283,9 +300,10 @@ class PostgresStore(SQLStore):
 
     def reserve_connections(self, threads: int) -> None:
         """Let ``threads`` threads (a worker's runs, its claim loop and lease keeper) each hold
-        a connection at once, so none waits for another's."""
-        if threads > self._pool.max_size:
-            self._pool.resize(self._pool.min_size, threads)
+        a connection at once, so none waits for another's; they are opened now (in the
+        pool's background), so the worker's first runs wait for no connect and its footprint
+        is fixed from the start, as its threads are."""
+        self._pool.resize(max(self._pool.min_size, threads), max(self._pool.max_size, threads))
 
     def _attempt(self, work: Callable[[Any], T], *, transaction: bool) -> T:
         import psycopg
@@ -444,8 +462,11 @@ class PostgresStore(SQLStore):
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})
 
-    def data_version(self) -> int:
-        """A number that changes when a run becomes claimable anywhere in the fleet."""
+    def _listen(self) -> None:
         if self._listener is None:
             self._listener = _Listener(self)
-        return self._listener.version
+
+    def data_version(self) -> int:
+        """A number that changes when a run becomes claimable, or one ends or suspends,
+        anywhere in the fleet (the first read starts listening)."""
+        return self.changes.current()

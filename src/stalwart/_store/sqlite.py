@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
+from .changes import Changes
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -87,6 +88,7 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
+        self.changes = Changes(self.data_version)
         self._migrate()
         self._open_pipeline()
 
@@ -171,6 +173,11 @@ class SQLiteStore(SQLStore):
     def clock_offset(self) -> float:
         """0.0: the store is on this machine and reads its clock."""
         return 0.0
+
+    def release_memory(self) -> None:
+        """Free the connection's page cache (SQLite reads the pages again when it needs
+        them): a worker calls it when a burst of runs is over."""
+        self._retrying(lambda: self._conn.execute("PRAGMA shrink_memory").fetchall())
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""

@@ -105,6 +105,9 @@ class SQLBase:
     def reserve_connections(self, threads: int) -> None:
         """Make room for ``threads`` threads using the store at once (where that matters)."""
 
+    def release_memory(self) -> None:
+        """Free what the store's connections cache and can read again (where that matters)."""
+
     def clock_offset(self) -> float | None:
         """How far the store's clock is ahead of this machine's."""
         raise NotImplementedError
