@@ -714,6 +714,58 @@ def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
     assert {u.name for u in rows} == {_step(1).name}
 
 
+def test_run_spend_keeps_the_totals_step_usage_adds_up(store: Store) -> None:
+    """The running totals count what the journal's attempts used by the rules ``app.usage``
+    applied to ``step_usage``, in the transaction of each append, whatever writes it."""
+    assert store.run_spend("r1") is None  # no run, no attempt
+    _create(store)
+    assert store.run_spend("r1") is None  # a run with no attempt yet
+    failure = ErrorRecord("AttemptInterrupted", "attempt 1 was interrupted")
+    for entry in (
+        dataclasses.replace(_step(1), usage=Usage(10, 2, attempts=1)),
+        dataclasses.replace(_step(2, status="failed"), usage=None, error=failure),
+        _step(3, status="in_doubt"),  # an interrupted attempt: its usage is lost
+        _step(4, kind="sleep"),  # no attempt
+        _step(5, status="scheduled"),  # no attempt
+        dataclasses.replace(_step(6), attempt=0),  # a retry's marker: no attempt
+        dataclasses.replace(_step(7), usage=Usage(3, 4, 0.5, 1), model="gpt-x"),
+        dataclasses.replace(_step(8, status="in_doubt"), usage=Usage(1, 1, 0.25, 1)),
+        _step(8, status="failed"),  # the attempt left in doubt ends: it counts here
+        _step(9, kind="compensation"),
+    ):
+        assert store.append("r1", entry, owner="w1")
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.since_start
+    assert (spent.input_tokens, spent.output_tokens, spent.cost, spent.attempts) == (
+        14,
+        7,
+        0.75,
+        5,
+    )
+    assert spent.partial  # step "s" recorded usage, and a crash lost an attempt's
+    assert spent.budget_input is None
+    detail = b'J{"from_status":"needs_attention","budget":{"max_steps":9}}'
+    assert store.append("r1", _note("retry", input=detail), owner=None)
+    assert store.append("r1", _note("retry", input=None), owner=None)  # gives no budget
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.budget_input == detail
+
+
+def test_run_spend_leaves_out_what_is_not_partial(store: Store) -> None:
+    """An attempt a crash interrupted after its usage was kept in doubt is not a loss."""
+    _create(store)
+    failure = ErrorRecord("AttemptInterrupted", "attempt 1 was interrupted")
+    for entry in (
+        dataclasses.replace(_step(1, status="in_doubt"), usage=Usage(5, 5, attempts=1)),
+        dataclasses.replace(_step(1, status="failed"), usage=None, error=failure),
+        dataclasses.replace(_step(2), usage=Usage(1, 1, attempts=1)),
+    ):
+        assert store.append("r1", entry, owner="w1")
+    spent = store.run_spend("r1")
+    assert spent is not None and not spent.partial
+    assert (spent.input_tokens, spent.attempts) == (6, 2)
+
+
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:
     for wid, now in (("r1", 100.0), ("r2", 90.0)):
         _create(store, wid)

@@ -1,8 +1,10 @@
 """Budgets and loop detection: before a step attempt starts, the run's spend so far is held
 against its :class:`~stalwart.Budget`, so the attempt that would go past a limit, or the call
-that repeats itself once too often, never happens. The spend is read from the journal once
-per invocation (only for a workflow that declares a budget) and kept up to date as attempts
-are recorded."""
+that repeats itself once too often, never happens. The spend is read once per invocation (only
+for a workflow that declares a budget) from the run's running totals, one row the store keeps
+in the transaction of each attempt it journals, and kept up to date in memory as attempts are
+recorded. Only a run journaled before the store kept totals, and a budget that caps repeated
+calls (``max_repeats``, which counts calls by their arguments), read the journal."""
 
 from __future__ import annotations
 
@@ -33,13 +35,28 @@ class Spend:
     def of_run(cls, runtime: Runtime, workflow_id: str, declared: Budget) -> Spend:
         """The run's spend so far, under the budget an operator gave it last (else
         ``declared``)."""
+        totals = runtime.store.run_spend(workflow_id)
+        if totals is not None and not totals.since_start:
+            return cls.of_journal(runtime, workflow_id, declared)
+        spend = cls(declared)
+        if totals is not None:
+            spend.used = Usage(
+                totals.input_tokens, totals.output_tokens, totals.cost, totals.attempts
+            )
+            if totals.budget_input is not None:
+                spend.budget = _budget_in(runtime, totals.budget_input) or spend.budget
+        if declared.max_repeats is not None or spend.budget.max_repeats is not None:
+            spend.calls = cls.of_journal(runtime, workflow_id, declared).calls
+        return spend
+
+    @classmethod
+    def of_journal(cls, runtime: Runtime, workflow_id: str, declared: Budget) -> Spend:
+        """The run's spend counted from its whole journal."""
         spend = cls(declared)
         seen: set[str] = set()
         for row in runtime.store.journal(workflow_id):
             if row.kind == EntryKind.OPERATOR and row.name == "retry" and row.input:
-                detail = runtime.codec.decode(row.input)
-                if isinstance(detail, dict) and isinstance(detail.get("budget"), dict):
-                    spend.budget = Budget(**detail["budget"])
+                spend.budget = _budget_in(runtime, row.input) or spend.budget
             if row.attempt == 0:
                 continue  # a retry's marker that gives the step fresh attempts: no attempt
             if row.kind == EntryKind.STEP and row.status == EntryStatus.IN_DOUBT and row.usage:
@@ -85,6 +102,14 @@ class Spend:
                 )
                 return _stopped(BudgetExceeded, workflow_id, reason)
         return None
+
+
+def _budget_in(runtime: Runtime, retry_input: bytes) -> Budget | None:
+    """The budget an operator's retry gave the run, if its journaled input names one."""
+    detail = runtime.codec.decode(retry_input)
+    if isinstance(detail, dict) and isinstance(detail.get("budget"), dict):
+        return Budget(**detail["budget"])
+    return None
 
 
 def _stopped(kind: type[NeedsAttention], workflow_id: str, reason: str) -> NeedsAttention:

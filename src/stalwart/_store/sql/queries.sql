@@ -526,3 +526,15 @@ WHERE name = :name AND last_tick = :last_tick AND revision = :revision;
 SELECT queue, name, count(*) AS runs FROM runs
 WHERE status IN ('pending', 'running', 'suspended', 'needs_attention')
 GROUP BY queue, name;
+
+-- name: run_spend
+-- A run's running totals (kept by the journal_spend trigger), whether a crash lost some of
+-- them (a step with an interrupted attempt that records usage), and the input of the last
+-- operator retry that may give it a budget.
+SELECT s.input_tokens, s.output_tokens, s.cost, s.attempts,
+       EXISTS (SELECT 1 FROM run_spend_steps t
+               WHERE t.workflow_id = s.workflow_id AND t.interrupted = 1 AND t.recording = 1)
+           AS partial,
+       (SELECT j.input FROM journal j WHERE j.id = s.budget_entry) AS budget_input,
+       s.since_start
+FROM run_spend s WHERE s.workflow_id = :workflow_id;

@@ -1,0 +1,75 @@
+-- What each run's attempts used so far, kept with the run as its journal grows, so a budget
+-- check and app.usage read one row instead of the whole journal. A trigger on the journal
+-- keeps the totals, so every way an entry is journaled (an attempt, a retry's marker, a
+-- fork's copies, an older worker's append) counts in the transaction that journals it; the
+-- rules are those app.usage applied to the journal (docs/retries.md, "What model calls use"): step and compensation
+-- attempts (attempt 0 is a retry's marker, no attempt), completed and failed ones counted as
+-- attempts, an in_doubt one's usage counted where it was recorded. run_spend_steps says, per
+-- step name, whether an attempt of it was interrupted with its usage lost and whether one
+-- recorded usage (both: the totals are partial). budget_entry is the last operator retry
+-- that may carry a budget. Runs journaled before this migration are marked (since_start 0):
+-- their totals are counted from the journal, as before. Expand-only: older code ignores the
+-- tables, and the trigger counts what it journals too.
+CREATE TABLE run_spend (
+    workflow_id   TEXT PRIMARY KEY,
+    input_tokens  INTEGER NOT NULL DEFAULT 0,
+    output_tokens INTEGER NOT NULL DEFAULT 0,
+    cost          REAL NOT NULL DEFAULT 0,
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    budget_entry  INTEGER,
+    since_start   INTEGER NOT NULL DEFAULT 1
+) WITHOUT ROWID;
+CREATE TABLE run_spend_steps (
+    workflow_id TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    interrupted INTEGER NOT NULL DEFAULT 0,
+    recording   INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (workflow_id, name)
+) WITHOUT ROWID;
+INSERT INTO run_spend (workflow_id, since_start) SELECT workflow_id, 0 FROM runs;
+CREATE TRIGGER journal_spend AFTER INSERT ON journal
+WHEN NEW.kind IN ('step', 'compensation') AND NEW.attempt <> 0
+     AND NEW.status IN ('completed', 'failed', 'in_doubt')
+BEGIN
+    INSERT INTO run_spend (workflow_id, input_tokens, output_tokens, cost, attempts)
+    VALUES (
+        NEW.workflow_id,
+        CASE WHEN json_valid(NEW.usage) THEN coalesce(json_extract(NEW.usage, '$.in'), 0) ELSE 0 END,
+        CASE WHEN json_valid(NEW.usage) THEN coalesce(json_extract(NEW.usage, '$.out'), 0) ELSE 0 END,
+        CASE WHEN json_valid(NEW.usage) THEN coalesce(json_extract(NEW.usage, '$.cost'), 0) ELSE 0 END,
+        NEW.status <> 'in_doubt'
+    )
+    ON CONFLICT (workflow_id) DO UPDATE SET
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cost = cost + excluded.cost,
+        attempts = attempts + excluded.attempts;
+    INSERT INTO run_spend_steps (workflow_id, name, interrupted, recording)
+    SELECT NEW.workflow_id, NEW.name,
+           (NEW.status = 'in_doubt' AND NEW.usage IS NULL) OR (
+               NEW.status <> 'in_doubt' AND json_valid(NEW.error)
+               AND json_extract(NEW.error, '$.type') = 'AttemptInterrupted'
+               AND NOT EXISTS (
+                   SELECT 1 FROM journal d
+                   WHERE d.workflow_id = NEW.workflow_id AND d.seq = NEW.seq AND d.id < NEW.id
+                     AND d.kind IN ('step', 'compensation') AND d.attempt <> 0
+                     AND d.status = 'in_doubt' AND d.usage IS NOT NULL
+                     AND NOT EXISTS (
+                         SELECT 1 FROM journal e
+                         WHERE e.workflow_id = NEW.workflow_id AND e.seq = NEW.seq
+                           AND e.id > d.id AND e.id < NEW.id
+                           AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
+                           AND e.status IN ('completed', 'failed')))),
+           NEW.usage IS NOT NULL
+    WHERE (NEW.status = 'in_doubt' OR NEW.usage IS NOT NULL OR NEW.error IS NOT NULL)
+    ON CONFLICT (workflow_id, name) DO UPDATE SET
+        interrupted = max(interrupted, excluded.interrupted),
+        recording = max(recording, excluded.recording);
+END;
+CREATE TRIGGER journal_spend_budget AFTER INSERT ON journal
+WHEN NEW.kind = 'operator' AND NEW.name = 'retry' AND NEW.input IS NOT NULL
+     AND (substr(NEW.input, 1, 1) <> CAST('J' AS BLOB) OR instr(NEW.input, CAST('"budget"' AS BLOB)) > 0)
+BEGIN
+    INSERT INTO run_spend (workflow_id, budget_entry) VALUES (NEW.workflow_id, NEW.id)
+    ON CONFLICT (workflow_id) DO UPDATE SET budget_entry = excluded.budget_entry;
+END;
