@@ -40,7 +40,7 @@ $$;
 CREATE FUNCTION stalwart_journal_spend() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
-    used JSONB := stalwart_json_or_null(NEW.usage);
+    used JSONB;
     lost BOOLEAN := FALSE;
 BEGIN
     IF NEW.kind = 'operator' THEN
@@ -52,9 +52,12 @@ BEGIN
         END IF;
         RETURN NULL;
     END IF;
-    IF NEW.kind NOT IN ('step', 'compensation') OR NEW.attempt IS NULL OR NEW.attempt = 0
+    IF NEW.attempt IS NULL OR NEW.attempt = 0
        OR NEW.status NOT IN ('completed', 'failed', 'in_doubt') THEN
         RETURN NULL;
+    END IF;
+    IF NEW.usage IS NOT NULL THEN
+        used := stalwart_json_or_null(NEW.usage);
     END IF;
     INSERT INTO run_spend (workflow_id, input_tokens, output_tokens, cost, attempts)
     VALUES (
@@ -69,9 +72,18 @@ BEGIN
         output_tokens = run_spend.output_tokens + excluded.output_tokens,
         cost = run_spend.cost + excluded.cost,
         attempts = run_spend.attempts + excluded.attempts;
+    IF NEW.usage IS NOT NULL THEN
+        INSERT INTO run_spend_steps (workflow_id, name, recording)
+        VALUES (NEW.workflow_id, NEW.name, 1)
+        ON CONFLICT (workflow_id, name) DO UPDATE SET recording = 1
+        WHERE run_spend_steps.recording = 0;
+    END IF;
     IF NEW.status = 'in_doubt' THEN
         lost := NEW.usage IS NULL;
-    ELSIF stalwart_json_or_null(NEW.error) ->> 'type' = 'AttemptInterrupted' THEN
+    ELSIF NEW.error LIKE '%AttemptInterrupted%'
+          AND stalwart_json_or_null(NEW.error) ->> 'type' = 'AttemptInterrupted' THEN
+        -- unless an in_doubt entry since the seq's last outcome kept what it used (the rare
+        -- case the journal is searched for)
         lost := NOT EXISTS (
             SELECT 1 FROM journal d
             WHERE d.workflow_id = NEW.workflow_id AND d.seq = NEW.seq AND d.id < NEW.id
@@ -84,12 +96,10 @@ BEGIN
                     AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
                     AND e.status IN ('completed', 'failed')));
     END IF;
-    IF lost OR NEW.usage IS NOT NULL THEN
-        INSERT INTO run_spend_steps (workflow_id, name, interrupted, recording)
-        VALUES (NEW.workflow_id, NEW.name, lost::INTEGER, (NEW.usage IS NOT NULL)::INTEGER)
-        ON CONFLICT (workflow_id, name) DO UPDATE SET
-            interrupted = greatest(run_spend_steps.interrupted, excluded.interrupted),
-            recording = greatest(run_spend_steps.recording, excluded.recording);
+    IF lost THEN
+        INSERT INTO run_spend_steps (workflow_id, name, interrupted)
+        VALUES (NEW.workflow_id, NEW.name, 1)
+        ON CONFLICT (workflow_id, name) DO UPDATE SET interrupted = 1;
     END IF;
     RETURN NULL;
 END;

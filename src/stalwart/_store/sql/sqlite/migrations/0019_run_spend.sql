@@ -44,27 +44,37 @@ BEGIN
         output_tokens = output_tokens + excluded.output_tokens,
         cost = cost + excluded.cost,
         attempts = attempts + excluded.attempts;
-    INSERT INTO run_spend_steps (workflow_id, name, interrupted, recording)
-    SELECT NEW.workflow_id, NEW.name,
-           (NEW.status = 'in_doubt' AND NEW.usage IS NULL) OR (
-               NEW.status <> 'in_doubt' AND json_valid(NEW.error)
-               AND json_extract(NEW.error, '$.type') = 'AttemptInterrupted'
-               AND NOT EXISTS (
-                   SELECT 1 FROM journal d
-                   WHERE d.workflow_id = NEW.workflow_id AND d.seq = NEW.seq AND d.id < NEW.id
-                     AND d.kind IN ('step', 'compensation') AND d.attempt <> 0
-                     AND d.status = 'in_doubt' AND d.usage IS NOT NULL
-                     AND NOT EXISTS (
-                         SELECT 1 FROM journal e
-                         WHERE e.workflow_id = NEW.workflow_id AND e.seq = NEW.seq
-                           AND e.id > d.id AND e.id < NEW.id
-                           AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
-                           AND e.status IN ('completed', 'failed')))),
-           NEW.usage IS NOT NULL
-    WHERE (NEW.status = 'in_doubt' OR NEW.usage IS NOT NULL OR NEW.error IS NOT NULL)
-    ON CONFLICT (workflow_id, name) DO UPDATE SET
-        interrupted = max(interrupted, excluded.interrupted),
-        recording = max(recording, excluded.recording);
+END;
+CREATE TRIGGER journal_spend_recording AFTER INSERT ON journal
+WHEN NEW.kind IN ('step', 'compensation') AND NEW.attempt <> 0
+     AND NEW.status IN ('completed', 'failed', 'in_doubt') AND NEW.usage IS NOT NULL
+BEGIN
+    INSERT INTO run_spend_steps (workflow_id, name, recording) VALUES (NEW.workflow_id, NEW.name, 1)
+    ON CONFLICT (workflow_id, name) DO UPDATE SET recording = 1 WHERE recording = 0;
+END;
+-- An attempt whose usage a crash lost: an in_doubt entry with none, or a failure that says
+-- the attempt was interrupted, unless an in_doubt entry since the seq's last outcome kept
+-- what it used (the rare case the journal is searched for).
+CREATE TRIGGER journal_spend_lost AFTER INSERT ON journal
+WHEN NEW.kind IN ('step', 'compensation') AND NEW.attempt <> 0 AND (
+         (NEW.status = 'in_doubt' AND NEW.usage IS NULL)
+         OR (NEW.status IN ('completed', 'failed') AND json_valid(NEW.error)
+             AND json_extract(NEW.error, '$.type') = 'AttemptInterrupted'))
+BEGIN
+    INSERT INTO run_spend_steps (workflow_id, name, interrupted)
+    SELECT NEW.workflow_id, NEW.name, 1
+    WHERE NEW.status = 'in_doubt' OR NOT EXISTS (
+        SELECT 1 FROM journal d
+        WHERE d.workflow_id = NEW.workflow_id AND d.seq = NEW.seq AND d.id < NEW.id
+          AND d.kind IN ('step', 'compensation') AND d.attempt <> 0
+          AND d.status = 'in_doubt' AND d.usage IS NOT NULL
+          AND NOT EXISTS (
+              SELECT 1 FROM journal e
+              WHERE e.workflow_id = NEW.workflow_id AND e.seq = NEW.seq
+                AND e.id > d.id AND e.id < NEW.id
+                AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
+                AND e.status IN ('completed', 'failed')))
+    ON CONFLICT (workflow_id, name) DO UPDATE SET interrupted = 1;
 END;
 CREATE TRIGGER journal_spend_budget AFTER INSERT ON journal
 WHEN NEW.kind = 'operator' AND NEW.name = 'retry' AND NEW.input IS NOT NULL
