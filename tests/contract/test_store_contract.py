@@ -751,6 +751,37 @@ def test_run_spend_keeps_the_totals_step_usage_adds_up(store: Store) -> None:
     assert spent is not None and spent.budget_input == detail
 
 
+def test_calls_are_counted_by_step_and_stored_input_once_asked(store: Store) -> None:
+    """``count_calls`` copies the calls journaled so far and has every later one counted: one
+    per position (a retried call counts once), by step name and stored input."""
+    _create(store)
+    same, other = b"J[1]", b"J[2]"
+
+    def call(seq: int, attempt: int = 1, status: str = "completed", input: bytes = same) -> Entry:
+        entry = dataclasses.replace(_step(seq, status=status, input=input), attempt=attempt)
+        return entry
+
+    assert store.append("r1", call(1), owner="w1")
+    assert store.append("r1", call(2, status="failed"), owner="w1")
+    assert store.run_calls("r1", "s", same) == 0  # not counted yet
+    store.count_calls("r1")
+    store.count_calls("r1")  # idempotent
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.counts_calls
+    assert store.run_calls("r1", "s", same) == 2
+    for entry in (
+        call(2, attempt=2),  # the same call retried: still one call
+        call(3, status="scheduled"),  # not an outcome
+        call(4, input=other),
+        call(5),
+        dataclasses.replace(call(6), attempt=0),  # a retry's marker: no call
+    ):
+        assert store.append("r1", entry, owner="w1")
+    assert store.run_calls("r1", "s", same) == 3
+    assert store.run_calls("r1", "s", other) == 1
+    assert store.run_calls("r1", "t", same) == 0
+
+
 def test_run_spend_leaves_out_what_is_not_partial(store: Store) -> None:
     """An attempt a crash interrupted after its usage was kept in doubt is not a loss."""
     _create(store)

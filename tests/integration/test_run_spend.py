@@ -77,3 +77,32 @@ def test_a_budget_reads_the_totals_not_the_journal(app: stalwart.Stalwart) -> No
         monkeypatch.undo()
     assert spend.used == stalwart.Usage(200, 40, 2.0, 4)
     assert read == []  # one row of totals, whatever the journal's length
+
+
+def test_repeats_are_counted_across_invocations_from_the_store(store_url: str) -> None:
+    with stalwart.Stalwart(store_url) as app:  # the real clock: a short sleep ends by itself
+        _loops_after_a_suspension(app)
+
+
+def _loops_after_a_suspension(app: stalwart.Stalwart) -> None:
+    calls: list[str] = []
+
+    @app.step
+    def search(query: str) -> list[str]:
+        calls.append(query)
+        return []
+
+    @app.workflow(budget=stalwart.Budget(max_repeats=2))
+    def agent() -> None:
+        search("flights to Lima")
+        search("flights to Lima")
+        search("other")
+        stalwart.sleep(0.05)  # the run suspends: what follows is another invocation
+        search("flights to Lima")
+
+    with pytest.raises(stalwart.LoopDetected, match=r"call 3 of step '\S*search'"):
+        app.run(agent, workflow_id="looping")
+    assert calls == ["flights to Lima", "flights to Lima", "other"]
+    assert [e.name for e in app.journal("looping") if e.kind == "run"].count("resumed") == 1
+    totals = store_of(app).run_spend("looping")
+    assert totals is not None and totals.counts_calls

@@ -3,33 +3,38 @@ against its :class:`~stalwart.Budget`, so the attempt that would go past a limit
 that repeats itself once too often, never happens. The spend is read once per invocation (only
 for a workflow that declares a budget) from the run's running totals, one row the store keeps
 in the transaction of each attempt it journals, and kept up to date in memory as attempts are
-recorded. Only a run journaled before the store kept totals, and a budget that caps repeated
-calls (``max_repeats``, which counts calls by their arguments), read the journal."""
+recorded. A budget that caps repeated calls (``max_repeats``) reads how often a call was made
+with the same arguments from the store's count of them, once per call and invocation. Only a
+run journaled before the store kept totals is counted from its journal."""
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from .._errors import BudgetExceeded, LoopDetected, NeedsAttention
 from .._model import Budget, EntryKind, EntryStatus, Usage
 from .._runtime import Runtime
+from .._store.payloads import column_of
 from .invocation import Invocation
 
 __all__ = ["Spend", "spend_of"]
 
 _ATTEMPTS = frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED})
+Recorded = Callable[[str, bytes], int]  # (step name, stored input) -> calls recorded
 _ATTEMPTED = frozenset({EntryKind.STEP, EntryKind.COMPENSATION})  # kinds whose rows are attempts
 
 
 class Spend:
     """What one run has used, as its budget counts it."""
 
-    def __init__(self, budget: Budget) -> None:
+    def __init__(self, budget: Budget, recorded: Recorded | None = None) -> None:
         self.budget = budget
         self.used = Usage()
         self.calls: Counter[tuple[str, bytes | None]] = Counter()
+        self.recorded = recorded  # reads how often a call was recorded, when first needed
 
     @classmethod
     def of_run(cls, runtime: Runtime, workflow_id: str, declared: Budget) -> Spend:
@@ -38,15 +43,17 @@ class Spend:
         totals = runtime.store.run_spend(workflow_id)
         if totals is not None and not totals.since_start:
             return cls.of_journal(runtime, workflow_id, declared)
-        spend = cls(declared)
+        store = runtime.store
+        spend = cls(declared, lambda name, encoded: store.run_calls(workflow_id, name, encoded))
         if totals is not None:
             spend.used = Usage(
                 totals.input_tokens, totals.output_tokens, totals.cost, totals.attempts
             )
             if totals.budget_input is not None:
                 spend.budget = _budget_in(runtime, totals.budget_input) or spend.budget
-        if declared.max_repeats is not None or spend.budget.max_repeats is not None:
-            spend.calls = cls.of_journal(runtime, workflow_id, declared).calls
+        counted = totals is not None and totals.counts_calls
+        if spend.budget.max_repeats is not None and not counted:
+            store.count_calls(workflow_id)  # once in the run's life
         return spend
 
     @classmethod
@@ -70,9 +77,16 @@ class Spend:
                 spend.calls[(row.name, row.input)] += 1
         return spend
 
+    def _repeats(self, name: str, encoded_input: bytes | None) -> int:
+        key = (name, encoded_input)
+        if key not in self.calls and self.recorded is not None:
+            self.calls[key] = self.recorded(name, column_of(encoded_input or b""))
+        return self.calls[key]
+
     def new_call(self, name: str, encoded_input: bytes | None) -> None:
         """A step is called anew (not retried): count it."""
-        self.calls[(name, encoded_input)] += 1
+        if self.budget.max_repeats is not None:
+            self.calls[(name, encoded_input)] = self._repeats(name, encoded_input) + 1
 
     def add(self, usage: Usage | None) -> None:
         """An attempt was recorded, with what it used."""
@@ -82,7 +96,7 @@ class Spend:
         """Why the next attempt of step ``name`` may not start, as the error the run ends
         with; ``None`` when it may."""
         budget, used = self.budget, self.used
-        repeats = self.calls[(name, encoded_input)]
+        repeats = 0 if budget.max_repeats is None else self._repeats(name, encoded_input)
         if budget.max_repeats is not None and repeats > budget.max_repeats:
             reason = (
                 f"call {repeats} of step {name!r} with the same arguments was refused "

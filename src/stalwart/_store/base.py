@@ -314,6 +314,10 @@ class JournalStore(JournalReads, Protocol):
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
 
+    def count_calls(self, workflow_id: str) -> None:
+        """From now on count the run's calls by step and arguments (``run_calls``), the calls
+        it journaled before included; idempotent."""
+
 
 class WaitStore(ApprovalReads, Protocol):
     """Durable waits, and the events and approvals they wait for."""

@@ -31,6 +31,7 @@ __all__ = [
     "REF_TAG",
     "REST_TAG",
     "chunk",
+    "column_of",
     "pack",
     "unpack",
 ]
@@ -193,6 +194,17 @@ def pack(payload: bytes | None, put: Put, *, tree: bool = True) -> bytes | None:
     if put(digest, built.root):
         built.store_below(built.root, put)
     return REF_TAG + digest
+
+
+def column_of(payload: bytes) -> bytes:
+    """The column value ``pack(payload, put, tree=True)`` stores, computed without storing or
+    compressing anything: a key for the payload as a row keeps it."""
+    if len(payload) <= INLINE_LIMIT:
+        return payload
+    if len(payload) <= CHUNK_LIMIT:
+        return REF_TAG + hashlib.sha256(payload).digest()
+    root = _Tree(payload).root
+    return root if len(root) <= INLINE_LIMIT else REF_TAG + hashlib.sha256(root).digest()
 
 
 def _parts(node: bytes) -> tuple[bytes | None, list[bytes], bytes]:

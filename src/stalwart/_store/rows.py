@@ -295,8 +295,9 @@ class UsageRow:
 class SpendRow:
     """A run's running totals (``run_spend``): what its attempts used, whether a crash lost
     some of it (``partial``), the input of the last operator retry that may give it a budget
-    (resolved), and whether the totals cover the run since it started (``since_start``: else
-    it was journaled before the totals were kept, and its journal is what counts)."""
+    (resolved), whether the totals cover the run since it started (``since_start``: else it
+    was journaled before the totals were kept, and its journal is what counts), and whether
+    its calls are counted (``counts_calls``, see ``count_calls``)."""
 
     input_tokens: int
     output_tokens: int
@@ -305,6 +306,7 @@ class SpendRow:
     partial: bool
     budget_input: bytes | None
     since_start: bool
+    counts_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)

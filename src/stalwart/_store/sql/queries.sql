@@ -536,5 +536,23 @@ SELECT s.input_tokens, s.output_tokens, s.cost, s.attempts,
                WHERE t.workflow_id = s.workflow_id AND t.interrupted = 1 AND t.recording = 1)
            AS partial,
        (SELECT j.input FROM journal j WHERE j.id = s.budget_entry) AS budget_input,
-       s.since_start
+       s.since_start, s.counts_calls
 FROM run_spend s WHERE s.workflow_id = :workflow_id;
+
+-- name: run_calls
+-- How many calls of a step with these arguments (its stored input) the run has recorded.
+SELECT count(*) FROM run_calls
+WHERE workflow_id = :workflow_id AND name = :name AND input = :input;
+
+-- name: count_calls
+-- From now on, the journal_spend triggers count the run's calls.
+INSERT INTO run_spend (workflow_id, counts_calls) VALUES (:workflow_id, 1)
+ON CONFLICT (workflow_id) DO UPDATE SET counts_calls = 1;
+
+-- name: copy_calls
+-- The calls the run recorded before its calls were counted.
+INSERT INTO run_calls (workflow_id, name, input, position)
+SELECT workflow_id, name, input, position FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND attempt <> 0
+  AND status IN ('completed', 'failed') AND input IS NOT NULL AND position IS NOT NULL
+ON CONFLICT DO NOTHING;

@@ -7,9 +7,13 @@
 -- attempts, an in_doubt one's usage counted where it was recorded. run_spend_steps says, per
 -- step name, whether an attempt of it was interrupted with its usage lost and whether one
 -- recorded usage (both: the totals are partial). budget_entry is the last operator retry
--- that may carry a budget. Runs journaled before this migration are marked (since_start 0):
--- their totals are counted from the journal, as before. Expand-only: older code ignores the
--- tables, and the trigger counts what it journals too.
+-- that may carry a budget. A run whose budget caps repeated calls (max_repeats) has its calls
+-- counted too (counts_calls, set by its first invocation, which copies the calls journaled
+-- before): run_calls holds one row per call (a position) by step name and stored input, so
+-- the calls of one step with the same arguments are a range of its key. Runs journaled before
+-- this migration are marked (since_start 0): their totals are counted from the journal, as
+-- before. Expand-only: older code ignores the tables, and the trigger counts what it
+-- journals too.
 CREATE TABLE run_spend (
     workflow_id   TEXT PRIMARY KEY,
     input_tokens  BIGINT NOT NULL DEFAULT 0,
@@ -17,7 +21,15 @@ CREATE TABLE run_spend (
     cost          DOUBLE PRECISION NOT NULL DEFAULT 0,
     attempts      BIGINT NOT NULL DEFAULT 0,
     budget_entry  BIGINT,
-    since_start   INTEGER NOT NULL DEFAULT 1
+    since_start   INTEGER NOT NULL DEFAULT 1,
+    counts_calls  INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE run_calls (
+    workflow_id TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    input       BYTEA NOT NULL,
+    position    TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, name, input, position)
 );
 CREATE TABLE run_spend_steps (
     workflow_id TEXT NOT NULL,
@@ -42,6 +54,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     used JSONB;
     lost BOOLEAN := FALSE;
+    counting INTEGER;
 BEGIN
     IF NEW.kind = 'operator' THEN
         IF NEW.name = 'retry' AND NEW.input IS NOT NULL
@@ -71,7 +84,14 @@ BEGIN
         input_tokens = run_spend.input_tokens + excluded.input_tokens,
         output_tokens = run_spend.output_tokens + excluded.output_tokens,
         cost = run_spend.cost + excluded.cost,
-        attempts = run_spend.attempts + excluded.attempts;
+        attempts = run_spend.attempts + excluded.attempts
+    RETURNING counts_calls INTO counting;
+    IF counting = 1 AND NEW.kind = 'step' AND NEW.status <> 'in_doubt'
+       AND NEW.input IS NOT NULL AND NEW.position IS NOT NULL THEN
+        INSERT INTO run_calls (workflow_id, name, input, position)
+        VALUES (NEW.workflow_id, NEW.name, NEW.input, NEW.position)
+        ON CONFLICT DO NOTHING;
+    END IF;
     IF NEW.usage IS NOT NULL THEN
         INSERT INTO run_spend_steps (workflow_id, name, recording)
         VALUES (NEW.workflow_id, NEW.name, 1)

@@ -7,9 +7,13 @@
 -- attempts, an in_doubt one's usage counted where it was recorded. run_spend_steps says, per
 -- step name, whether an attempt of it was interrupted with its usage lost and whether one
 -- recorded usage (both: the totals are partial). budget_entry is the last operator retry
--- that may carry a budget. Runs journaled before this migration are marked (since_start 0):
--- their totals are counted from the journal, as before. Expand-only: older code ignores the
--- tables, and the trigger counts what it journals too.
+-- that may carry a budget. A run whose budget caps repeated calls (max_repeats) has its calls
+-- counted too (counts_calls, set by its first invocation, which copies the calls journaled
+-- before): run_calls holds one row per call (a position) by step name and stored input, so
+-- the calls of one step with the same arguments are a range of its key. Runs journaled before
+-- this migration are marked (since_start 0): their totals are counted from the journal, as
+-- before. Expand-only: older code ignores the tables, and the triggers count what it
+-- journals too.
 CREATE TABLE run_spend (
     workflow_id   TEXT PRIMARY KEY,
     input_tokens  INTEGER NOT NULL DEFAULT 0,
@@ -17,7 +21,15 @@ CREATE TABLE run_spend (
     cost          REAL NOT NULL DEFAULT 0,
     attempts      INTEGER NOT NULL DEFAULT 0,
     budget_entry  INTEGER,
-    since_start   INTEGER NOT NULL DEFAULT 1
+    since_start   INTEGER NOT NULL DEFAULT 1,
+    counts_calls  INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+CREATE TABLE run_calls (
+    workflow_id TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    input       BLOB NOT NULL,
+    position    TEXT NOT NULL,
+    PRIMARY KEY (workflow_id, name, input, position)
 ) WITHOUT ROWID;
 CREATE TABLE run_spend_steps (
     workflow_id TEXT NOT NULL,
@@ -75,6 +87,14 @@ BEGIN
                 AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
                 AND e.status IN ('completed', 'failed')))
     ON CONFLICT (workflow_id, name) DO UPDATE SET interrupted = 1;
+END;
+CREATE TRIGGER journal_spend_calls AFTER INSERT ON journal
+WHEN NEW.kind = 'step' AND NEW.attempt <> 0 AND NEW.status IN ('completed', 'failed')
+     AND NEW.input IS NOT NULL AND NEW.position IS NOT NULL
+     AND (SELECT counts_calls FROM run_spend WHERE workflow_id = NEW.workflow_id) = 1
+BEGIN
+    INSERT OR IGNORE INTO run_calls (workflow_id, name, input, position)
+    VALUES (NEW.workflow_id, NEW.name, NEW.input, NEW.position);
 END;
 CREATE TRIGGER journal_spend_budget AFTER INSERT ON journal
 WHEN NEW.kind = 'operator' AND NEW.name = 'retry' AND NEW.input IS NOT NULL
