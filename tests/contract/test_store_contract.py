@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import re
 import threading
 import time
@@ -35,6 +36,8 @@ from stalwart._store.base import (
     WorkerRow,
 )
 from stalwart.testing import execute_sql
+
+OLD_TREES = Path(__file__).parents[1] / "unit" / "data" / "tree_with_32_byte_keys.json"
 
 _CANCELLED = ErrorRecord("WorkflowCancelled")  # what a cancel records
 
@@ -795,6 +798,30 @@ def test_run_spend_leaves_out_what_is_not_partial(store: Store) -> None:
     spent = store.run_spend("r1")
     assert spent is not None and not spent.partial
     assert (spent.input_tokens, spent.attempts) == (6, 2)
+
+
+def test_a_step_input_kept_in_the_older_tree_format_still_reads(store: Store) -> None:
+    """Rows an earlier format wrote (a tree of 32-byte keys and pieces deflated alone, kept
+    verbatim in ``tests/unit/data``) read back through the store as they were written."""
+    old = json.loads(OLD_TREES.read_text("utf-8"))
+    _create(store)
+    for digest, data in old["rows"].items():
+        put = "INSERT INTO payloads (digest, data) VALUES (:digest, :data)"
+        execute_sql(store, put, {"digest": bytes.fromhex(digest), "data": bytes.fromhex(data)})
+    for seq, (turns, column) in enumerate(old["columns"].items(), start=1):
+        row = (
+            "INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, "
+            "input, output) VALUES ('r1', :seq, :position, 'step', 's', 'completed', 1, "
+            ":input, :output)"
+        )
+        params = {"seq": seq, "position": str(seq), "input": bytes.fromhex(column)}
+        execute_sql(store, row, {**params, "output": b"J1"})
+        messages = []
+        for i in range(int(turns)):
+            messages.append({"role": "user", "content": f"question {i}: " + "why? " * 60})
+            messages.append({"role": "assistant", "content": f"answer {i}: " + "because. " * 40})
+        written = b"J" + json.dumps({"args": [messages], "kwargs": {}}).encode()
+        assert store.journal("r1")[-1].input == written
 
 
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:

@@ -79,6 +79,12 @@ VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
 
+-- name: last_step_result
+-- The result column of the run's last completed step (what its next step's input repeats).
+SELECT output FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND status = 'completed'
+ORDER BY id DESC LIMIT 1;
+
 -- name: get_payload
 SELECT data FROM payloads WHERE digest = :digest;
 
