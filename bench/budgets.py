@@ -44,7 +44,7 @@ TARGET_STEP_RATIO = 1.05
 TARGET_RESUME_RATIO = 1.05
 LIMITLESS = stalwart.Budget(max_tokens=10**15, max_steps=10**12)
 SAMPLES = 21  # reads of the spend, each timed on its own
-ROUNDS = 3  # runs of each kind for the per-step figure, interleaved: the best counts
+ROUNDS = 5  # runs of each kind for the per-step figure, interleaved: the best counts
 marks: dict[str, float] = {}
 
 

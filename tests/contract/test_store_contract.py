@@ -7,6 +7,7 @@ _test`` checks it), and every verb that takes a lease ``owner`` refuses a stale 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
 import json
 import re
@@ -822,6 +823,29 @@ def test_a_step_input_kept_in_the_older_tree_format_still_reads(store: Store) ->
             messages.append({"role": "assistant", "content": f"answer {i}: " + "because. " * 40})
         written = b"J" + json.dumps({"args": [messages], "kwargs": {}}).encode()
         assert store.journal("r1")[-1].input == written
+
+
+def test_what_an_older_worker_reads_stays_whole_and_a_step_input_is_a_tree(store: Store) -> None:
+    """During a rolling deploy an older worker reads step results and (through its callers)
+    run results: up to 4 KiB they stay whole under their digest, as every release wrote them.
+    A step input, which no older worker decodes, is a tree at any size kept apart."""
+    _create(store)
+    value = b"J" + json.dumps("x" * 1000).encode()
+    step = dataclasses.replace(_step(1, output=value, input=value))
+    assert store.append("r1", step, owner="w1")
+    done = Entry(kind="run", name="completed", status="completed", output=value)
+    assert store.finish_run(
+        "r1", owner="w1", status="completed", output=value, error=None, now=5, entry=done
+    )
+    digest = hashlib.sha256(value).digest()
+    query = "SELECT input, output FROM journal WHERE workflow_id = 'r1' AND kind = 'step'"
+    ((step_input, step_output),) = execute_sql(store, query)
+    (run_output,) = execute_sql(store, "SELECT output FROM runs WHERE workflow_id = 'r1'")[0]
+    assert bytes(step_output) == bytes(run_output) == b"H" + digest
+    stored = execute_sql(store, "SELECT data FROM payloads WHERE digest = :d", {"d": digest})
+    assert [bytes(row[0]) for row in stored] == [value]
+    assert bytes(step_input)[:1] == b"U"
+    assert store.journal("r1")[1].input == value
 
 
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:

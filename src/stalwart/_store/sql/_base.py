@@ -234,10 +234,8 @@ class SQLBase:
         self, conn: Any, payload: bytes | None, *, tree: bool = False, run: str | None = None
     ) -> bytes | None:
         """The column value for ``payload``, storing what lives apart on ``conn``. Only step
-        inputs and a run's result (in its row and its lifecycle entry) are stored as trees
-        (``tree``): no worker of an earlier release decodes them while it executes a run, so
-        old and new workers can serve one store side by side. A tree's new pieces of ``run``
-        are compressed against its last step result (see ``payloads``)."""
+        inputs (of run ``run``) and a run's result over 4 KiB (``tree``) are trees, which no
+        older worker decodes while it executes a run (see ``payloads``)."""
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
@@ -245,9 +243,9 @@ class SQLBase:
             cur = conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
             return bool(cur.rowcount == 1)
 
-        big = tree and run is not None and len(payload) > CHUNK_LIMIT
+        big = len(payload) > CHUNK_LIMIT
         dictionary = _last_result(self, conn, run) if big and run is not None else None
-        return pack(payload, put, tree=tree, dictionary=dictionary)
+        return pack(payload, put, tree=run is not None or (tree and big), dictionary=dictionary)
 
     def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
         """The stored pieces among ``digests`` (the missing ones left out)."""
@@ -335,7 +333,9 @@ class SQLBase:
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,
-            "input": self._stash(conn, entry.input, tree=entry.kind == "step", run=workflow_id),
+            "input": self._stash(
+                conn, entry.input, run=workflow_id if entry.kind == "step" else None
+            ),
             "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
             "error": None if entry.error is None else entry.error.to_json(),
             "by": entry.by,
