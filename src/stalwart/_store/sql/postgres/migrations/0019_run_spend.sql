@@ -93,10 +93,10 @@ BEGIN
         ON CONFLICT DO NOTHING;
     END IF;
     IF NEW.usage IS NOT NULL THEN
-        INSERT INTO run_spend_steps (workflow_id, name, recording)
-        VALUES (NEW.workflow_id, NEW.name, 1)
-        ON CONFLICT (workflow_id, name) DO UPDATE SET recording = 1
-        WHERE run_spend_steps.recording = 0;
+        -- a step's row exists once an attempt of it was lost: only then does this matter, so
+        -- the common attempt only looks
+        UPDATE run_spend_steps SET recording = 1
+        WHERE workflow_id = NEW.workflow_id AND name = NEW.name AND recording = 0;
     END IF;
     IF NEW.status = 'in_doubt' THEN
         lost := NEW.usage IS NULL;
@@ -116,9 +116,14 @@ BEGIN
                     AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
                     AND e.status IN ('completed', 'failed')));
     END IF;
-    IF lost THEN
-        INSERT INTO run_spend_steps (workflow_id, name, interrupted)
-        VALUES (NEW.workflow_id, NEW.name, 1)
+    IF lost THEN  -- whether an earlier attempt of the step recorded usage (rare: searched)
+        INSERT INTO run_spend_steps (workflow_id, name, interrupted, recording)
+        VALUES (NEW.workflow_id, NEW.name, 1, (EXISTS (
+            SELECT 1 FROM journal r
+            WHERE r.workflow_id = NEW.workflow_id AND r.name = NEW.name AND r.id < NEW.id
+              AND r.kind IN ('step', 'compensation') AND r.attempt <> 0
+              AND r.status IN ('completed', 'failed', 'in_doubt')
+              AND r.usage IS NOT NULL))::INTEGER)
         ON CONFLICT (workflow_id, name) DO UPDATE SET interrupted = 1;
     END IF;
     RETURN NULL;
