@@ -32,9 +32,20 @@ class Spend:
 
     def __init__(self, budget: Budget, recorded: Recorded | None = None) -> None:
         self.budget = budget
-        self.used = Usage()
+        # what was used, as plain numbers: added to before every attempt's check
+        self.tokens_in, self.tokens_out, self.cost, self.attempts = 0, 0, 0.0, 0
         self.calls: Counter[tuple[str, bytes | None]] = Counter()
         self.recorded = recorded  # reads how often a call was recorded, when first needed
+
+    @property
+    def used(self) -> Usage:
+        """What the run has used."""
+        return Usage(self.tokens_in, self.tokens_out, self.cost, self.attempts)
+
+    @used.setter
+    def used(self, usage: Usage) -> None:
+        self.tokens_in, self.tokens_out = usage.input_tokens, usage.output_tokens
+        self.cost, self.attempts = usage.cost, usage.attempts
 
     @classmethod
     def of_run(cls, runtime: Runtime, workflow_id: str, declared: Budget) -> Spend:
@@ -90,31 +101,33 @@ class Spend:
 
     def add(self, usage: Usage | None) -> None:
         """An attempt was recorded, with what it used."""
-        self.used += usage if usage is not None else Usage(attempts=1)
+        if usage is None:
+            self.attempts += 1
+        else:
+            self.tokens_in += usage.input_tokens
+            self.tokens_out += usage.output_tokens
+            self.cost += usage.cost
+            self.attempts += usage.attempts
 
     def refusal(self, workflow_id: str, name: str, encoded_input: bytes | None) -> Any:
         """Why the next attempt of step ``name`` may not start, as the error the run ends
         with; ``None`` when it may."""
-        budget, used = self.budget, self.used
-        repeats = 0 if budget.max_repeats is None else self._repeats(name, encoded_input)
-        if budget.max_repeats is not None and repeats > budget.max_repeats:
-            reason = (
-                f"call {repeats} of step {name!r} with the same arguments was refused "
-                f"(max_repeats={budget.max_repeats}): the run looks stuck in a loop"
-            )
-            return _stopped(LoopDetected, workflow_id, reason)
-        tokens = used.input_tokens + used.output_tokens
-        for field, value, limit in (
-            ("max_tokens", tokens, budget.max_tokens),
-            ("max_cost", used.cost, budget.max_cost),
-            ("max_steps", used.attempts, budget.max_steps),
-        ):
-            if limit is not None and value >= limit:
+        budget = self.budget
+        if budget.max_repeats is not None:
+            repeats = self._repeats(name, encoded_input)
+            if repeats > budget.max_repeats:
                 reason = (
-                    f"the run reached {field}={limit:g} (used {value:g}) before an attempt of "
-                    f"step {name!r}; retry it with a larger budget to go on"
+                    f"call {repeats} of step {name!r} with the same arguments was refused "
+                    f"(max_repeats={budget.max_repeats}): the run looks stuck in a loop"
                 )
-                return _stopped(BudgetExceeded, workflow_id, reason)
+                return _stopped(LoopDetected, workflow_id, reason)
+        tokens = self.tokens_in + self.tokens_out
+        if budget.max_tokens is not None and tokens >= budget.max_tokens:
+            return _over(workflow_id, name, "max_tokens", tokens, budget.max_tokens)
+        if budget.max_cost is not None and self.cost >= budget.max_cost:
+            return _over(workflow_id, name, "max_cost", self.cost, budget.max_cost)
+        if budget.max_steps is not None and self.attempts >= budget.max_steps:
+            return _over(workflow_id, name, "max_steps", self.attempts, budget.max_steps)
         return None
 
 
@@ -124,6 +137,14 @@ def _budget_in(runtime: Runtime, retry_input: bytes) -> Budget | None:
     if isinstance(detail, dict) and isinstance(detail.get("budget"), dict):
         return Budget(**detail["budget"])
     return None
+
+
+def _over(workflow_id: str, name: str, field: str, value: float, limit: float) -> NeedsAttention:
+    reason = (
+        f"the run reached {field}={limit:g} (used {value:g}) before an attempt of "
+        f"step {name!r}; retry it with a larger budget to go on"
+    )
+    return _stopped(BudgetExceeded, workflow_id, reason)
 
 
 def _stopped(kind: type[NeedsAttention], workflow_id: str, reason: str) -> NeedsAttention:
