@@ -157,6 +157,45 @@ def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
         ) from None
 
 
+def run_usage(store: ReadModelStore, workflow_id: str) -> Usage:
+    """A run's totals as the store keeps them (one row), or counted from its journal for a
+    run journaled before the store kept them."""
+    totals = store.run_spend(workflow_id)
+    if totals is None:
+        return Usage()
+    if not totals.since_start:
+        return _usage_of_journal(store, workflow_id)
+    tokens_in, tokens_out = totals.input_tokens, totals.output_tokens
+    return Usage(tokens_in, tokens_out, totals.cost, totals.attempts, totals.partial)
+
+
+def _usage_of_journal(store: ReadModelStore, workflow_id: str) -> Usage:
+    """The run's totals counted from its journal, by the rules the store's totals follow."""
+    total = Usage()  # reused (forked) rows are not counted: they ran in another run
+    interrupted: set[str] = set()  # steps with an attempt whose usage a crash lost
+    recording: set[str] = set()  # steps with an attempt that recorded usage
+    kept: set[int | None] = set()  # seqs whose abandoned attempt's usage is in_doubt
+    for row in store.step_usage(workflow_id):
+        spent = _usage_of(workflow_id, row)
+        if row.status == EntryStatus.IN_DOUBT:
+            if spent is None:  # interrupted by a crash, its usage lost
+                interrupted.add(row.name)
+            else:  # abandoned at its timeout, with what it used
+                recording.add(row.name)
+                kept.add(row.seq)
+                total += replace(spent, attempts=0)
+            continue  # the attempt it marks is counted where it failed or completed
+        if _was_interrupted(row.error) and row.seq not in kept:
+            interrupted.add(row.name)
+        kept.discard(row.seq)  # the end of the attempt an in_doubt row kept the usage of
+        if spent is not None:
+            recording.add(row.name)
+        total += spent if spent is not None else Usage(attempts=1)
+    if interrupted & recording:
+        total += Usage(partial=True)
+    return total
+
+
 def _was_interrupted(error: str | None) -> bool:
     """Whether a failed attempt's error says a crash interrupted it (its usage was lost)."""
     if error is None:
@@ -334,7 +373,7 @@ class Views:
             info=info_of(row),
             waiting_for=self._waiting_for(row),
             current=self._current(row),
-            usage=self._usage(workflow_id),
+            usage=run_usage(self.store, workflow_id),
         )
 
     def _waiting_for(self, row: RunRow, declared: set[str] | None = None) -> str | None:
@@ -427,32 +466,7 @@ class Views:
     def usage(self, workflow_id: str) -> Usage:
         """The run's totals: every step attempt's usage, failed attempts included."""
         self.row(workflow_id)
-        return self._usage(workflow_id)
-
-    def _usage(self, workflow_id: str) -> Usage:
-        total = Usage()  # reused (forked) rows are not counted: they ran in another run
-        interrupted: set[str] = set()  # steps with an attempt whose usage a crash lost
-        recording: set[str] = set()  # steps with an attempt that recorded usage
-        kept: set[int | None] = set()  # seqs whose abandoned attempt's usage is in_doubt
-        for row in self.store.step_usage(workflow_id):
-            spent = _usage_of(workflow_id, row)
-            if row.status == EntryStatus.IN_DOUBT:
-                if spent is None:  # interrupted by a crash, its usage lost
-                    interrupted.add(row.name)
-                else:  # abandoned at its timeout, with what it used
-                    recording.add(row.name)
-                    kept.add(row.seq)
-                    total += replace(spent, attempts=0)
-                continue  # the attempt it marks is counted where it failed or completed
-            if _was_interrupted(row.error) and row.seq not in kept:
-                interrupted.add(row.name)
-            kept.discard(row.seq)  # the end of the attempt an in_doubt row kept the usage of
-            if spent is not None:
-                recording.add(row.name)
-            total += spent if spent is not None else Usage(attempts=1)
-        if interrupted & recording:
-            total += Usage(partial=True)
-        return total
+        return run_usage(self.store, workflow_id)
 
     def breakers(self) -> list[BreakerState]:
         """Every breaker the fleet has counted a failure for, as it stands now."""

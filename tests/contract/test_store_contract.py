@@ -7,7 +7,9 @@ _test`` checks it), and every verb that takes a lease ``owner`` refuses a stale 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import inspect
+import json
 import re
 import threading
 import time
@@ -35,6 +37,8 @@ from stalwart._store.base import (
     WorkerRow,
 )
 from stalwart.testing import execute_sql
+
+OLD_TREES = Path(__file__).parents[1] / "unit" / "data" / "tree_with_32_byte_keys.json"
 
 _CANCELLED = ErrorRecord("WorkflowCancelled")  # what a cancel records
 
@@ -722,6 +726,136 @@ def test_step_usage_reads_the_attempts_of_steps_only(store: Store) -> None:
         (6, "completed", '{"in": 3, "out": 4, "cost": 0.5, "model": "gpt-x"}', None),
     ]
     assert {u.name for u in rows} == {_step(1).name}
+
+
+def test_run_spend_keeps_the_totals_step_usage_adds_up(store: Store) -> None:
+    """The running totals count what the journal's attempts used by the rules ``app.usage``
+    applied to ``step_usage``, in the transaction of each append, whatever writes it."""
+    assert store.run_spend("r1") is None  # no run, no attempt
+    _create(store)
+    assert store.run_spend("r1") is None  # a run with no attempt yet
+    failure = ErrorRecord("AttemptInterrupted", "attempt 1 was interrupted")
+    for entry in (
+        dataclasses.replace(_step(1), usage=Usage(10, 2, attempts=1)),
+        dataclasses.replace(_step(2, status="failed"), usage=None, error=failure),
+        _step(3, status="in_doubt"),  # an interrupted attempt: its usage is lost
+        _step(4, kind="sleep"),  # no attempt
+        _step(5, status="scheduled"),  # no attempt
+        dataclasses.replace(_step(6), attempt=0),  # a retry's marker: no attempt
+        dataclasses.replace(_step(7), usage=Usage(3, 4, 0.5, 1), model="gpt-x"),
+        dataclasses.replace(_step(8, status="in_doubt"), usage=Usage(1, 1, 0.25, 1)),
+        _step(8, status="failed"),  # the attempt left in doubt ends: it counts here
+        _step(9, kind="compensation"),
+    ):
+        assert store.append("r1", entry, owner="w1")
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.since_start
+    assert (spent.input_tokens, spent.output_tokens, spent.cost, spent.attempts) == (
+        14,
+        7,
+        0.75,
+        5,
+    )
+    assert spent.partial  # step "s" recorded usage, and a crash lost an attempt's
+    assert spent.budget_input is None
+    detail = b'J{"from_status":"needs_attention","budget":{"max_steps":9}}'
+    assert store.append("r1", _note("retry", input=detail), owner=None)
+    assert store.append("r1", _note("retry", input=None), owner=None)  # gives no budget
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.budget_input == detail
+
+
+def test_calls_are_counted_by_step_and_stored_input_once_asked(store: Store) -> None:
+    """``count_calls`` copies the calls journaled so far and has every later one counted: one
+    per position (a retried call counts once), by step name and stored input."""
+    _create(store)
+    same, other = b"J[1]", b"J[2]"
+
+    def call(seq: int, attempt: int = 1, status: str = "completed", input: bytes = same) -> Entry:
+        entry = dataclasses.replace(_step(seq, status=status, input=input), attempt=attempt)
+        return entry
+
+    assert store.append("r1", call(1), owner="w1")
+    assert store.append("r1", call(2, status="failed"), owner="w1")
+    assert store.run_calls("r1", "s", same) == 0  # not counted yet
+    store.count_calls("r1")
+    store.count_calls("r1")  # idempotent
+    spent = store.run_spend("r1")
+    assert spent is not None and spent.counts_calls
+    assert store.run_calls("r1", "s", same) == 2
+    for entry in (
+        call(2, attempt=2),  # the same call retried: still one call
+        call(3, status="scheduled"),  # not an outcome
+        call(4, input=other),
+        call(5),
+        dataclasses.replace(call(6), attempt=0),  # a retry's marker: no call
+    ):
+        assert store.append("r1", entry, owner="w1")
+    assert store.run_calls("r1", "s", same) == 3
+    assert store.run_calls("r1", "s", other) == 1
+    assert store.run_calls("r1", "t", same) == 0
+
+
+def test_run_spend_leaves_out_what_is_not_partial(store: Store) -> None:
+    """An attempt a crash interrupted after its usage was kept in doubt is not a loss."""
+    _create(store)
+    failure = ErrorRecord("AttemptInterrupted", "attempt 1 was interrupted")
+    for entry in (
+        dataclasses.replace(_step(1, status="in_doubt"), usage=Usage(5, 5, attempts=1)),
+        dataclasses.replace(_step(1, status="failed"), usage=None, error=failure),
+        dataclasses.replace(_step(2), usage=Usage(1, 1, attempts=1)),
+    ):
+        assert store.append("r1", entry, owner="w1")
+    spent = store.run_spend("r1")
+    assert spent is not None and not spent.partial
+    assert (spent.input_tokens, spent.attempts) == (6, 2)
+
+
+def test_a_step_input_kept_in_the_older_tree_format_still_reads(store: Store) -> None:
+    """Rows an earlier format wrote (a tree of 32-byte keys and pieces deflated alone, kept
+    verbatim in ``tests/unit/data``) read back through the store as they were written."""
+    old = json.loads(OLD_TREES.read_text("utf-8"))
+    _create(store)
+    for digest, data in old["rows"].items():
+        put = "INSERT INTO payloads (digest, data) VALUES (:digest, :data)"
+        execute_sql(store, put, {"digest": bytes.fromhex(digest), "data": bytes.fromhex(data)})
+    for seq, (turns, column) in enumerate(old["columns"].items(), start=1):
+        row = (
+            "INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, "
+            "input, output) VALUES ('r1', :seq, :position, 'step', 's', 'completed', 1, "
+            ":input, :output)"
+        )
+        params = {"seq": seq, "position": str(seq), "input": bytes.fromhex(column)}
+        execute_sql(store, row, {**params, "output": b"J1"})
+        messages = []
+        for i in range(int(turns)):
+            messages.append({"role": "user", "content": f"question {i}: " + "why? " * 60})
+            messages.append({"role": "assistant", "content": f"answer {i}: " + "because. " * 40})
+        written = b"J" + json.dumps({"args": [messages], "kwargs": {}}).encode()
+        assert store.journal("r1")[-1].input == written
+
+
+def test_what_an_older_worker_reads_stays_whole_and_a_step_input_is_a_tree(store: Store) -> None:
+    """During a rolling deploy an older worker reads step results and (through its callers)
+    run results: up to 4 KiB they stay whole under their digest, as every release wrote them.
+    A step input, which no older worker decodes, is a tree at any size kept apart."""
+    _create(store)
+    value = b"J" + json.dumps("x" * 1000).encode()
+    step = dataclasses.replace(_step(1, output=value, input=value))
+    assert store.append("r1", step, owner="w1")
+    done = Entry(kind="run", name="completed", status="completed", output=value)
+    assert store.finish_run(
+        "r1", owner="w1", status="completed", output=value, error=None, now=5, entry=done
+    )
+    digest = hashlib.sha256(value).digest()
+    query = "SELECT input, output FROM journal WHERE workflow_id = 'r1' AND kind = 'step'"
+    ((step_input, step_output),) = execute_sql(store, query)
+    (run_output,) = execute_sql(store, "SELECT output FROM runs WHERE workflow_id = 'r1'")[0]
+    assert bytes(step_output) == bytes(run_output) == b"H" + digest
+    stored = execute_sql(store, "SELECT data FROM payloads WHERE digest = :d", {"d": digest})
+    assert [bytes(row[0]) for row in stored] == [value]
+    assert bytes(step_input)[:1] == b"U"
+    assert store.journal("r1")[1].input == value
 
 
 def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> None:

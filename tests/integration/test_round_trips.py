@@ -27,7 +27,7 @@ def verbs_called(app: stalwart.Stalwart) -> Iterator[list[str]]:
     def counting(name: str, verb: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             # load_payload reads the store only for a payload kept apart from its row
-            inline = name == "load_payload" and bytes(args[0])[:1] not in (b"H", b"M", b"Q")
+            inline = name == "load_payload" and bytes(args[0])[:1] not in (b"H", b"M", b"Q", b"U")
             if threading.get_ident() == me and not inline:
                 calls.append(name)
             return verb(*args, **kwargs)

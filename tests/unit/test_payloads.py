@@ -1,5 +1,5 @@
 """Payload packing: inline, by digest, or as a tree of content-defined pieces shared across
-payloads; rows of older stores (flat manifests) still read back."""
+payloads; rows of older stores (flat manifests, trees of 32-byte keys) still read back."""
 
 from __future__ import annotations
 
@@ -7,12 +7,27 @@ import hashlib
 import json
 import random
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stalwart import CorruptRecord
-from stalwart._store.payloads import CHUNK_LIMIT, INLINE_LIMIT, REF_TAG, chunk, pack, unpack
+from stalwart._store.payloads import (
+    CHUNK_LIMIT,
+    INLINE_LIMIT,
+    NODE_TAG,
+    REF_TAG,
+    REST_TAG,
+    chunk,
+    column_of,
+    pack,
+    unpack,
+)
+
+OLD_TREES = Path(__file__).parent / "data" / "tree_with_32_byte_keys.json"
+PIECE = b"S"  # a piece deflated against the built-in vocabulary
+AGAINST = b"D"  # a piece deflated against a stored row too
 
 
 class Kept(dict[bytes, bytes]):
@@ -55,12 +70,24 @@ def test_small_payloads_stay_inline() -> None:
 
 
 def test_payloads_up_to_the_chunk_limit_are_stored_whole_under_their_digest() -> None:
+    """What an older worker reads (``tree=False``): the payload itself, under its digest."""
     kept = Kept()
     payload = b"J" + json.dumps(["y" * (CHUNK_LIMIT - 10)]).encode()[: CHUNK_LIMIT - 1]
-    column = pack(payload, kept.put)
+    column = pack(payload, kept.put, tree=False)
     digest = hashlib.sha256(payload).digest()
     assert column == REF_TAG + digest and kept == {digest: payload}
     assert unpack(column, kept.get) == payload
+
+
+def test_a_tree_payload_of_any_size_kept_apart_is_compressed() -> None:
+    """A step's input just over the inline limit is a tree too: its one piece compressed."""
+    for size in (INLINE_LIMIT + 1, CHUNK_LIMIT - 1):
+        kept = Kept()
+        payload = b"J" + json.dumps(["y" * size]).encode()[:size]
+        column = pack(payload, kept.put)
+        assert column is not None and column[:1] == REST_TAG
+        assert sum(map(len, kept.values())) < len(payload) // 2
+        assert unpack(column, kept.get) == payload
 
 
 def test_random_json_round_trips() -> None:
@@ -99,7 +126,7 @@ def test_payloads_with_a_shared_prefix_share_their_nodes() -> None:
     pack(_conversation_payload(60), first.put)
     pack(_conversation_payload(61), second.put)
     shared = set(first) & set(second)
-    nodes = {d for d in shared if first[d][:1] in (b"T", b"Q")}
+    nodes = {d for d in shared if first[d][:1] in (NODE_TAG, REST_TAG)}
     assert len(shared) >= 0.9 * len(first) and nodes
 
 
@@ -152,14 +179,15 @@ def _damage(kept: Kept, tag: bytes, harm: Callable[[bytes], bytes | None]) -> No
 @pytest.mark.parametrize(
     ("tag", "harm", "says"),
     [
-        (b"Z", lambda v: None, "is missing"),
-        (b"Q", lambda v: None, "is missing"),
-        (b"T", lambda v: None, "is missing"),
-        (b"Z", lambda v: v[:-3] + b"abc", "is corrupt"),
-        (b"Z", lambda v: b"X" + v[1:], "is corrupt"),
-        (b"T", lambda v: v[:-5], "is corrupt"),
-        (b"T", lambda v: v[:-32] + bytes(32), "is corrupt"),
-        (b"Q", lambda v: v[:2] + b"\x09" + v[3:], "is corrupt"),
+        (PIECE, lambda v: None, "is missing"),
+        (REST_TAG, lambda v: None, "is missing"),
+        (NODE_TAG, lambda v: None, "is missing"),
+        (PIECE, lambda v: v[:-3] + b"abc", "is corrupt"),
+        (PIECE, lambda v: v[:-3], "is corrupt"),
+        (PIECE, lambda v: b"X" + v[1:], "is corrupt"),
+        (NODE_TAG, lambda v: v[:-5], "is corrupt"),
+        (NODE_TAG, lambda v: v[:-20] + bytes(20), "is corrupt"),
+        (REST_TAG, lambda v: v[:2] + b"\x09" + v[3:], "is corrupt"),
     ],
 )
 def test_a_missing_or_corrupt_piece_raises_corrupt_record(
@@ -210,3 +238,62 @@ def test_what_an_older_worker_may_read_is_written_in_the_format_it_reads() -> No
     tree = pack(payload, kept.put)
     assert tree is not None and unpack(tree, kept.get) == payload
     assert _unpack_as_release_0_1(tree, kept.get) != payload  # why trees stay off that path
+
+
+def test_trees_of_32_byte_keys_of_older_stores_still_unpack() -> None:
+    """Rows a store kept before trees took 20-byte keys and pieces a preset vocabulary (written
+    by that code, kept verbatim in ``data/``) read back as they were written."""
+    old = json.loads(OLD_TREES.read_text("utf-8"))
+    kept = Kept({bytes.fromhex(k): bytes.fromhex(v) for k, v in old["rows"].items()})
+    assert {v[:1] for v in kept.values()} == {b"T", b"Q", b"Z"}
+    for turns, column in old["columns"].items():
+        assert unpack(bytes.fromhex(column), kept.get) == _conversation_payload(int(turns))
+    some_node = next(k for k, v in kept.items() if v[:1] == b"T")
+    kept[some_node] = kept[some_node][:-32] + bytes(32)
+    with pytest.raises(CorruptRecord, match="is corrupt"):
+        for column in old["columns"].values():
+            unpack(bytes.fromhex(column), kept.get)
+
+
+def _reply(turn: int) -> bytes:
+    text = f"answer {turn}: " + " ".join(f"w{turn * 7 + i}" for i in range(60))
+    return b"J" + json.dumps(text).encode()
+
+
+def _chat(turns: int) -> bytes:
+    messages: list[dict[str, str]] = []
+    for i in range(turns):
+        messages.append({"role": "user", "content": f"question {i}: " + "why? " * 60})
+        messages.append({"role": "assistant", "content": json.loads(_reply(i)[1:])})
+    return b"J" + json.dumps({"args": [messages], "kwargs": {}}, separators=(",", ":")).encode()
+
+
+def test_a_message_that_repeats_a_stored_row_costs_a_reference_to_it() -> None:
+    """The newest message of a step's input is the last step's result: compressed against that
+    row, its piece is a reference and a few bytes, and it reads back only with that row."""
+    kept = Kept()
+    pack(_chat(20), kept.put)
+    reply = _reply(20)
+    digest = hashlib.sha256(reply).digest()
+    kept.put(digest, reply)
+    before = set(kept)
+    column = pack(_chat(21), kept.put, dictionary=(digest, reply))
+    assert column is not None and column == column_of(_chat(21))
+    new = {d: kept[d] for d in set(kept) - before}
+    against = [v for v in new.values() if v[:1] == AGAINST]
+    assert len(against) == 1 and against[0][1:33] == digest
+    assert len(against[0]) < 33 + len(reply) // 4
+    assert unpack(column, kept.get) == _chat(21)
+    del kept[digest]
+    with pytest.raises(CorruptRecord, match=f"{digest.hex()} is missing"):
+        unpack(column, kept.get)
+
+
+def test_the_column_of_a_payload_is_what_pack_stores() -> None:
+    for size in (10, INLINE_LIMIT + 1, CHUNK_LIMIT, CHUNK_LIMIT + 1):
+        payload = b"J" + json.dumps("x" * size).encode()
+        assert column_of(payload) == pack(payload, Kept().put)
+    for turns in (8, 60, 400):
+        assert column_of(_conversation_payload(turns)) == pack(
+            _conversation_payload(turns), Kept().put
+        )

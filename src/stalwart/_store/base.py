@@ -176,7 +176,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 19
 
 
 class RunStore(RunReads, Protocol):
@@ -318,6 +318,10 @@ class JournalStore(JournalReads, Protocol):
 
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
+
+    def count_calls(self, workflow_id: str) -> None:
+        """From now on count the run's calls by step and arguments (``run_calls``), the calls
+        it journaled before included; idempotent."""
 
 
 class WaitStore(ApprovalReads, Protocol):

@@ -4,15 +4,23 @@ A payload up to ``INLINE_LIMIT`` bytes stays in its journal row. A larger one is
 under its SHA-256 digest and the row keeps ``b"H" + digest``. A payload over ``CHUNK_LIMIT``
 is cut into *pieces* at JSON element ends, about one element each (a message of a
 conversation stays whole), and the pieces are the leaves of a content-addressed tree: a node
-(``b"T"`` + its level + up to ``_MAX_CHILDREN`` digests) lists pieces or lower nodes, and a node
-ends after a child whose digest says so. Cuts and node ends depend only on the bytes before
+(``b"V"`` + its level + up to ``_MAX_CHILDREN`` keys) lists pieces or lower nodes, and a node
+ends after a child whose key says so. Cuts and node ends depend only on the bytes before
 them, so the unchanged prefix of a growing conversation yields the same pieces and the same
 nodes every time: each new step stores its new pieces, compressed, and the few nodes on the
 tree's right edge, not a list of everything before. The row keeps the root node (inline when
 it is small, else by reference).
 
+A piece may be compressed against a *dictionary*: another row of the payloads table the
+writer names (``b"D"`` + its digest + raw deflate with that row's bytes as the preset
+dictionary). The writer of a step's input passes the run's last step result, which the new
+part of a conversation repeats (the model's reply is the next input's newest message), so that
+message costs a reference and a few bytes instead of a second compressed copy; the dictionary
+is a plain row, never a piece, so decoding one piece needs at most one more row.
+
 Rows written before trees existed still read back: a manifest (``b"M"`` + the digests of raw
-chunks) is resolved as it always was.
+chunks) is resolved as it always was; so do trees of 32-byte keys (``b"T"``, ``b"Q"``) and
+pieces deflated alone (``b"Z"``).
 """
 
 from __future__ import annotations
@@ -26,11 +34,13 @@ from .._errors import CorruptRecord
 
 __all__ = [
     "CHUNK_LIMIT",
+    "DIGEST_SIZE",
     "INLINE_LIMIT",
     "NODE_TAG",
     "REF_TAG",
     "REST_TAG",
     "chunk",
+    "column_of",
     "pack",
     "unpack",
 ]
@@ -39,10 +49,25 @@ INLINE_LIMIT = 256
 CHUNK_LIMIT = 4096
 REF_TAG = b"H"
 MANIFEST_TAG = b"M"  # the flat manifest every release reads (written with tree=False)
-NODE_TAG = b"T"
-REST_TAG = b"Q"
+NODE_TAG = b"V"
+REST_TAG = b"U"
+# Trees of earlier releases: the same shapes with 32-byte keys (they still read).
+_LONG_NODE = b"T"
+_LONG_REST = b"Q"
 _DEFLATED = b"Z"
 _RAW = b"R"
+_STATIC = b"S"  # raw deflate with _VOCABULARY as its preset dictionary
+_AGAINST = b"D"  # the same, a stored row's bytes added to the dictionary
+# What the messages of a conversation with a model repeat, as JSON writes them: a preset
+# dictionary spares each piece the words its first occurrence would cost (never change it:
+# stored pieces are inflated with it; a new one takes a new tag).
+_VOCABULARY = (
+    b'{"role":"system","content":"{"role":"tool","tool_call_id":"call_","name":"'
+    b'"tool_calls":[{"id":"call_","type":"function","function":{"name":"","arguments":"{\\"'
+    b'{"role":"assistant","content":null,{"role":"assistant","content":"'
+    b'{"role":"user","content":"'
+)
+_WINDOW = 32768  # what deflate looks back at
 # A piece is keyed by the digest of its uncompressed bytes under this prefix, so its key is
 # known without compressing it, and no raw chunk of an older store has the same key.
 _PIECE_DOMAIN = b"stalwart piece\n"
@@ -51,11 +76,19 @@ _MAX_PIECE = 4096
 _FANOUT = 4  # a node ends after about one child in four
 _MAX_CHILDREN = 32
 _DIGEST = 32
+DIGEST_SIZE = _DIGEST  # the length of the digest a column refers to a row by
+# A tree's pieces and nodes are keyed by the first 20 bytes of their SHA-256 (160 bits, as
+# git's object names): the keys are most of what a tree adds to each step.
+_KEY = 20
+_WIDTH = {NODE_TAG: _KEY, REST_TAG: _KEY, _LONG_NODE: _DIGEST, _LONG_REST: _DIGEST}
+_REST_OF = {NODE_TAG: REST_TAG, _LONG_NODE: _LONG_REST}
+_NODE_OF = {REST_TAG: NODE_TAG, _LONG_REST: _LONG_NODE}
 # The end of a JSON element: a closing quote or bracket before a comma or another closer.
 _ELEMENT_END = re.compile(rb"[\"}\]](?=[,}\]])")
 
 Put = Callable[[bytes, bytes], bool]
 Get = Callable[[list[bytes]], dict[bytes, bytes]]
+Dictionary = tuple[bytes, bytes]  # a stored row's digest and its bytes
 
 
 def _cuts(data: bytes) -> Iterator[int]:
@@ -88,8 +121,12 @@ def chunk(data: bytes) -> list[bytes]:
     return pieces
 
 
-def _piece_key(piece: bytes) -> bytes:
-    return hashlib.sha256(_PIECE_DOMAIN + piece).digest()
+def _piece_key(piece: bytes, width: int = _KEY) -> bytes:
+    return hashlib.sha256(_PIECE_DOMAIN + piece).digest()[:width]
+
+
+def _key(node: bytes) -> bytes:
+    return hashlib.sha256(node).digest()[:_KEY]
 
 
 def _node(level: int, children: list[bytes]) -> bytes:
@@ -116,9 +153,9 @@ def _rest(level: int, up: bytes | None, keys: list[bytes], tail: bytes = b"") ->
 class _Tree:
     """The pieces and nodes of one payload.
 
-    The pieces' digests are grouped into nodes (``b"T"``) where a content-defined end closes a
-    group, and those nodes' digests are grouped the same way a level up. What no end has
-    closed yet at a level is listed in a *rest* node (``b"Q"``) of that level, which refers
+    The pieces' keys are grouped into nodes (``b"V"``) where a content-defined end closes a
+    group, and those nodes' keys are grouped the same way a level up. What no end has
+    closed yet at a level is listed in a *rest* node (``b"U"``) of that level, which refers
     to the rest node a level up; the root is the rest node of level 0, with the payload's
     short last piece inline. A group closes once and is never rewritten, and a rest node
     changes only when a group below it closes, so a payload that grew at its end shares
@@ -140,36 +177,69 @@ class _Tree:
             keys = []
             for group in groups:
                 node = _node(level, group)
-                key = hashlib.sha256(node).digest()
+                key = _key(node)
                 self.nodes[key] = node
                 keys.append(key)
             level += 1
         up: bytes | None = None
         for level, rest in reversed(rests[1:]):
             node = _rest(level, up, rest)
-            up = hashlib.sha256(node).digest()
+            up = _key(node)
             self.nodes[up] = node
         self.root = _rest(0, up, rests[0][1], tail)
 
-    def store_below(self, node: bytes, put: Put) -> None:
+    def store_below(self, node: bytes, put: Put, dictionary: Dictionary | None = None) -> None:
         """Store what ``node`` refers to, skipping what the store already had."""
         up, keys, _tail = _parts(node)
         for key in keys if up is None else [up, *keys]:
             if node[1] == 0 and key != up:
-                piece = self.pieces[key]
-                packed = zlib.compress(piece)
-                put(key, _DEFLATED + packed if len(packed) < len(piece) else _RAW + piece)
+                put(key, _compressed(self.pieces[key], dictionary))
             elif put(key, self.nodes[key]):
-                self.store_below(self.nodes[key], put)
+                self.store_below(self.nodes[key], put, dictionary)
 
 
-def pack(payload: bytes | None, put: Put, *, tree: bool = True) -> bytes | None:
+def _preset(row: bytes = b"") -> bytes:
+    return (_VOCABULARY + row)[-_WINDOW:]
+
+
+def _deflate(data: bytes, dictionary: bytes) -> bytes:
+    # the smallest window that sees the whole dictionary: a small one is much cheaper to set
+    # up, and an inflater with the largest window reads what any window wrote
+    bits = min(15, max(9, (len(dictionary) + len(data)).bit_length()))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -bits, 8, zlib.Z_DEFAULT_STRATEGY, dictionary)
+    return packer.compress(data) + packer.flush()
+
+
+def _inflate(data: bytes, dictionary: bytes) -> bytes:
+    unpacker = zlib.decompressobj(-15, dictionary)
+    piece = unpacker.decompress(data) + unpacker.flush()
+    if not unpacker.eof:
+        raise zlib.error("the stream is cut short")
+    return piece
+
+
+def _compressed(piece: bytes, dictionary: Dictionary | None) -> bytes:
+    """A piece as its row keeps it: the smallest of raw, deflated against the vocabulary, and
+    deflated against the vocabulary and ``dictionary``."""
+    forms = [_RAW + piece, _STATIC + _deflate(piece, _preset())]
+    if dictionary is not None and dictionary[1]:
+        key, data = dictionary
+        forms.append(_AGAINST + key + _deflate(piece, _preset(data)))
+    return min(forms, key=len)
+
+
+def pack(
+    payload: bytes | None, put: Put, *, tree: bool = True, dictionary: Dictionary | None = None
+) -> bytes | None:
     """The column value for ``payload``; ``put(digest, data)`` stores what lives apart and says
-    whether it was new (``False``: the store already had it).
+    whether it was new (``False``: the store already had it). The new pieces of a tree may be
+    compressed against ``dictionary`` (a stored row: its digest and bytes).
 
-    With ``tree=False`` a payload over ``CHUNK_LIMIT`` is kept as the flat manifest of earlier
-    releases, which they can still read: for the values an older worker may decode while it
-    executes a run (results, a run's input, event payloads) during a rolling deploy."""
+    With ``tree=False`` a payload is kept whole under its digest, or over ``CHUNK_LIMIT`` as
+    the flat manifest of earlier releases, which they can still read: for the values an older
+    worker may decode while it executes a run (results, a run's input, event payloads) during
+    a rolling deploy. With ``tree=True`` every payload kept apart is a tree, so its pieces are
+    compressed and shared from the first one (a conversation's first turns too)."""
     if payload is None or len(payload) <= INLINE_LIMIT:
         return payload
     if len(payload) > CHUNK_LIMIT and not tree:
@@ -181,28 +251,38 @@ def pack(payload: bytes | None, put: Put, *, tree: bool = True) -> bytes | None:
         payload = MANIFEST_TAG + b"".join(digests)
         if len(payload) <= INLINE_LIMIT:
             return payload
-    if len(payload) <= CHUNK_LIMIT or not tree:
+    if not tree:
         digest = hashlib.sha256(payload).digest()
         put(digest, payload)
         return REF_TAG + digest
     built = _Tree(payload)
     if len(built.root) <= INLINE_LIMIT:
-        built.store_below(built.root, put)
+        built.store_below(built.root, put, dictionary)
         return built.root
     digest = hashlib.sha256(built.root).digest()
     if put(digest, built.root):
-        built.store_below(built.root, put)
+        built.store_below(built.root, put, dictionary)
     return REF_TAG + digest
+
+
+def column_of(payload: bytes) -> bytes:
+    """The column value ``pack(payload, put, tree=True)`` stores, computed without storing or
+    compressing anything: a key for the payload as a row keeps it."""
+    if len(payload) <= INLINE_LIMIT:
+        return payload
+    root = _Tree(payload).root
+    return root if len(root) <= INLINE_LIMIT else REF_TAG + hashlib.sha256(root).digest()
 
 
 def _parts(node: bytes) -> tuple[bytes | None, list[bytes], bytes]:
     """A node's reference up (rest nodes only), its children, and its inline tail."""
-    if node[:1] == NODE_TAG:
-        return None, [node[i : i + _DIGEST] for i in range(2, len(node), _DIGEST)], b""
-    count, start = node[2], 4 + _DIGEST * node[3]
+    width = _WIDTH[node[:1]]
+    if node[:1] in _REST_OF:
+        return None, [node[i : i + width] for i in range(2, len(node), width)], b""
+    count, start = node[2], 4 + width * node[3]
     up = node[4:start] if node[3] else None
-    end = start + _DIGEST * count
-    return up, [node[i : i + _DIGEST] for i in range(start, end, _DIGEST)], node[end:]
+    end = start + width * count
+    return up, [node[i : i + width] for i in range(start, end, width)], node[end:]
 
 
 def _corrupt(key: bytes, why: str) -> CorruptRecord:
@@ -227,35 +307,46 @@ def _checked(key: bytes, node: bytes, tag: bytes, level: int, *, root: bool = Fa
     (the root is not stored under a key of its own when it is inline)."""
     if node[:1] != tag:
         raise _corrupt(key, f"not a {tag!r} node")
-    if tag == NODE_TAG:
+    width = _WIDTH[tag]
+    if tag in _REST_OF:
         size = len(node) - 2
-        whole = size >= _DIGEST and size % _DIGEST == 0
+        whole = size >= width and size % width == 0
     elif len(node) < 4 or node[3] > 1:
         whole = False
     else:
-        size = 4 + _DIGEST * (node[2] + node[3])
+        size = 4 + width * (node[2] + node[3])
         whole = len(node) == size or (root and len(node) > size)
     if not whole:
         raise _corrupt(key, "cut short or malformed")
     if node[1] != level:
         raise _corrupt(key, f"a node of level {node[1]} where level {level} belongs")
-    if not root and hashlib.sha256(node).digest() != key:
+    if not root and hashlib.sha256(node).digest()[: len(key)] != key:
         raise _corrupt(key, "its digest does not match")
     return node
 
 
-def _checked_piece(key: bytes, stored: bytes) -> bytes:
+def _dictionary_of(stored: bytes) -> bytes | None:
+    """The digest of the row a piece was compressed against, if it was."""
+    return stored[1 : 1 + _DIGEST] if stored[:1] == _AGAINST else None
+
+
+def _checked_piece(key: bytes, stored: bytes, dictionaries: dict[bytes, bytes]) -> bytes:
     tag, body = stored[:1], stored[1:]
-    if tag == _DEFLATED:
+    if tag in (_DEFLATED, _STATIC, _AGAINST):
         try:
-            piece = zlib.decompress(body)
+            if tag == _DEFLATED:
+                piece = zlib.decompress(body)
+            elif tag == _STATIC:
+                piece = _inflate(body, _preset())
+            else:
+                piece = _inflate(body[_DIGEST:], _preset(dictionaries[body[:_DIGEST]]))
         except zlib.error as exc:
             raise _corrupt(key, f"it does not inflate: {exc}") from None
     elif tag == _RAW:
         piece = body
     else:
         raise _corrupt(key, f"unknown piece tag {tag!r}")
-    if _piece_key(piece) != key:
+    if _piece_key(piece, len(key)) != key:
         raise _corrupt(key, "its digest does not match")
     return piece
 
@@ -266,18 +357,21 @@ def _expand(rest: bytes, get: Get) -> list[bytes]:
     up, keys, _tail = _parts(rest)
     if up is None:
         return keys
-    level = rest[1]
-    groups = _expand(_checked(up, _fetch(get, [up])[up], REST_TAG, level + 1), get)
+    level, tag = rest[1], rest[:1]
+    groups = _expand(_checked(up, _fetch(get, [up])[up], tag, level + 1), get)
     found = _fetch(get, groups)
-    below = [k for g in groups for k in _parts(_checked(g, found[g], NODE_TAG, level))[1]]
+    below = [k for g in groups for k in _parts(_checked(g, found[g], _NODE_OF[tag], level))[1]]
     return below + keys
 
 
 def _unpack_tree(root: bytes, get: Get) -> bytes:
-    _checked(b"", root, REST_TAG, 0, root=True)
+    _checked(b"", root, root[:1], 0, root=True)
     keys = _expand(root, get)
     found = _fetch(get, keys)
-    return b"".join(_checked_piece(key, found[key]) for key in keys) + _parts(root)[2]
+    wanted = {d for d in map(_dictionary_of, found.values()) if d is not None}
+    dictionaries = _fetch(get, sorted(wanted)) if wanted else {}
+    pieces = (_checked_piece(key, found[key], dictionaries) for key in keys)
+    return b"".join(pieces) + _parts(root)[2]
 
 
 def unpack(stored: bytes, get: Get) -> bytes:
@@ -288,9 +382,9 @@ def unpack(stored: bytes, get: Get) -> bytes:
     if stored[:1] == REF_TAG and len(stored) == 1 + _DIGEST:
         key = stored[1:]
         stored = _fetch(get, [key])[key]
-        if stored[:1] == REST_TAG and hashlib.sha256(stored).digest() != key:
+        if stored[:1] in _NODE_OF and hashlib.sha256(stored).digest() != key:
             raise _corrupt(key, "its digest does not match")
-    if stored[:1] == REST_TAG:
+    if stored[:1] in _NODE_OF:
         return _unpack_tree(stored, get)
     if stored[:1] != MANIFEST_TAG:
         return stored

@@ -19,6 +19,7 @@ from .rows import (
     JournalRow,
     QueueRow,
     RunRow,
+    SpendRow,
     UsageRow,
     WorkerRow,
 )
@@ -89,6 +90,14 @@ class JournalReads(Protocol):
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
         """What each step attempt of a run used, in order, without reading payloads; its
         ``in_doubt`` entries too."""
+
+    def run_spend(self, workflow_id: str) -> SpendRow | None:
+        """The run's running totals, kept as its journal grows (one row, whatever the
+        journal's length); ``None`` for a run that has journaled no attempt yet."""
+
+    def run_calls(self, workflow_id: str, name: str, input: bytes) -> int:
+        """How many calls of step ``name`` with the stored input ``input`` (``column_of``)
+        the run recorded, once ``count_calls`` counts them."""
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """The positioned journal rows of a run, in order, without inputs."""

@@ -25,6 +25,7 @@ __all__ = [
     "RunRow",
     "SharedRow",
     "SharedSet",
+    "SpendRow",
     "UsageRow",
     "WaitDecision",
     "WorkerRow",
@@ -288,6 +289,24 @@ class UsageRow:
     usage: str | None
     name: str = ""
     error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRow:
+    """A run's running totals (``run_spend``): what its attempts used, whether a crash lost
+    some of it (``partial``), the input of the last operator retry that may give it a budget
+    (resolved), whether the totals cover the run since it started (``since_start``: else it
+    was journaled before the totals were kept, and its journal is what counts), and whether
+    its calls are counted (``counts_calls``, see ``count_calls``)."""
+
+    input_tokens: int
+    output_tokens: int
+    cost: float
+    attempts: int
+    partial: bool
+    budget_input: bytes | None
+    since_start: bool
+    counts_calls: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -158,9 +158,13 @@ class SQLiteStore(SQLStore):
     @staticmethod
     def _apply_script(conn: sqlite3.Connection, sql: str) -> None:
         code = "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
-        for statement in code.split(";"):
-            if statement.strip():
-                conn.execute(statement)
+        statement = ""
+        for part in code.split(";"):
+            statement += part + ";"
+            if sqlite3.complete_statement(statement):  # a trigger's body holds several
+                if statement.strip(" \n;"):
+                    conn.execute(statement)
+                statement = ""
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # Rows are fetched under the lock: a cursor steps its statement on every fetch, and a

@@ -3,8 +3,8 @@ the named queries (``sql/queries.sql``, with each dialect's own text of the few 
 in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
-``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``) over the
-plumbing in ``_base``.
+``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
+``spend``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -22,6 +22,7 @@ from .reads import ReadVerbs
 from .runs import RunVerbs
 from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
+from .spend import SpendVerbs
 from .waits import WaitVerbs
 
 __all__ = ["SQLStore"]
@@ -38,5 +39,6 @@ class SQLStore(
     SharedVerbs,
     ChildVerbs,
     ScheduleVerbs,
+    SpendVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord, StoreError, mask_url
 from ..base import READ_ONLY_DECLARATIONS, SCHEMA_VERSION, Entry, UnmigratedStore
-from ..payloads import INLINE_LIMIT, pack, unpack
+from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, load_migrations, specialize
 
 __all__ = ["SQLBase"]
@@ -239,11 +239,12 @@ class SQLBase:
 
     # -- payloads and journal entries -----------------------------------------------------
 
-    def _stash(self, conn: Any, payload: bytes | None, *, tree: bool = False) -> bytes | None:
+    def _stash(
+        self, conn: Any, payload: bytes | None, *, tree: bool = False, run: str | None = None
+    ) -> bytes | None:
         """The column value for ``payload``, storing what lives apart on ``conn``. Only step
-        inputs and a run's result (in its row and its lifecycle entry) are stored as trees
-        (``tree``): no worker of an earlier release decodes them while it executes a run, so
-        old and new workers can serve one store side by side."""
+        inputs (of run ``run``) and a run's result over 4 KiB (``tree``) are trees, which no
+        older worker decodes while it executes a run (see ``payloads``)."""
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
@@ -251,7 +252,9 @@ class SQLBase:
             cur = conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
             return bool(cur.rowcount == 1)
 
-        return pack(payload, put, tree=tree)
+        big = len(payload) > CHUNK_LIMIT
+        dictionary = _last_result(self, conn, run) if big and run is not None else None
+        return pack(payload, put, tree=run is not None or (tree and big), dictionary=dictionary)
 
     def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
         """The stored pieces among ``digests`` (the missing ones left out)."""
@@ -339,7 +342,9 @@ class SQLBase:
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,
-            "input": self._stash(conn, entry.input, tree=entry.kind == "step"),
+            "input": self._stash(
+                conn, entry.input, run=workflow_id if entry.kind == "step" else None
+            ),
             "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
             "error": None if entry.error is None else entry.error.to_json(),
             "by": entry.by,
@@ -356,3 +361,13 @@ class SQLBase:
     def _journal_in(self, conn: Any, workflow_id: str, entry: Entry) -> None:
         """Inside a transaction that already decided: journal ``entry`` unfenced."""
         conn.execute(self._q["append_entry"], self._entry_params(conn, workflow_id, entry, None))
+
+
+def _last_result(base: SQLBase, conn: Any, workflow_id: str) -> tuple[bytes, bytes] | None:
+    """The payloads row of the run's last step result kept apart (its digest and bytes)."""
+    row = conn.execute(base._q["last_step_result"], {"workflow_id": workflow_id}).fetchone()
+    stored = None if row is None or row[0] is None else bytes(row[0])
+    if stored is None or stored[:1] != REF_TAG or len(stored) != 1 + DIGEST_SIZE:
+        return None
+    found = base._fetch_found(conn, [stored[1:]])
+    return (stored[1:], found[stored[1:]]) if stored[1:] in found else None

@@ -79,6 +79,12 @@ VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started
 -- name: put_payload
 INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
 
+-- name: last_step_result
+-- The result column of the run's last completed step (what its next step's input repeats).
+SELECT output FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND status = 'completed'
+ORDER BY id DESC LIMIT 1;
+
 -- name: get_payload
 SELECT data FROM payloads WHERE digest = :digest;
 
@@ -526,3 +532,33 @@ WHERE name = :name AND last_tick = :last_tick AND revision = :revision;
 SELECT queue, name, count(*) AS runs FROM runs
 WHERE status IN ('pending', 'running', 'suspended', 'needs_attention')
 GROUP BY queue, name;
+
+-- name: run_spend
+-- A run's running totals (kept by the journal_spend trigger), whether a crash lost some of
+-- them (a step with an interrupted attempt that records usage), and the input of the last
+-- operator retry that may give it a budget.
+SELECT s.input_tokens, s.output_tokens, s.cost, s.attempts,
+       EXISTS (SELECT 1 FROM run_spend_steps t
+               WHERE t.workflow_id = s.workflow_id AND t.interrupted = 1 AND t.recording = 1)
+           AS partial,
+       (SELECT j.input FROM journal j WHERE j.id = s.budget_entry) AS budget_input,
+       s.since_start, s.counts_calls
+FROM run_spend s WHERE s.workflow_id = :workflow_id;
+
+-- name: run_calls
+-- How many calls of a step with these arguments (its stored input) the run has recorded.
+SELECT count(*) FROM run_calls
+WHERE workflow_id = :workflow_id AND name = :name AND input = :input;
+
+-- name: count_calls
+-- From now on, the journal_spend triggers count the run's calls.
+INSERT INTO run_spend (workflow_id, counts_calls) VALUES (:workflow_id, 1)
+ON CONFLICT (workflow_id) DO UPDATE SET counts_calls = 1;
+
+-- name: copy_calls
+-- The calls the run recorded before its calls were counted.
+INSERT INTO run_calls (workflow_id, name, input, position)
+SELECT workflow_id, name, input, position FROM journal
+WHERE workflow_id = :workflow_id AND kind = 'step' AND attempt <> 0
+  AND status IN ('completed', 'failed') AND input IS NOT NULL AND position IS NOT NULL
+ON CONFLICT DO NOTHING;
