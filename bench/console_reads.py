@@ -317,10 +317,12 @@ def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any]]
     ]  # fmt: skip
 
 
-# A full scan these queries cannot avoid: a count of every run, or of a status most runs have,
-# reads that many index entries (no counter table keeps them); the metrics' gauges count every
-# run by queue and status. Shown, not failed.
-INHERENT = {"count_runs", "run_counts"}
+# A full scan these queries cannot avoid: a count of every run reads that many index entries
+# (no counter table keeps them); the metrics' gauges count every run by queue and status; the
+# approvals list has no limit (the API pages nothing there), so it reads every request, or
+# every pending one, and PostgreSQL reads a table whose rows a query mostly returns whole.
+# Shown, not failed.
+INHERENT = {"count_runs", "run_counts", "list_approvals"}
 # Tables that grow with the runs: a full scan of one fails the bench (the fleet's tables,
 # queues, workers, breakers and schedules, are read whole: they hold what operators declared).
 GROWING = r"runs|journal|approvals|payloads|shared_writes|events|breaker_failures"

@@ -21,6 +21,16 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner);
 
+-- own: get_payloads
+-- Many stored pieces in one read (a journal page's payloads): the store writes one `?` per
+-- digest in place of :digests, as a list of blobs has no JSON form for json_each.
+SELECT digest, data FROM payloads WHERE digest IN (:digests);
+
+-- name: approvals_of_runs
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals WHERE workflow_id IN (SELECT value FROM json_each(:ids));
+
 -- name: claim_candidates
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
