@@ -115,7 +115,6 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("its children", "list_runs", {**PAGE, "parent_id": "run-1", "limit": 200}),
         ("its children by status", "count_runs", {**NOTHING, "status": "failed", "parent_id": "x"}),
         ("the approvals inbox", "list_approvals", {"pending": 1, "workflow_id": None}),
-        ("every approval", "list_approvals", {"pending": None, "workflow_id": None}),
         ("the waits of a page", "approvals_of_runs", {"ids": ["run-1", "run-2"]}),
         ("the queues page", "queue_counts", {}),
     ]

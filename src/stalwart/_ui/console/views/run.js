@@ -221,9 +221,10 @@ export default function run(ctx, id) {
     try {
       [detail, children] = await Promise.all([
         api.get(api.runPath(id)), api.get("/runs", { parent_id: id, limit: 200 })]);
-      const terminal = TERMINAL.has(detail.data.status);
       const full = forced || detail.data.status !== status || polls % FULL_EVERY === 0;
-      [journal, approvals] = await Promise.all([readJournal(full), terminal ? approvals : api.get("/approvals")]);
+      // Only a suspended run has a request to decide (every pending one of the store is read).
+      const asks = detail.data.status === "suspended" ? api.get("/approvals") : approvals;
+      [journal, approvals] = await Promise.all([readJournal(full), asks]);
       journal = journal || { entries, more, total };
       if (detail.data.status === "needs_attention") { // its in-doubt steps: every page
         while (journal.more) {
