@@ -82,6 +82,11 @@ INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest)
 -- name: get_payload
 SELECT data FROM payloads WHERE digest = :digest;
 
+-- dialect: get_payloads
+-- Many stored pieces in one read (a journal's payloads): = ANY(:digests) on PostgreSQL; on
+-- SQLite one `?` per digest in place of :digests, as a list of blobs has no JSON form for
+-- json_each.
+
 -- name: replay_index
 SELECT seq, position, kind, name, status, attempt, output, error,
        CASE WHEN status = 'scheduled' THEN input END AS input

@@ -27,7 +27,7 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
               FOR SHARE);
 
--- own: get_payloads
+-- name: get_payloads
 SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
 
 -- name: approvals_of_runs

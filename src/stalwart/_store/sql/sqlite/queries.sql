@@ -21,9 +21,8 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner);
 
--- own: get_payloads
--- Many stored pieces in one read (a journal page's payloads): the store writes one `?` per
--- digest in place of :digests, as a list of blobs has no JSON form for json_each.
+-- name: get_payloads
+-- The store writes one `?` per digest in place of :digests.
 SELECT digest, data FROM payloads WHERE digest IN (:digests);
 
 -- name: approvals_of_runs
