@@ -10,7 +10,9 @@ Runs: mixed statuses (mostly completed; failed, cancelled, suspended on an appro
 or a timer, pending, running, needing attention), a dozen workflow names of very different
 frequency, four queues, created over six weeks (pending and running ones in the last hour), 2%
 sharing their creation time with the run before. Ten runs have 1,000 entries each; the others
-about ten. The SQLite store is a file cached under ``bench/.cache`` (reseeded on request or
+about ten. One run is the parent of 200 children. Beside the runs, what the fleet pages read:
+eight live workers, three breakers with failures, twenty schedules, and a shared key written
+300 times. The SQLite store is a file cached under ``bench/.cache`` (reseeded on request or
 when the seed's shape changes); PostgreSQL gets a fresh schema ``bench_console_<random>``,
 VACUUM ANALYZEd as autovacuum would leave it, for the caller to drop.
 """
@@ -35,10 +37,12 @@ from stalwart._model import ErrorRecord, Usage
 from stalwart._store.payloads import pack
 
 CACHE = Path(__file__).resolve().parent / ".cache"
-SEED_FORMAT = 2  # bump when the seeded rows change shape: the cached file is reseeded
+SEED_FORMAT = 3  # bump when the seeded rows change shape: the cached file is reseeded
 DAY = 86400.0
 WEEKS = 6
 BATCH = 20_000
+CHILDREN = 200
+SHARED_KEY = "kb/index"
 
 NAMES = {  # workflow name: share of runs
     "support_agent": 0.34,
@@ -67,7 +71,7 @@ STATUSES = {
 STEPS = {"call_llm": 0.4, "search_docs": 0.2, "run_tool": 0.3, "fetch_url": 0.1}
 RUN_COLUMNS = (
     "workflow_id, name, status, queue, priority, input, output, error, created_at, updated_at, "
-    "lease_owner, lease_expires_at, wake_at, waiting_for, current_step"
+    "lease_owner, lease_expires_at, wake_at, waiting_for, current_step, parent_id"
 )
 JOURNAL_COLUMNS = (
     "workflow_id, seq, position, kind, name, status, attempt, started_at, finished_at, input, "
@@ -101,6 +105,7 @@ class Seeded:
     small_id: str  # a completed run with 10 entries
     big_id: str  # a completed run with 1,000
     rare_name: str
+    parent_id: str  # a completed run with CHILDREN child runs
     entries: int
     payloads: int
     approvals: int
@@ -144,6 +149,7 @@ class Rows:
         self.runs: list[tuple[Any, ...]] = []
         self.journal: list[tuple[Any, ...]] = []
         self.approvals: list[tuple[Any, ...]] = []
+        self.fleet_rows: list[tuple[str, str, list[tuple[Any, ...]]]] = []
 
     def text(self, size: int) -> str:
         out, length = [], 0
@@ -190,13 +196,18 @@ class Rows:
         self._fit(plans, big | {small})
         ids = [f"{rng.getrandbits(128):032x}" for _ in plans]
         names = [self.pick(NAMES) for _ in plans]
+        parent = next(i for i in reversed(completed) if i not in big and i != small)
+        later = [i for i in range(parent + 1, len(plans)) if i not in big and i != small]
+        parents = dict.fromkeys(rng.sample(later, CHILDREN), ids[parent])
         for i, (status, created, steps) in enumerate(plans):
-            self._run(ids[i], names[i], status, round(created, 6), steps)
+            self._run(ids[i], names[i], status, round(created, 6), steps, parent=parents.get(i))
         self.journal.sort(key=lambda row: row[7])  # ids in time order, runs interleaved
+        self.fleet_rows = self.fleet()
         return Seeded(
             small_id=ids[small],
             big_id=ids[min(big)],
             rare_name="nightly_audit",
+            parent_id=ids[parent],
             entries=len(self.journal),
             payloads=len(self.payloads),
             approvals=len(self.approvals),
@@ -252,7 +263,9 @@ class Rows:
             t += took + (rng.uniform(1, 30) if not last else 0)
         return t
 
-    def _run(self, run: str, name: str, status: str, created: float, steps: int) -> None:
+    def _run(
+        self, run: str, name: str, status: str, created: float, steps: int, *, parent: str | None
+    ) -> None:
         rng = self.rng
         given = self.stash({"args": [self.text(rng.randint(40, 400))], "kwargs": {}}, False)
         self._entry(run, created, "run", "started", "completed", input=given)
@@ -296,7 +309,7 @@ class Rows:
         queue = self.pick(QUEUES)
         self.runs.append(
             (run, name, status, queue, 0, given, output, error, created, t, owner, lease, wake,
-             waiting, current)
+             waiting, current, parent)
         )  # fmt: skip
 
     def _suspend(self, run: str, name: str, seq: int, t: float) -> tuple[str | None, float | None]:
@@ -327,6 +340,43 @@ class Rows:
         decision = (None, None, None) if decided is None else (1, "alice", "looks right")
         self.approvals.append((run, "1", "deploy", details, at, None, decided, *decision))
 
+    def fleet(self) -> list[tuple[str, str, list[tuple[Any, ...]]]]:
+        """(table, columns, rows) of what the fleet pages read besides runs: live workers (seen
+        a day ahead, so no read drops them as stale while the bench runs), breakers and their
+        failures, schedules, and a shared key's history."""
+        now, rng = self.now, self.rng
+        workers = [
+            (f"worker-{i}/{100 + i}/1/ab", f"host-{i % 3}", 100 + i, json.dumps(["default", "llm"]),
+             now - 3600, now + DAY, rng.randint(0, 40), json.dumps(sorted(NAMES)))
+            for i in range(8)
+        ]  # fmt: skip
+        breakers = [
+            ("openai", "open", 60.0, now - 10, now + 20, None, None, now - 10),
+            ("search", "closed", 60.0, None, None, None, None, 0.0),
+            ("crm", "half_open", 60.0, now - 100, now - 40, "probe-1", now + 5, now - 40),
+        ]
+        failures = [(b[0], now - rng.uniform(0, 50)) for b in breakers for _ in range(5)]
+        given = self.codec.encode({"args": [], "kwargs": {}})
+        schedules = [
+            (f"nightly-{i}", "nightly_audit", f"{i} 3 * * *", "UTC", "latest", given,
+             now - DAY / 2, now + DAY / 2, 1, now - 7 * DAY)
+            for i in range(20)
+        ]  # fmt: skip
+        shared = [
+            (SHARED_KEY, v, self.stash({"version": v, "text": self.text(200)}, False), "alice",
+             now - (300 - v) * 60, None)
+            for v in range(1, 301)
+        ]  # fmt: skip
+        return [
+            ("workers", "id, host, pid, queues, started_at, seen_at, running, workflows", workers),
+            ("breakers", "name, state, window_seconds, opened_at, retry_at, probe_owner, "
+             "probe_until, updated_at", breakers),
+            ("breaker_failures", "name, at", failures),
+            ("schedules", "name, workflow, cron, timezone, catch_up, input, last_tick, next_due, "
+             "revision, declared_at", schedules),
+            ("shared_writes", "key, version, value, by, at, call_id", shared),
+        ]  # fmt: skip
+
 
 # -- writing rows -------------------------------------------------------------------------------
 
@@ -341,6 +391,7 @@ def write_rows(conn: Any, mark: str, rows: Rows, begin: Callable[[], Any]) -> No
         ("runs", RUN_COLUMNS, rows.runs),
         ("journal", JOURNAL_COLUMNS, rows.journal),
         ("approvals", APPROVAL_COLUMNS, rows.approvals),
+        *rows.fleet_rows,
     ]
     for table, columns, values in tables:
         marks = ", ".join([mark] * (columns.count(",") + 1))

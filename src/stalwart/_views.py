@@ -20,23 +20,21 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._fleet_views import FleetViews
 from ._leases import worker_of
 from ._model import (
     STATUSES,
     Approval,
     ApprovalRequest,
-    BreakerState,
     CurrentStep,
     EntryKind,
     EntryStatus,
     ErrorRecord,
     ErrorType,
     JournalEntry,
-    QueueInfo,
     RunDetail,
     RunStatus,
     Usage,
-    WorkerInfo,
     WorkflowInfo,
     from_epoch,
     to_epoch,
@@ -44,7 +42,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import Codec
 from ._store import RunRow
-from ._store.base import ApprovalRow, JournalRow, ReadModelStore, UsageRow
+from ._store.base import ApprovalRow, JournalRow, UsageRow
 
 __all__ = ["Views", "error_text", "journal_key", "run_error"]
 
@@ -146,6 +144,12 @@ def _when(value: Any, what: str) -> float | None:
     raise UsageError(f"{what}={value!r}: pass a datetime or epoch seconds")
 
 
+def _approval_key(row: RunRow) -> str | None:
+    """The id of the approval request a suspended run waits on, if it waits on one."""
+    kind, _, key = (row.waiting_for or "").partition(":")
+    return key if row.status == RunStatus.SUSPENDED and kind == "approval" else None
+
+
 def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
     if row.usage is None:
         return None
@@ -237,17 +241,12 @@ def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
     )
 
 
-class Views:
-    """The app's read side, over its runtime's store."""
+class Views(FleetViews):
+    """The app's read side, over its runtime's store (its ``store`` is the store's read roles,
+    none of its writes: the type checker holds every read below to that)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-
-    @property
-    def store(self) -> ReadModelStore:
-        """The runtime's store as the read side may use it: its read roles, none of its
-        writes (the type checker holds every read below to that)."""
-        return self.runtime.store
 
     def row(self, workflow_id: str) -> RunRow:
         if isinstance(workflow_id, str):
@@ -326,7 +325,11 @@ class Views:
         declared = None
         if any(r.status == RunStatus.PENDING for r in rows):
             declared = {q.name for q in self.store.list_queues()}
-        return [(info_of(r), self._waiting_for(r, declared)) for r in rows]
+        asked = [r.workflow_id for r in rows if _approval_key(r) is not None]
+        subjects = {
+            (a.workflow_id, a.approval_id): a.subject for a in self.store.approvals_of(asked)
+        }
+        return [(info_of(r), self._waiting_for(r, declared, subjects)) for r in rows]
 
     def _page(
         self,
@@ -376,7 +379,15 @@ class Views:
             usage=run_usage(self.store, workflow_id),
         )
 
-    def _waiting_for(self, row: RunRow, declared: set[str] | None = None) -> str | None:
+    def _waiting_for(
+        self,
+        row: RunRow,
+        declared: set[str] | None = None,
+        subjects: dict[tuple[str, str], str] | None = None,
+    ) -> str | None:
+        """What the run waits on; ``declared`` (the declared queues) and ``subjects`` (the
+        subjects of the approvals a page of runs waits on) when the caller read them for many
+        runs at once."""
         if row.status == RunStatus.PENDING:
             if declared is None:
                 declared = {q.name for q in self.store.list_queues()}
@@ -385,8 +396,10 @@ class Views:
             return None
         kind, _, key = (row.waiting_for or "").partition(":")
         if kind == "approval":
-            request = self.store.get_approval(row.workflow_id, key)
-            return f"approval {request.subject if request is not None else key}"
+            if subjects is None:
+                request = self.store.get_approval(row.workflow_id, key)
+                return f"approval {request.subject if request is not None else key}"
+            return f"approval {subjects.get((row.workflow_id, key), key)}"
         if kind in ("event", "breaker", "child"):
             return f"{kind} {key}"
         until = from_epoch(row.wake_at)
@@ -413,40 +426,6 @@ class Views:
             holder=None if row.lease_owner is None else worker_of(row.lease_owner),
         )
 
-    def queues(self) -> list[QueueInfo]:
-        store = self.store
-        counts: dict[str, dict[str, int]] = {}
-        for count in store.run_counts():
-            counts.setdefault(count.queue, {})[count.status] = count.runs
-        declared = {q.name: q for q in store.list_queues()}
-        return [
-            QueueInfo(
-                name=name,
-                concurrency=declared[name].concurrency if name in declared else None,
-                rate=declared[name].rate if name in declared else None,
-                period=declared[name].period if name in declared else 1.0,
-                pending=counts.get(name, {}).get(RunStatus.PENDING, 0),
-                running=counts.get(name, {}).get(RunStatus.RUNNING, 0),
-            )
-            for name in sorted({*declared, *counts})
-        ]
-
-    def workers(self) -> list[WorkerInfo]:
-        runtime = self.runtime
-        stale = runtime.clock.time() - 3 * runtime.lease_seconds
-        return [
-            WorkerInfo(
-                id=w.id,
-                host=w.host,
-                pid=w.pid,
-                queues=list(json.loads(w.queues)),
-                started_at=from_epoch(w.started_at),  # type: ignore[arg-type]
-                seen_at=from_epoch(w.seen_at),  # type: ignore[arg-type]
-                running=w.running,
-            )
-            for w in self.store.list_workers(stale_before=stale)
-        ]
-
     def journal(
         self, workflow_id: str, after: int | None = None, limit: int | None = None
     ) -> list[JournalEntry]:
@@ -467,20 +446,6 @@ class Views:
         """The run's totals: every step attempt's usage, failed attempts included."""
         self.row(workflow_id)
         return run_usage(self.store, workflow_id)
-
-    def breakers(self) -> list[BreakerState]:
-        """Every breaker the fleet has counted a failure for, as it stands now."""
-        now = self.runtime.clock.time()
-        return [
-            BreakerState(
-                name=row.name,
-                state=row.state,
-                failures=row.failures,
-                opened_at=from_epoch(row.opened_at),
-                retry_at=from_epoch(row.probe_until if row.state == "half_open" else row.retry_at),
-            )
-            for row in self.store.list_breakers(now=now)
-        ]
 
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         return [self.approval(row) for row in self.store.list_approvals(pending=pending)]

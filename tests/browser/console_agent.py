@@ -133,6 +133,16 @@ def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
     def tick_off(item: Any) -> str:
         return f"item {item} done"
 
+    @app.step(name="reply")
+    def reply(turn: int) -> str:
+        return f"turn {turn}"
+
+    @app.workflow(name="long_chat")
+    def long_chat(turns: int) -> int:
+        for turn in range(turns):
+            reply(turn)
+        return turns
+
     @app.workflow(name="checklist")
     def checklist(items: int) -> int:
         for _ in range(items):
@@ -150,6 +160,7 @@ def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
             research,
             digest,
             checklist,
+            long_chat,
         )
     }
 

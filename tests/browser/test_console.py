@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import re
 import time
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from console_agent import HOSTILE
 from console_harness import TOKEN, Fleet, require_chromium, screenshot
+
+import stalwart
 
 require_chromium()
 
@@ -25,6 +28,8 @@ from playwright.sync_api import expect  # noqa: E402  (after the skip: it may be
 pytestmark = pytest.mark.timeout(120)
 
 LIVE_S = 15_000  # ms: a live update arrives within a couple of polls, far inside this
+RUN_JS = Path(stalwart.__file__).parent / "_ui" / "console" / "views" / "run.js"
+PAGE = int(re.search(r"export const PAGE = (\d+);", RUN_JS.read_text())[1])  # type: ignore[index]
 
 # Records every message shown in the page, however briefly, in <html data-said>: read with
 # expect (page.wait_for_function would evaluate a string, which the console's CSP forbids).
@@ -420,3 +425,34 @@ def test_a_live_run_page_appends_new_entries_and_ends_as_a_fresh_load_shows_it(
     assert len(since) - len(incremental) >= len(incremental) - 1, since  # each: all again
     expect(page.get_by_text(f"{whole} entries", exact=True)).to_be_visible()
     assert entries.all_text_contents() == live
+
+
+def test_a_long_journal_is_read_a_page_at_a_time_and_the_rest_on_scroll(
+    page: Any, fleet: Fleet
+) -> None:
+    wid = fleet.start("long_chat", 150, workflow_id="long-chat-1")
+    fleet.wait_status(wid, "completed")
+    whole = len(fleet.app.journal(wid))
+    assert PAGE < whole < 2 * PAGE  # two pages
+    reads: list[str] = []
+    page.on("request", lambda request: "/journal" in request.url and reads.append(request.url))
+    page.goto(f"{fleet.console_url}#/run/{wid}")
+    expect(page.get_by_test_id("run-status")).to_have_text("completed")
+    entries = page.locator("details.entry")
+    expect(page.get_by_text(f"{PAGE} of {whole} entries", exact=True)).to_be_visible()
+    expect(entries).to_have_count(PAGE)
+    result = page.get_by_role("region", name="Result")
+    expect(result).to_contain_text("once the timeline is read to its end")
+    assert reads and all(f"limit={PAGE}" in url for url in reads), reads
+    first = entries.all_text_contents()
+
+    # Scrolled to the end of the timeline, the page reads the next page (after the last id).
+    page.get_by_role("button", name="Load more entries").scroll_into_view_if_needed()
+    expect(page.get_by_text(f"{whole} entries", exact=True)).to_be_visible(timeout=LIVE_S)
+    expect(entries).to_have_count(whole)
+    expect(page.get_by_role("button", name="Load more entries")).to_be_hidden()
+    expect(result).to_contain_text("150")
+    more = [url for url in reads if "after=" in url]
+    assert more and all(f"limit={PAGE}" in url for url in more), reads
+    shown = entries.all_text_contents()
+    assert shown[:PAGE] == first and len(set(shown)) == whole  # in order, none twice

@@ -198,6 +198,13 @@ def test_run_counts_count_each_status_and_queue(store: Store) -> None:
         ("pending", "llm", 1),
         ("running", "default", 1),
     ]
+    store.suspend_run("r4", owner="w", wake_at=5.0, waiting_for=None, now=1.0)
+    _create(store, "r5", owner="w", queue="llm")
+    assert sorted((c.status, c.queue, c.runs) for c in store.queue_counts()) == [
+        ("pending", "default", 2),
+        ("pending", "llm", 1),
+        ("running", "llm", 1),
+    ]  # the suspended run is not counted: the queues page shows pending and running ones
 
 
 def test_a_run_keeps_the_trace_context_it_was_created_with(store: Store) -> None:
@@ -881,6 +888,12 @@ def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> Non
     assert [r.workflow_id for r in store.list_approvals(pending=True)] == ["r2"]
     assert [r.workflow_id for r in store.list_approvals(pending=False)] == ["r2", "r1"]
     assert [r.approval_id for r in store.list_approvals(pending=False, workflow_id="r1")] == ["a"]
+    of_both = store.approvals_of(["r1", "r2", "r1", "nobody"])  # what a page of runs waits on
+    assert sorted((r.workflow_id, r.approval_id, r.decided_at) for r in of_both) == [
+        ("r1", "a", 120),
+        ("r2", "a", None),
+    ]
+    assert store.approvals_of([]) == []
     assert store.claimable("r1", now=120)  # the decision woke its run
     assert not store.claimable("r2", now=120)
 

@@ -13,7 +13,7 @@ from stalwart._engine.budget import Spend
 from stalwart._store.sql import _base as sql_module
 from stalwart.testing import FakeClock, store_of
 
-TOTALS = 19  # the migration that keeps them
+TOTALS = 18  # the migration that keeps them
 
 
 def _agent(app: stalwart.Stalwart, budget: stalwart.Budget | None = None) -> Any:

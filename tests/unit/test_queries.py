@@ -40,7 +40,6 @@ def test_both_dialects_resolve_every_shared_query_and_only_postgres_has_its_own(
     assert set(postgres) == shared | own
     assert own == {
         "lock_migrations",
-        "get_payloads",
         "lock_run",
         "lock_run_skip_locked",
         "lock_queue",

@@ -176,7 +176,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 18
 
 
 class RunStore(RunReads, Protocol):

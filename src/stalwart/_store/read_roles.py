@@ -69,6 +69,9 @@ class RunReads(Protocol):
     def run_counts(self) -> list[CountRow]:
         """How many runs each queue has in each status."""
 
+    def queue_counts(self) -> list[CountRow]:
+        """How many pending and running runs each queue has (no ended run is read)."""
+
 
 class JournalReads(Protocol):
     """A run's journal as a reader sees it: its rows, its size, the usage of its steps, a
@@ -117,6 +120,9 @@ class ApprovalReads(Protocol):
 
     def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
         """Approval requests, oldest first."""
+
+    def approvals_of(self, workflow_ids: list[str]) -> list[ApprovalRow]:
+        """Every approval request of these runs, in one read."""
 
 
 class BreakerReads(Protocol):

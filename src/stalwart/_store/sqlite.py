@@ -30,6 +30,7 @@ __all__ = ["SQLiteStore"]
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 5_000
+_PAYLOAD_BATCH = 500  # digests a read of stored pieces binds (SQLite allows 32,766 variables)
 BUSY_GIVE_UP_S = 300.0
 
 _Q = load_queries("sqlite")
@@ -173,6 +174,16 @@ class SQLiteStore(SQLStore):
 
     def _list(self, values: list[str]) -> str:
         return json.dumps(values)
+
+    def _fetch_found(self, conn: sqlite3.Connection, digests: list[bytes]) -> dict[bytes, bytes]:
+        """The stored pieces among ``digests``, ``_PAYLOAD_BATCH`` a read."""
+        unique = list(dict.fromkeys(digests))
+        found: dict[bytes, bytes] = {}
+        for start in range(0, len(unique), _PAYLOAD_BATCH):
+            part = unique[start : start + _PAYLOAD_BATCH]
+            query = self._q["get_payloads"].replace(":digests", ",".join("?" * len(part)))
+            found.update((bytes(key), bytes(data)) for key, data in conn.execute(query, part))
+        return found
 
     def clock_offset(self) -> float:
         """0.0: the store is on this machine and reads its clock."""

@@ -18,7 +18,6 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
-from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
@@ -37,6 +36,7 @@ from .._wire import (
     worker_json,
 )
 from .errors import ApiError, declared, not_found
+from .responses import JSONAnswer
 from .schemas import (
     NO_NUL,
     ApprovalList,
@@ -262,7 +262,7 @@ def list_runs(
     since: Annotated[
         str | None, Query(max_length=100, description="Created at or after this ISO time.")
     ] = None,
-) -> JSONResponse:
+) -> JSONAnswer:
     """Runs matching every filter given, newest first on (created_at, workflow_id), with the
     number of runs per status for the filters other than ``status``."""
     cursor, after = _before(before), _since(since)
@@ -277,7 +277,7 @@ def list_runs(
         raise ApiError(400, type(exc).__name__, str(exc)) from None
     page = runs[:limit]
     more = len(runs) > limit
-    return JSONResponse(
+    return JSONAnswer(
         {
             "runs": [{**info_json(info), "waiting_for": waiting} for info, waiting in page],
             "more": more,
@@ -314,7 +314,7 @@ def run_journal(
             "without it, every one.",
         ),
     ] = None,
-) -> JSONResponse:
+) -> JSONAnswer:
     """Every step, attempt, wait, event, approval, compensation and operator action, in
     order, with full inputs, outputs and errors; with ``after``, only the entries since, and
     with ``limit`` at most that many (``more``: the next page starts after the last ``id``).
@@ -325,7 +325,7 @@ def run_journal(
     more = limit is not None and len(entries) > limit
     entries = entries[:limit]
     whole = after is None and not more
-    return JSONResponse(
+    return JSONAnswer(
         {
             "workflow_id": workflow_id,
             "entries": [entry_json(e) for e in entries],
@@ -344,42 +344,42 @@ def list_approvals(
     all_: Annotated[
         bool, Query(alias="all", description="Decided requests too (pending=false).")
     ] = False,
-) -> JSONResponse:
+) -> JSONAnswer:
     """Approval requests, oldest first: the undecided ones, or with ``all=true`` (or
     ``pending=false``) the decided ones too, with who decided, when and why."""
     requests = app.approvals(pending=pending and not all_)
-    return JSONResponse({"approvals": [approval_json(r) for r in requests]})
+    return JSONAnswer({"approvals": [approval_json(r) for r in requests]})
 
 
 @router.get("/queues", response_model=QueueList, responses=_READ, summary="Queues")
-def list_queues(app: Reader) -> JSONResponse:
+def list_queues(app: Reader) -> JSONAnswer:
     """Every queue, with its limits and its pending and running runs, fleet-wide."""
-    return JSONResponse({"queues": [queue_json(q) for q in app.queues()]})
+    return JSONAnswer({"queues": [queue_json(q) for q in app.queues()]})
 
 
 @router.get("/workers", response_model=WorkerList, responses=_READ, summary="Live workers")
-def list_workers(app: Reader) -> JSONResponse:
+def list_workers(app: Reader) -> JSONAnswer:
     """The worker processes serving this store, as their last renewal left them."""
-    return JSONResponse({"workers": [worker_json(w) for w in app.workers()]})
+    return JSONAnswer({"workers": [worker_json(w) for w in app.workers()]})
 
 
 @router.get("/breakers", response_model=BreakerList, responses=_READ, summary="Circuit breakers")
-def list_breakers(app: Reader) -> JSONResponse:
+def list_breakers(app: Reader) -> JSONAnswer:
     """The fleet's circuit breakers that have counted a failure."""
-    return JSONResponse({"breakers": [breaker_json(b) for b in app.breakers()]})
+    return JSONAnswer({"breakers": [breaker_json(b) for b in app.breakers()]})
 
 
 @router.get("/schedules", response_model=ScheduleList, responses=_READ, summary="Schedules")
-def list_schedules(app: Reader) -> JSONResponse:
+def list_schedules(app: Reader) -> JSONAnswer:
     """The schedules kept in the store, by name, with their next tick."""
-    return JSONResponse({"schedules": [schedule_json(s) for s in app.schedules()]})
+    return JSONAnswer({"schedules": [schedule_json(s) for s in app.schedules()]})
 
 
 @router.get("/health", response_model=Health, summary="Whether the server answers")
-def health(request: Request) -> JSONResponse:
+def health(request: Request) -> JSONAnswer:
     """The version and the store; needs no token."""
     state = _state(request)
-    return JSONResponse(
+    return JSONAnswer(
         {
             "ok": True,
             "version": __version__,
@@ -392,8 +392,8 @@ def health(request: Request) -> JSONResponse:
 # -- writes -----------------------------------------------------------------------------------
 
 
-def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({**detail_json(app.describe(workflow_id)), **extra})
+def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONAnswer:
+    return JSONAnswer({**detail_json(app.describe(workflow_id)), **extra})
 
 
 def _decision(verb: str) -> None:
@@ -401,7 +401,7 @@ def _decision(verb: str) -> None:
 
     def decide(
         w: Write, workflow_id: RunId, body: Annotated[DecideBody | None, Body()] = None
-    ) -> JSONResponse:
+    ) -> JSONAnswer:
         body = body or DecideBody()
         getattr(w.app, verb)(workflow_id, by=w.by, reason=body.reason, approval_id=body.approval_id)
         return _detail(w.app, workflow_id)
@@ -431,7 +431,7 @@ _decision("reject")
 )
 def cancel(
     w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
-) -> JSONResponse:
+) -> JSONAnswer:
     """Cancel the run: at once if it waits, else at its next step boundary; its
     compensations run."""
     w.app.cancel(workflow_id, by=w.by)
@@ -446,7 +446,7 @@ def cancel(
 )
 def retry(
     w: Write, workflow_id: RunId, body: Annotated[EmptyBody | None, Body()] = None
-) -> JSONResponse:
+) -> JSONAnswer:
     """Dead-letter redrive: a failed run resumes from its failed step; a needs_attention run
     not waiting on resolve tries again."""
     w.app.retry(workflow_id, by=w.by)
@@ -459,7 +459,7 @@ def retry(
     responses=_WRITE,
     summary="Settle an in-doubt step",
 )
-def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
+def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONAnswer:
     """Record ``result`` as what the in-doubt irreversible step ``seq`` did, or run it again
     with ``"rerun": true`` (exactly one of the two)."""
     given = "result" in body.model_fields_set
@@ -479,7 +479,7 @@ def resolve(w: Write, workflow_id: RunId, body: ResolveBody) -> JSONResponse:
     status_code=201,
     summary="Fork a run from a step",
 )
-def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONResponse:
+def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONAnswer:
     """A new run reusing the journal before ``from_seq``; answers the new run. Refused (409,
     ``UnsafeFork``) when an irreversible step would run again, unless ``allow_reexecute``."""
     handle = w.app.fork(
@@ -500,7 +500,7 @@ def fork(w: Write, workflow_id: RunId, body: ForkBody) -> JSONResponse:
     responses=_WRITE,
     summary="Send an event",
 )
-def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
+def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONAnswer:
     """Send event ``name`` to the run; ``delivered`` is false for a repeat of a
     ``dedup_key`` the run already got."""
     delivered = w.app.send_event(
@@ -512,6 +512,6 @@ def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONResponse:
 @router.get(
     "/runs/{workflow_id:run_id}", response_model=RunDetail, responses=_READ_RUN, summary="A run"
 )
-def run_detail(app: Reader, workflow_id: RunId) -> JSONResponse:
+def run_detail(app: Reader, workflow_id: RunId) -> JSONAnswer:
     """The run: its status, what it waits on, the step it executes now, its usage."""
-    return JSONResponse(detail_json(app.describe(workflow_id)))
+    return JSONAnswer(detail_json(app.describe(workflow_id)))

@@ -88,6 +88,11 @@ ORDER BY id DESC LIMIT 1;
 -- name: get_payload
 SELECT data FROM payloads WHERE digest = :digest;
 
+-- dialect: get_payloads
+-- Many stored pieces in one read (a journal's payloads): = ANY(:digests) on PostgreSQL; on
+-- SQLite one `?` per digest in place of :digests, as a list of blobs has no JSON form for
+-- json_each.
+
 -- name: replay_index
 SELECT seq, position, kind, name, status, attempt, output, error,
        CASE WHEN status = 'scheduled' THEN input END AS input
@@ -129,17 +134,23 @@ SELECT count(*) FROM journal WHERE workflow_id = :workflow_id;
 -- Newest first on (created_at, workflow_id): a page ends at (:before, :before_id), so runs
 -- created in the same microsecond page correctly. The bound on created_at alone comes first,
 -- so that a deep page starts its index scan there instead of filtering every newer run.
+-- The page's keys are read first, from the index of the filter given alone (it ends in
+-- created_at and workflow_id: it covers them), then its rows by primary key: PostgreSQL,
+-- pricing a heap read for each row of the filter's index, walked runs_by_created instead and
+-- filtered every newer run (all of them, for a filter whose runs are old).
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
        cancel_requested, retrying, progress, current_step, parent_id
 FROM runs
-WHERE {{run_filter}}
-  AND (:parent_id IS NULL OR parent_id = :parent_id)
-  AND (:before IS NULL OR (created_at <= :before + 0.0000005
-                            AND (created_at < :before - 0.0000005
-                                 OR (:before_id IS NOT NULL AND workflow_id < :before_id))))
-ORDER BY created_at DESC, workflow_id DESC
-LIMIT :limit;
+JOIN (SELECT workflow_id AS page_id, created_at AS page_at FROM runs
+      WHERE {{run_filter}}
+        AND (:parent_id IS NULL OR parent_id = :parent_id)
+        AND (:before IS NULL OR (created_at <= :before + 0.0000005
+                                  AND (created_at < :before - 0.0000005
+                                       OR (:before_id IS NOT NULL AND workflow_id < :before_id))))
+      ORDER BY created_at DESC, workflow_id DESC
+      LIMIT :limit) AS page ON workflow_id = page_id
+ORDER BY page_at DESC, page_id DESC;
 
 -- name: count_runs
 SELECT count(*) FROM runs WHERE {{run_filter}}
@@ -147,6 +158,13 @@ SELECT count(*) FROM runs WHERE {{run_filter}}
 
 -- name: run_counts
 SELECT queue, status, count(*) AS runs FROM runs GROUP BY queue, status;
+
+-- name: queue_counts
+-- The queues page's pending and running runs by queue: a range of runs_by_status (status,
+-- queue, ...) for each of the two statuses, never the ended runs, which are most of them.
+SELECT queue, status, count(*) AS runs FROM runs
+WHERE status IN ('pending', 'running')
+GROUP BY queue, status;
 
 -- name: publish_step
 UPDATE runs SET current_step = :current
@@ -252,6 +270,11 @@ FROM approvals
 WHERE (:pending IS NULL OR decided_at IS NULL)
   AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
 ORDER BY requested_at, workflow_id, approval_id;
+
+-- dialect: approvals_of_runs
+-- The approval requests of a page of runs in one read (what each waits on), through the
+-- primary key (workflow_id, approval_id). A list parameter: json_each(:ids) on SQLite,
+-- = ANY(:ids) on PostgreSQL.
 
 -- name: decide_approval
 UPDATE approvals SET decided_at = :now, approved = :approved, by = :by, reason = :reason

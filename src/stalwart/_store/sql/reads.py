@@ -36,6 +36,10 @@ class ReadVerbs(SQLBase):
         """How many runs each queue has in each status."""
         return self._records("run_counts", {}, CountRow)
 
+    def queue_counts(self) -> list[CountRow]:
+        """How many pending and running runs each queue has."""
+        return self._records("queue_counts", {}, CountRow)
+
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
         """What each step attempt of a run used, in order, without reading payloads; its
         ``in_doubt`` entries too."""

@@ -1,5 +1,5 @@
 """A run's running totals: what its attempts used, kept with the run by a trigger on the
-journal (migration 0019), so reading them costs one row whatever the journal's length."""
+journal (migration 0018), so reading them costs one row whatever the journal's length."""
 
 from __future__ import annotations
 

@@ -211,6 +211,13 @@ class WaitVerbs(SQLBase):
         rows = self._records("get_approval", key, ApprovalRow)
         return rows[0] if rows else None
 
+    def approvals_of(self, workflow_ids: list[str]) -> list[ApprovalRow]:
+        """Every approval request of these runs, in one read."""
+        if not workflow_ids:
+            return []
+        params = {"ids": self._list(list(dict.fromkeys(workflow_ids)))}
+        return self._records("approvals_of_runs", params, ApprovalRow)
+
     def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
         """Approval requests, oldest first."""
         # an optional condition, so the undecided ones are read through approvals_pending

@@ -27,8 +27,13 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner
               FOR SHARE);
 
--- own: get_payloads
+-- name: get_payloads
 SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
+
+-- name: approvals_of_runs
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals WHERE workflow_id = ANY(:ids);
 
 -- name: claim_candidates
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,

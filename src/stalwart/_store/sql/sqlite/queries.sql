@@ -21,6 +21,15 @@ SELECT :workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_
        :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner);
 
+-- name: get_payloads
+-- The store writes one `?` per digest in place of :digests.
+SELECT digest, data FROM payloads WHERE digest IN (:digests);
+
+-- name: approvals_of_runs
+SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
+       approved, by, reason
+FROM approvals WHERE workflow_id IN (SELECT value FROM json_each(:ids));
+
 -- name: claim_candidates
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,

@@ -3,11 +3,14 @@
 // has been read; for an id the store has no run for, the page says so and offers none (it
 // keeps polling, so a run started under that id later shows up).
 //
-// The page keeps the journal it has read and each poll asks only for the entries after the
-// last one (?after=ID), appending them. It reads the whole journal again when it cannot be
-// sure that is the same: on its first read, after an action taken here, when the run's status
-// changed (a retry, a redrive, a cancel, its end), every FULL_EVERY polls, and when the
-// answer's total says an entry was committed late below the last id (PostgreSQL).
+// The journal is read a page (PAGE entries) at a time: the first page with the run, the next
+// one when the end of the timeline scrolls into view (or "Load more" is pressed), so a run of
+// thousands of entries costs what a page does. Once every page is read, each poll asks only for
+// the entries after the last one (?after=ID), appending them; until then new entries come with
+// the pages. The page reads the pages it holds again when it cannot be sure they are the same:
+// after an action taken here, when the run's status changed (a retry, a redrive, a cancel, its
+// end), every FULL_EVERY polls, and when the answer's total says an entry was committed late
+// below the last id (PostgreSQL).
 
 import * as api from "../api.js";
 import { h, message, replace, show } from "../dom.js";
@@ -18,6 +21,7 @@ import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
 import { timeline } from "./timeline.js";
 
 const FULL_EVERY = 10; // polls between reads of the whole journal (every 20 s when live)
+export const PAGE = 100; // journal entries a read asks for
 
 function fact(label, value, testid) {
   return h("div", { class: "fact" }, h("dt", { text: label }), h("dd", { "data-testid": testid }, value));
@@ -68,6 +72,8 @@ export default function run(ctx, id) {
   const line = timeline();
   const actions = runActions(ctx, id);
   const count = h("span", { class: "muted" });
+  const moreButton = h("button", { type: "button", class: "quiet", text: "Load more entries" });
+  const moreBox = h("div", { class: "more-entries", hidden: true }, moreButton);
   const expand = h("button", { type: "button", class: "quiet", text: "Expand all" });
   let expanded = false;
   expand.addEventListener("click", () => {
@@ -80,7 +86,7 @@ export default function run(ctx, id) {
   const grid = h("div", { class: "run-grid" },
     h("div", { class: "run-main" }, head, outcome, now,
       h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
-      line.el),
+      line.el, moreBox),
     actions.el);
   const missing = h("section", { class: "not-found", role: "status", "aria-label": "Run not found", hidden: true });
   const el = h("section", { class: "view run" },
@@ -100,27 +106,73 @@ export default function run(ctx, id) {
     show(grid, false);
     error.clear();
     entries = [];
+    more = false;
     status = null;
     seen = "";
     document.title = `${id} (not found) · stalwart`;
   }
 
   let seen = "";
-  let entries = []; // the journal as last read, in order
+  let entries = []; // the journal's first pages as last read, in order
+  let more = false; // whether entries follow the ones held
+  let total = 0; // how many entries the whole journal has
   let status = null; // the run's status at that read
   let polls = 0;
+  let shown = null; // what was last rendered: [detail, approvals, children]
+  let loading = null; // the read of the next page under way
 
-  /** The journal now: the entries held plus the new ones, or all of it read again. */
+  const path = api.runPath(id, "/journal");
+  const lastId = (held) => (held.length ? held[held.length - 1].id : 0);
+  const page = async (after) => (await api.get(path, { after: after || null, limit: PAGE })).data;
+
+  /** The journal now: {entries, more, total}. Once every page is held, the entries held plus
+   * the new ones; before, null (the pages held, as they are when the answer comes: a page
+   * read meanwhile stays); else those pages read again. */
   async function readJournal(full) {
-    const path = api.runPath(id, "/journal");
     if (!full && entries.length) {
-      const { data } = await api.get(path, { after: entries[entries.length - 1].id });
-      if (entries.length + data.entries.length === data.total) return entries.concat(data.entries);
+      if (more) return null;
+      const data = await page(lastId(entries));
+      if (data.more || entries.length + data.entries.length === data.total) {
+        return { entries: entries.concat(data.entries), more: data.more, total: data.total };
+      }
     }
-    return (await api.get(path)).data.entries;
+    let held = [];
+    let data;
+    do {
+      data = await page(lastId(held));
+      held = held.concat(data.entries);
+    } while (data.more && held.length < entries.length);
+    return { entries: held, more: data.more, total: data.total };
   }
 
-  function render(detail, entries, approvals, children) {
+  // The end of the timeline in view: the next page, as a person scrolls down the journal.
+  const nearEnd = new IntersectionObserver((changes) => {
+    if (changes.some((c) => c.isIntersecting)) loadMore();
+  }, { rootMargin: "400px 0px" });
+
+  /** Read the next page and show it below the ones held (unless the pages held were read
+   * again meanwhile: the next scroll asks again). */
+  function loadMore() {
+    if (loading || !more || !shown) return loading;
+    const from = entries;
+    loading = page(lastId(from)).then((data) => {
+      if (entries !== from) return;
+      entries = from.concat(data.entries);
+      more = data.more;
+      total = data.total;
+      render(...shown);
+      nearEnd.unobserve(moreBox); // observed again: still in view, it reads the next page
+      nearEnd.observe(moreBox);
+    }, (err) => error.error(`Cannot read the journal: ${err.message}`)).finally(() => {
+      loading = null;
+    });
+    return loading;
+  }
+  moreButton.addEventListener("click", loadMore);
+  nearEnd.observe(moreBox);
+
+  function render(detail, approvals, children) {
+    shown = [detail, approvals, children];
     const terminal = TERMINAL.has(detail.status);
     replace(head, h("dl", { class: "facts" },
       fact("Workflow", detail.name),
@@ -144,12 +196,18 @@ export default function run(ctx, id) {
     } else if (detail.status === "completed" && end) {
       parts.push(h("section", { class: ["outcome", "good"], "aria-label": "Result" },
         h("h2", { text: "Result" }), valueBlock(end.output, "output")));
+    } else if (detail.status === "completed" && more) {
+      parts.push(h("section", { class: ["outcome", "good"], "aria-label": "Result" },
+        h("h2", { text: "Result" }),
+        h("p", { class: "muted", text: "The result is the journal's last entry: it shows once the timeline is read to its end." })));
     }
     replace(outcome, parts);
     replace(now, current(detail.current));
 
-    count.textContent = `${entries.length} entr${entries.length === 1 ? "y" : "ies"}`;
-    line.update(entries, detail.current);
+    const of = more ? ` of ${total}` : "";
+    count.textContent = `${entries.length}${of} entr${(more ? total : entries.length) === 1 ? "y" : "ies"}`;
+    line.update(entries, more ? null : detail.current);
+    show(moreBox, more);
     actions.update(detail, entries, approvals);
     show(actions.el, true);
     document.title = `${id} (${detail.status}) · stalwart`;
@@ -163,9 +221,17 @@ export default function run(ctx, id) {
     try {
       [detail, children] = await Promise.all([
         api.get(api.runPath(id)), api.get("/runs", { parent_id: id, limit: 200 })]);
-      const terminal = TERMINAL.has(detail.data.status);
       const full = forced || detail.data.status !== status || polls % FULL_EVERY === 0;
-      [journal, approvals] = await Promise.all([readJournal(full), terminal ? approvals : api.get("/approvals")]);
+      // Only a suspended run has a request to decide (every pending one of the store is read).
+      const asks = detail.data.status === "suspended" ? api.get("/approvals") : approvals;
+      [journal, approvals] = await Promise.all([readJournal(full), asks]);
+      journal = journal || { entries, more, total };
+      if (detail.data.status === "needs_attention") { // its in-doubt steps: every page
+        while (journal.more) {
+          const data = await page(lastId(journal.entries));
+          journal = { entries: journal.entries.concat(data.entries), more: data.more, total: data.total };
+        }
+      }
     } catch (err) {
       if (err.status === 404 && err.type === "WorkflowNotFound") {
         notFound();
@@ -178,14 +244,13 @@ export default function run(ctx, id) {
     show(missing, false);
     show(grid, true);
     polls += 1;
-    entries = journal;
+    ({ entries, more, total } = journal);
     status = detail.data.status;
     error.clear();
-    const last = entries.length ? entries[entries.length - 1].id : "";
-    const key = `${detail.text}${entries.length}/${last}${approvals.text}${children.text}`;
+    const key = `${detail.text}${entries.length}/${lastId(entries)}/${total}${approvals.text}${children.text}`;
     if (key === seen && TERMINAL.has(detail.data.status)) return;
     seen = key;
-    render(detail.data, entries, approvals.data.approvals, children.data);
+    render(detail.data, approvals.data.approvals, children.data);
   }
 
   return { el, title: id, refresh };
