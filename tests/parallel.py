@@ -5,8 +5,9 @@ Tests are handed out one at a time, so both workers stay busy to the end, except
 - the tests sharing a module- or session-scoped fixture of this suite (a console fleet, the
   HTTP API's scene, a served schema) form one group, run by one worker, so the fixture is built
   once;
-- the tests marked ``exclusive`` (a PostgreSQL restart, which would cut every other test's
-  connections) run last, on one worker, once every other worker has finished and shut down.
+- the tests marked ``exclusive`` run last, on one worker, once every other worker has finished
+  and shut down: a PostgreSQL restart (it would cut every other test's connections), and a
+  test whose time bound includes starting a process (a test beside it would slow that down).
 
 Each worker writes the groups of its collection to a file the controller named; the scheduler
 reads them from there. (xdist's own channel, a suffix on each test id, does nothing on pytest 9:
