@@ -1,4 +1,5 @@
-"""How ``make test`` shares the suite between pytest-xdist workers (``-n 2 --dist loadgroup``).
+"""How ``make test`` shares the suite between pytest-xdist workers (``-n 2``, ``--dist load`` or
+``loadgroup``).
 
 Tests are handed out one at a time, so both workers stay busy to the end, except that
 
@@ -74,9 +75,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """``--dist loadgroup``: the groups above, the ``exclusive`` one last and alone; another
+    """``-n N`` (whose default ``--dist load`` would run the ``exclusive`` tests beside others)
+    or ``--dist loadgroup``: the groups above, the ``exclusive`` one last and alone; another
     ``--dist`` mode keeps xdist's own scheduler."""
-    if config.getvalue("dist") != "loadgroup":
+    if config.getvalue("dist") not in ("load", "loadgroup"):
         return None
     from xdist.scheduler import LoadGroupScheduling
 
