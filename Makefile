@@ -17,8 +17,11 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	$(BIN)/stalwart demo
 
+# The suite in TEST_WORKERS processes (pytest-xdist; tests/parallel.py says how they share it).
+TEST_WORKERS ?= 2
+
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

@@ -16,6 +16,12 @@ import pytest
 
 import stalwart
 from fake_provider import FakeProvider, fake_provider
+from parallel import (  # noqa: F401  (hooks: they share the suite between pytest-xdist workers)
+    pytest_collection_finish,
+    pytest_configure_node,
+    pytest_unconfigure,
+    pytest_xdist_make_scheduler,
+)
 from stalwart import testing
 from stalwart.testing import FakeClock
 from store_urls import NO_POSTGRES, POSTGRES_URL, postgres_schema_url
@@ -45,6 +51,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=postgres)
         items[:] = [item for item in items if not needs_postgres(item)]
     config.stash[_DESELECTED] = len(postgres)
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: the controller prints the line
+        workeroutput["postgres_deselected"] = len(postgres)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Each pytest-xdist worker collects (and deselects) the whole suite: keep its count."""
+    count = getattr(node, "workeroutput", {}).get("postgres_deselected", 0)
+    stash = node.config.stash
+    stash[_DESELECTED] = max(stash.get(_DESELECTED, 0), count)
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

@@ -18,6 +18,9 @@ from fault_harness import WorkerHarness, completed_twice
 
 from store_urls import postgres_schema_url
 
+# The restart cuts every connection to the server: under pytest-xdist no other test may run.
+pytestmark = pytest.mark.exclusive
+
 RUNS = 100
 LINKS = 5
 

@@ -125,6 +125,7 @@ def test_approval_wait_survives_a_worker_kill(workers: WorkerHarness, when: str)
     assert completed_twice(app, wid) == []
 
 
+@pytest.mark.exclusive  # its 1.5 s bound includes a worker's start: no test beside it
 def test_durable_sleep_resumes_on_time_after_a_worker_kill(workers: WorkerHarness) -> None:
     app, wf = workers.app()
     first = workers.start(lease_seconds=LEASE_SECONDS)

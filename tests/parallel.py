@@ -1,0 +1,131 @@
+"""How ``make test`` shares the suite between pytest-xdist workers (``-n 2``, ``--dist load`` or
+``loadgroup``).
+
+Tests are handed out one at a time, so both workers stay busy to the end, except that
+
+- the tests sharing a module- or session-scoped fixture of this suite (a console fleet, the
+  HTTP API's scene, a served schema) form one group, run by one worker, so the fixture is built
+  once;
+- the tests marked ``exclusive`` run last, on one worker, once every other worker has finished
+  and shut down: a PostgreSQL restart (it would cut every other test's connections), and a
+  test whose time bound includes starting a process (a test beside it would slow that down).
+
+Each worker writes the groups of its collection to a file the controller named; the scheduler
+reads them from there. (xdist's own channel, a suffix on each test id, does nothing on pytest 9:
+pytest-xdist issue 1386.) Without ``-n`` none of this applies: one process runs every test in
+order. The hooks are imported by ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXCLUSIVE = "exclusive"
+_SHARED_SCOPES = frozenset({"module", "package", "session"})
+_GROUPS_INPUT = "stalwart_groups_file"
+_GROUPS_DIR = pytest.StashKey[Path]()
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The group ``item`` must share a worker with: ``exclusive``, the suite's module-,
+    package- or session-scoped fixtures it uses (e.g. ``tests/ui_api::ui``), or none."""
+    if item.get_closest_marker(EXCLUSIVE) is not None:
+        return EXCLUSIVE
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return None
+    shared = set()
+    for name in info.names_closure:
+        for fixturedef in info.name2fixturedefs.get(name, ()):
+            if fixturedef.scope in _SHARED_SCOPES and fixturedef.baseid.startswith("tests"):
+                shared.add(f"{fixturedef.baseid}::{name}")
+    return "+".join(sorted(shared)) or None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """(Controller) Tell each worker where to write the groups of its collection."""
+    stash = node.config.stash
+    if _GROUPS_DIR not in stash:
+        stash[_GROUPS_DIR] = Path(tempfile.mkdtemp(prefix="stalwart-xdist-"))
+    node.workerinput[_GROUPS_INPUT] = str(stash[_GROUPS_DIR] / f"{node.gateway.id}.json")
+
+
+@pytest.hookimpl(tryfirst=True)  # before the worker reports its collection to the controller
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """(Worker) Write ``{test id: group}`` for the grouped tests of the final collection."""
+    target = getattr(session.config, "workerinput", {}).get(_GROUPS_INPUT)
+    if target is None:
+        return
+    groups = {item.nodeid: group for item in session.items if (group := group_of(item))}
+    Path(target).write_text(json.dumps(groups))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """(Controller) Remove the groups' files."""
+    if _GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[_GROUPS_DIR], ignore_errors=True)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``-n N`` (whose default ``--dist load`` would run the ``exclusive`` tests beside others)
+    or ``--dist loadgroup``: the groups above, the ``exclusive`` one last and alone; another
+    ``--dist`` mode keeps xdist's own scheduler."""
+    if config.getvalue("dist") not in ("load", "loadgroup"):
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class ExclusiveLastScheduling(LoadGroupScheduling):  # type: ignore[misc]
+        """Load scheduling by group; the ``exclusive`` group goes, after every other unit is
+        done, to the one worker still up."""
+
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:
+                self._groups = {}
+                for path in sorted(config.stash[_GROUPS_DIR].glob("*.json")):
+                    self._groups.update(json.loads(path.read_text()))
+            return self._groups.get(nodeid, nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            ordinary = [scope for scope in self.workqueue if scope != EXCLUSIVE]
+            if ordinary:
+                scope = ordinary[0]
+            elif all(other is node for other in self.assigned_work):
+                scope = EXCLUSIVE
+            else:
+                return  # _reschedule shuts this node down, or waits for the others to stop
+            work_unit = self.workqueue.pop(scope)
+            self.assigned_work.setdefault(node, {})[scope] = work_unit
+            collection = self.registered_collections[node]
+            node.send_runtest_some(
+                [collection.index(nodeid) for nodeid, done in work_unit.items() if not done]
+            )
+
+        def _reschedule(self, node: Any) -> None:
+            if node.shutting_down or list(self.workqueue) != [EXCLUSIVE]:
+                super()._reschedule(node)
+                return
+            # Only the exclusive group is left: one node runs it once the others are gone.
+            others = [other for other in self.assigned_work if other is not node]
+            if any(not other.shutting_down for other in others):
+                node.shutdown()
+            elif not others:
+                self._assign_work_unit(node)
+            # else remove_node() calls back here when the last other node is down
+
+        def remove_node(self, node: Any) -> str | None:
+            crashitem: str | None = super().remove_node(node)
+            for other in list(self.assigned_work):
+                self._reschedule(other)
+            return crashitem
+
+    return ExclusiveLastScheduling(config, log)
