@@ -42,7 +42,7 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import Codec
 from ._store import RunRow
-from ._store.base import ApprovalRow, JournalRow, UsageRow
+from ._store.base import ApprovalRow, JournalRow, ReadModelStore, UsageRow
 
 __all__ = ["Views", "error_text", "journal_key", "run_error"]
 
