@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-langgraph bench-console soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,9 +43,16 @@ bench-fleet: $(STAMP)
 bench-throttle: $(STAMP)
 	$(BIN)/python bench/throttle.py
 
-# What a conversation agent's journal stores against its conversation, at 50 to 400 turns.
+# What a conversation agent's journal stores against its conversation, at 50 to 400 turns, on
+# SQLite and on PostgreSQL as bench-fleet finds it (stored bytes and on disk after VACUUM).
 bench-journal: $(STAMP)
 	$(BIN)/python bench/journal_growth.py
+
+# What a budget costs a 10,000-step run: per step, the spend read per invocation, and a resume,
+# with a budget and without, on SQLite and on PostgreSQL as bench-fleet finds it. Takes about
+# five minutes (most of it on PostgreSQL).
+bench-budgets: $(STAMP)
+	$(BIN)/python bench/budgets.py
 
 # What a LangGraph chat thread stores with StalwartSaver against LangGraph's SqliteSaver, at 50
 # to 200 turns, measured in the same run. Takes about a minute.
