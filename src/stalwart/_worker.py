@@ -108,6 +108,27 @@ def _at_once(
     return taken, errors[0] if errors else None
 
 
+def _on_stop_signals(note: Callable[[int], None]) -> Callable[[], None]:
+    """On the main thread: SIGINT and SIGTERM call ``note(signum)``; what restores the previous
+    handlers (elsewhere nothing is installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        # Only a store: the handler runs on the main thread between any two bytecodes,
+        # possibly while the loop holds the wake-up Event's lock or the log handler's,
+        # and taking either here would deadlock. The loop notices within one poll.
+        note(signum)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
+
+
 class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
@@ -160,7 +181,7 @@ class Worker:
                 "this app declares no workflows: there is nothing to serve (declare them with "
                 "@app.workflow in the module the worker imports)"
             )
-        restore = self._install_signal_handlers()
+        restore = _on_stop_signals(self._note_signal)
         log.info(
             "worker %s: serving the store %s: %s on queues %s (concurrency %d)",
             self.runtime.owner,
@@ -388,23 +409,8 @@ class Worker:
 
     # -- stopping -------------------------------------------------------------------------
 
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-
-        def handler(signum: int, frame: FrameType | None) -> None:
-            # Only a store: the handler runs on the main thread between any two bytecodes,
-            # possibly while the loop holds the wake-up Event's lock or the log handler's,
-            # and taking either here would deadlock. The loop notices within one poll.
-            self._signalled = signum
-
-        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-
-        def restore() -> None:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-
-        return restore
+    def _note_signal(self, signum: int) -> None:
+        self._signalled = signum
 
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Let current steps finish, give runs back at their next boundary, release the rest."""

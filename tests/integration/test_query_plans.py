@@ -19,7 +19,7 @@ import pytest
 
 import stalwart
 from stalwart._store.queries import specialize
-from stalwart._store.sql import _base as sql_module
+from stalwart._store.sql import migrating as sql_module
 from stalwart._store.sqlite import _Q
 from stalwart.testing import FakeClock, store_of
 

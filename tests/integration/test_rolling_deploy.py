@@ -21,7 +21,7 @@ import pytest
 import stalwart
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import Migration, load_migrations
-from stalwart._store.sql import _base as sql_module
+from stalwart._store.sql import migrating as sql_module
 from stalwart.testing import raw_rows, store_of
 
 ROOT = Path(__file__).resolve().parents[2]

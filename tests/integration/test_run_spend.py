@@ -10,7 +10,7 @@ import pytest
 
 import stalwart
 from stalwart._engine.budget import Spend
-from stalwart._store.sql import _base as sql_module
+from stalwart._store.sql import migrating as sql_module
 from stalwart.testing import FakeClock, store_of
 
 TOTALS = 18  # the migration that keeps them

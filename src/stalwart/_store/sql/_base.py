@@ -1,5 +1,5 @@
 """What every SQL verb stands on: the hooks a backend provides (connections, transactions,
-retries, its dialect's query text), migrations, the once-only retry of a write, typed rows,
+retries, its dialect's query text), the once-only retry of a write, typed rows,
 and payloads kept apart from the journal."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-from ..._errors import CorruptRecord, StoreError, mask_url
-from ..base import READ_ONLY_DECLARATIONS, SCHEMA_VERSION, Entry, UnmigratedStore
+from ..._errors import CorruptRecord
+from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
-from ..queries import has_optional, load_migrations, specialize
+from ..queries import has_optional, specialize
+from .migrating import Migrating
 
 __all__ = ["SQLBase"]
 
@@ -54,7 +55,7 @@ class _Miss(Exception):
         self.digests = digests
 
 
-class SQLBase:
+class SQLBase(Migrating):
     """The plumbing of a SQL store; the verbs live in mixins over it."""
 
     url: str
@@ -94,10 +95,6 @@ class SQLBase:
         wrote = self._insert_entry(conn, name, params)
         return lambda: wrote
 
-    def _apply_script(self, conn: Any, sql: str) -> None:
-        """Execute one migration file's statements inside the migration transaction."""
-        raise NotImplementedError
-
     def close(self) -> None:
         """Release connections."""
         raise NotImplementedError
@@ -115,54 +112,6 @@ class SQLBase:
     def data_version(self) -> int:
         """Changes whenever another connection commits (a cheap change detector)."""
         raise NotImplementedError
-
-    # -- migrations -----------------------------------------------------------------------
-
-    def _migrate_in(self, conn: Any, backend: str) -> None:
-        """Inside a write transaction: check the store's schema and apply what is missing.
-
-        Migrations are expand-then-contract: a migration that only adds leaves the store usable
-        by the previous release; one that removes or changes what older code reads declares the
-        oldest code it still serves (``-- oldest-compatible: N``), and the store records it.
-        """
-        if READ_ONLY_DECLARATIONS.get() and self.durable:
-            self._refuse_unmigrated(conn)
-        conn.execute(self._q["schema_table"])
-        row = conn.execute(self._q["schema_version"]).fetchone()
-        current, oldest = (int(row[0]), int(row[1])) if row else (0, 0)
-        if oldest > SCHEMA_VERSION:
-            raise StoreError(
-                f"the store {mask_url(self.url)} has schema version {current}, which needs "
-                f"stalwart code of schema version {oldest} or newer (this code has "
-                f"{SCHEMA_VERSION}); upgrade stalwart on this machine"
-            )
-        for migration in load_migrations(backend):
-            if migration.version > current:
-                self._apply_script(conn, migration.sql)
-                oldest = max(oldest, migration.oldest_compatible)
-                conn.execute(
-                    self._q["set_schema_version"],
-                    {"version": migration.version, "oldest_compatible": oldest},
-                )
-
-    def _refuse_unmigrated(self, conn: Any) -> None:
-        """Read-only (``stalwart check``): a store older than this code is refused, and
-        nothing is created to find out (not even the schema table)."""
-        try:
-            row = conn.execute(self._q["schema_version"]).fetchone()
-        except Exception:  # no schema table: no stalwart store here
-            row = None
-        current = int(row[0]) if row else 0
-        if current < SCHEMA_VERSION:
-            raise UnmigratedStore(self._unmigrated(current), url=self.url, current=current)
-
-    def _unmigrated(self, current: int) -> str:
-        found = f"has schema version {current}" if current else "has no stalwart schema"
-        return (
-            f"the store {mask_url(self.url)} {found} and this code needs {SCHEMA_VERSION}; "
-            "stalwart check reads a store without migrating it: check against a copy of "
-            "the store, or once a worker of this release has migrated it"
-        )
 
     # -- running queries ------------------------------------------------------------------
 
