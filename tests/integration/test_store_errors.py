@@ -130,6 +130,6 @@ def test_large_payloads_are_stored_once_apart_from_the_journal(tmp_path: Path) -
         conn = raw_connection(store_of(app))
         assert conn.execute("SELECT count(*) FROM payloads").fetchone()[0] == 1
         widest = conn.execute("SELECT max(length(input)) FROM journal WHERE kind='step'")
-        assert widest.fetchone()[0] == 33
+        assert widest.fetchone()[0] <= 64  # a reference (a tree's root), not the 2 KB input
         entries = [e for e in app.journal("big") if e.kind == "step"]
         assert entries[0].input == {"args": [conversation], "kwargs": {}}
