@@ -89,9 +89,17 @@ def test_a_malformed_parameter_is_400_saying_what_to_pass(
     assert "Input should" not in error["message"] and "query." not in error["message"]
 
 
-def test_a_malformed_journal_parameter_names_its_range(ui: Scene) -> None:
-    error = _error(ui.reader().get("/api/v1/runs/x/journal", params={"after": "-1"}), 400)
-    assert error["message"] == "after='-1': give a whole number from 0 to 9223372036854775807"
+@pytest.mark.parametrize("after", ["-1", "garbage", str(2**63)])
+def test_a_malformed_journal_cursor_says_to_give_an_entry_id(ui: Scene, after: str) -> None:
+    error = _error(ui.reader().get("/api/v1/runs/x/journal", params={"after": after}), 400)
+    assert error["message"] == (
+        f"after={after!r}: give the id of a journal entry (a whole number from 0)"
+    )
+
+
+def test_a_malformed_journal_limit_names_its_range(ui: Scene) -> None:
+    error = _error(ui.reader().get("/api/v1/runs/x/journal", params={"limit": "0"}), 400)
+    assert error["message"] == "limit='0': give a whole number from 1 to 1000"
 
 
 @pytest.mark.parametrize(
