@@ -200,14 +200,26 @@ def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[flo
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=200)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--concurrency", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--settings", default="sqlite,power,postgres")
+    parser.add_argument("--runs", type=int, default=200, help="runs per sample (200)")
+    parser.add_argument("--steps", type=int, default=10, help="no-op steps per run (10)")
+    parser.add_argument(
+        "--concurrency", type=int, default=200, help="the worker's concurrency (200)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="samples per setting; the median is shown (3)"
+    )
+    parser.add_argument(
+        "--settings",
+        default="sqlite,power,postgres",
+        help='comma-separated, any of: sqlite (durability="process"), power (SQLite with '
+        'durability="power"), postgres (left out when the server is unreachable); '
+        "default: all three",
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("STALWART_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="a libpq URL of a database where the bench may create and drop schemas "
+        f"(default: $STALWART_TEST_POSTGRES_URL, else {DEFAULT_POSTGRES_URL})",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--durability", default="process", help=argparse.SUPPRESS)

@@ -155,12 +155,22 @@ def one_sample(kind: str, runs: int, folder: str, postgres_url: str) -> tuple[fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--stores", default="sqlite,postgres")
+    parser.add_argument(
+        "--runs", type=int, default=50, help="runs the killed worker holds (50)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="samples per store; the median is shown (3)"
+    )
+    parser.add_argument(
+        "--stores",
+        default="sqlite,postgres",
+        help="comma-separated, any of: sqlite, postgres (default: both)",
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("STALWART_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
+        help="a libpq URL of a database where the bench may create and drop schemas "
+        f"(default: $STALWART_TEST_POSTGRES_URL, else {DEFAULT_POSTGRES_URL})",
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--concurrency", type=int, default=50, help=argparse.SUPPRESS)
