@@ -155,9 +155,7 @@ def one_sample(kind: str, runs: int, folder: str, postgres_url: str) -> tuple[fl
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--runs", type=int, default=50, help="runs the killed worker holds (50)"
-    )
+    parser.add_argument("--runs", type=int, default=50, help="runs the killed worker holds (50)")
     parser.add_argument(
         "--repeat", type=int, default=3, help="samples per store; the median is shown (3)"
     )
