@@ -280,6 +280,8 @@ class SQLBase(Migrating):
     def _entry_params(
         self, conn: Any, workflow_id: str, entry: Entry, owner: str | None
     ) -> dict[str, Any]:
+        stash = self._stash
+        given, output = entry.input, entry.output
         return {
             "workflow_id": workflow_id,
             "owner": owner,
@@ -291,10 +293,13 @@ class SQLBase(Migrating):
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,
-            "input": self._stash(
-                conn, entry.input, run=workflow_id if entry.kind == "step" else None
-            ),
-            "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
+            # inline payloads (the common ones) skip the call
+            "input": given
+            if given is None or len(given) <= INLINE_LIMIT
+            else stash(conn, given, run=workflow_id if entry.kind == "step" else None),
+            "output": output
+            if output is None or len(output) <= INLINE_LIMIT
+            else stash(conn, output, tree=entry.kind == "run"),
             "error": None if entry.error is None else entry.error.to_json(),
             "by": entry.by,
             "compensable": int(entry.compensable),
