@@ -5,7 +5,6 @@ and payloads kept apart from the journal."""
 from __future__ import annotations
 
 import contextvars
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -13,6 +12,7 @@ from ..._errors import CorruptRecord
 from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, specialize
+from .call_ids import new_call_id
 from .migrating import Migrating
 
 __all__ = ["SQLBase"]
@@ -133,7 +133,7 @@ class SQLBase(Migrating):
         (for a lone statement: that it landed) instead of doing it again. A write that
         journals nothing passes ``landed`` instead: whether the write this call made is
         there (found by an id of its own)."""
-        call_id = None if footprint is None else uuid.uuid4().hex  # this call's
+        call_id = None if footprint is None else new_call_id()  # this call's
         if call_id is not None:
             landed = self._journaled(workflow_id, call_id)
         decided: list[T] = []
