@@ -151,7 +151,7 @@ def _call(
             value = fn(*args, **kwargs)
         else:
             value = _within(call, scope, timeout, lambda: fn(*args, **kwargs))
-        if inspect.isawaitable(value):
+        if value is not None and inspect.isawaitable(value):
             return run_on(call.inv.event_loop, _call_async(call, value, scope))
         return value
     finally:

@@ -39,6 +39,8 @@ from .outputs import validate_and_encode
 
 __all__ = ["call_step", "call_step_async"]
 
+NO_USAGE: tuple[Usage | None, str | None] = (None, None)
+
 
 def _standing(inv: Invocation, rec: Recorded | None) -> tuple[int, int, float, bool]:
     """Where a call stands by its latest journal row: its seq, the attempt it makes next, when
@@ -285,6 +287,8 @@ class StepCall:
     def _usage(self, result: Any) -> tuple[Usage | None, str | None]:
         """What this attempt used and the model it came from (``None``: nothing recorded)."""
         recorded = self.current.usage if self.current is not None else {}
+        if not recorded and result is None:  # the common attempt: nothing used
+            return NO_USAGE
         return attempt_usage(recorded, result, self.inv.runtime.prices)
 
     def restored(self, payload: bytes) -> Any:

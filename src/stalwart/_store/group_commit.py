@@ -29,6 +29,10 @@ T = TypeVar("T")
 BATCH_LIMIT = 256
 
 
+# A write that neither committed nor failed (its commit was interrupted): ``outcome`` raises.
+_UNSETTLED = BaseException()
+
+
 class Pending(Generic[T]):
     """One write queued for the next commit, and its outcome once that commit ended."""
 
@@ -41,9 +45,7 @@ class Pending(Generic[T]):
         self.done: _thread.LockType | None = None
         self.lead = False  # set when this waiting caller must lead the next commit
         self._value: Any = None
-        self._error: BaseException | None = StoreError(
-            "a write was not committed: the thread committing its batch was interrupted"
-        )
+        self._error: BaseException | None = _UNSETTLED  # built when raised: most settle
 
     def settle(self, value: Any) -> None:
         """The write's transaction committed and it decided ``value``."""
@@ -56,6 +58,10 @@ class Pending(Generic[T]):
     def outcome(self) -> Any:
         """The write's value, or its error raised."""
         if self._error is not None:
+            if self._error is _UNSETTLED:
+                raise StoreError(
+                    "a write was not committed: the thread committing its batch was interrupted"
+                )
             raise self._error
         return self._value
 

@@ -5,7 +5,6 @@ and payloads kept apart from the journal."""
 from __future__ import annotations
 
 import contextvars
-import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -13,6 +12,7 @@ from ..._errors import CorruptRecord
 from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, specialize
+from .call_ids import new_call_id
 from .migrating import Migrating
 
 __all__ = ["SQLBase"]
@@ -133,7 +133,7 @@ class SQLBase(Migrating):
         (for a lone statement: that it landed) instead of doing it again. A write that
         journals nothing passes ``landed`` instead: whether the write this call made is
         there (found by an id of its own)."""
-        call_id = None if footprint is None else uuid.uuid4().hex  # this call's
+        call_id = None if footprint is None else new_call_id()  # this call's
         if call_id is not None:
             landed = self._journaled(workflow_id, call_id)
         decided: list[T] = []
@@ -280,6 +280,8 @@ class SQLBase(Migrating):
     def _entry_params(
         self, conn: Any, workflow_id: str, entry: Entry, owner: str | None
     ) -> dict[str, Any]:
+        stash = self._stash
+        given, output = entry.input, entry.output
         return {
             "workflow_id": workflow_id,
             "owner": owner,
@@ -291,10 +293,13 @@ class SQLBase(Migrating):
             "attempt": entry.attempt,
             "started_at": entry.started_at,
             "finished_at": entry.finished_at,
-            "input": self._stash(
-                conn, entry.input, run=workflow_id if entry.kind == "step" else None
-            ),
-            "output": self._stash(conn, entry.output, tree=entry.kind == "run"),
+            # inline payloads (the common ones) skip the call
+            "input": given
+            if given is None or len(given) <= INLINE_LIMIT
+            else stash(conn, given, run=workflow_id if entry.kind == "step" else None),
+            "output": output
+            if output is None or len(output) <= INLINE_LIMIT
+            else stash(conn, output, tree=entry.kind == "run"),
             "error": None if entry.error is None else entry.error.to_json(),
             "by": entry.by,
             "compensable": int(entry.compensable),

@@ -16,7 +16,6 @@ first looks for that entry, as ``SQLBase._once`` does for one write.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from ..group_commit import GroupCommit, Pending
 from ._base import CALL_ID, SQLBase
+from .call_ids import new_call_id
 
 __all__ = ["Pipelined", "Write"]
 
@@ -88,7 +88,7 @@ class Pipelined(SQLBase):
         """Every write's ``work`` in one transaction; what each decided."""
         decided: list[Any] = []
         for write in writes:
-            write.call_id = uuid.uuid4().hex
+            write.call_id = new_call_id()
 
         def attempt(conn: Any) -> list[Any]:
             if decided and self._committed(conn, writes, decided):

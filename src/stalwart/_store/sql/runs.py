@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Entry, RunRow
+from ..payloads import INLINE_LIMIT
 from .pipeline import Pipelined, Write
 
 __all__ = ["RunVerbs"]
@@ -105,15 +106,22 @@ class RunVerbs(Pipelined):
         """Set the final status, release the lease, close pending approvals and journal it
         (after the ``charged`` attempts), in one transaction."""
 
+        inline = output is None or len(output) <= INLINE_LIMIT
+
         def work(conn: Any) -> bool:
-            self._lock_run(conn, workflow_id)
+            # The fenced UPDATE takes the run's row lock as it checks the lease (a lock taken
+            # first would cost PostgreSQL a round trip for nothing); only a result stored
+            # apart writes payloads first, so there the run is locked before them, as every
+            # writer of a run does.
+            if not inline:
+                self._lock_run(conn, workflow_id)
             cur = conn.execute(
                 self._q["finish_run"],
                 {
                     "workflow_id": workflow_id,
                     "owner": owner,
                     "status": str(status),
-                    "output": self._stash(conn, output, tree=True),  # no worker reads it back
+                    "output": output if inline else self._stash(conn, output, tree=True),
                     "error": error,
                     "now": now,
                 },

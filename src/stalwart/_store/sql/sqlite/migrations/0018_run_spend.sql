@@ -39,15 +39,18 @@ CREATE TABLE run_spend_steps (
     PRIMARY KEY (workflow_id, name)
 ) WITHOUT ROWID;
 INSERT INTO run_spend (workflow_id, since_start) SELECT workflow_id, 0 FROM runs;
--- One trigger, each statement guarded by what it counts: an attempt's usage, a counted call,
--- an attempt whose usage a crash lost (an in_doubt entry with none, or a failure that says the
--- attempt was interrupted, unless an in_doubt entry since the seq's last outcome kept what it
--- used), and an operator's retry that may give a budget. A step's run_spend_steps row exists
--- once an attempt of it was lost: only then does it matter that another attempt recorded
--- usage, so the common attempt only looks. The journal is searched only for a lost attempt.
+-- Three triggers, each guarded by its WHEN clause, so an attempt that used nothing and was not
+-- interrupted (the common one) runs only the first: its attempt counted, and its call if the
+-- run counts calls. The second counts an attempt's usage and an attempt whose usage a crash
+-- lost (an in_doubt entry with none, or a failure that says the attempt was interrupted,
+-- unless an in_doubt entry since the seq's last outcome kept what it used); the third an
+-- operator's retry that may give a budget. A step's run_spend_steps row exists once an
+-- attempt of it was lost: only then does it matter that another attempt recorded usage, so
+-- the common attempt only looks. The journal is searched only for a lost attempt.
 -- A usage is JSON as Usage.to_json writes it (every release has).
 CREATE TRIGGER journal_spend AFTER INSERT ON journal
-WHEN NEW.kind IN ('step', 'compensation', 'operator')
+WHEN NEW.kind IN ('step', 'compensation') AND NEW.attempt <> 0
+  AND NEW.status IN ('completed', 'failed', 'in_doubt')
 BEGIN
     INSERT INTO run_spend (workflow_id, input_tokens, output_tokens, cost, attempts)
     SELECT NEW.workflow_id,
@@ -55,8 +58,7 @@ BEGIN
            coalesce(json_extract(NEW.usage, '$.out'), 0),
            coalesce(json_extract(NEW.usage, '$.cost'), 0),
            NEW.status <> 'in_doubt'
-    WHERE NEW.kind <> 'operator' AND NEW.attempt <> 0
-      AND NEW.status IN ('completed', 'failed', 'in_doubt')
+    WHERE true
     ON CONFLICT (workflow_id) DO UPDATE SET
         input_tokens = input_tokens + excluded.input_tokens,
         output_tokens = output_tokens + excluded.output_tokens,
@@ -67,6 +69,11 @@ BEGIN
     WHERE NEW.kind = 'step' AND NEW.attempt <> 0 AND NEW.status IN ('completed', 'failed')
       AND NEW.input IS NOT NULL AND NEW.position IS NOT NULL
       AND (SELECT counts_calls FROM run_spend WHERE workflow_id = NEW.workflow_id) = 1;
+END;
+CREATE TRIGGER journal_spend_lost AFTER INSERT ON journal
+WHEN NEW.kind IN ('step', 'compensation') AND NEW.attempt <> 0
+  AND (NEW.usage IS NOT NULL OR NEW.status = 'in_doubt' OR NEW.error IS NOT NULL)
+BEGIN
     UPDATE run_spend_steps SET recording = 1
     WHERE NEW.usage IS NOT NULL AND NEW.kind <> 'operator' AND NEW.attempt <> 0
       AND workflow_id = NEW.workflow_id AND name = NEW.name AND recording = 0;
@@ -92,10 +99,13 @@ BEGIN
                         AND e.kind IN ('step', 'compensation') AND e.attempt <> 0
                         AND e.status IN ('completed', 'failed')))))
     ON CONFLICT (workflow_id, name) DO UPDATE SET interrupted = 1;
+END;
+CREATE TRIGGER journal_spend_budget AFTER INSERT ON journal
+WHEN NEW.kind = 'operator' AND NEW.name = 'retry' AND NEW.input IS NOT NULL
+BEGIN
     INSERT INTO run_spend (workflow_id, budget_entry)
     SELECT NEW.workflow_id, NEW.id
-    WHERE NEW.kind = 'operator' AND NEW.name = 'retry' AND NEW.input IS NOT NULL
-      AND (substr(NEW.input, 1, 1) <> CAST('J' AS BLOB)
+    WHERE (substr(NEW.input, 1, 1) <> CAST('J' AS BLOB)
            OR instr(NEW.input, CAST('"budget"' AS BLOB)) > 0)
     ON CONFLICT (workflow_id) DO UPDATE SET budget_entry = excluded.budget_entry;
 END;
