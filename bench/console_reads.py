@@ -158,6 +158,7 @@ def python_reads(
         ("usage 1,000-entry", lambda: app.usage(big)),
         ("approvals() pending", app.approvals),
         ("approvals(pending=False)", lambda: app.approvals(pending=False)),
+        ("pending approvals count (the console's nav)", app._pending_approvals),
         ("queues()", app.queues),
         ("workers()", app.workers),
         ("breakers()", app.breakers),
@@ -254,6 +255,7 @@ def http_reads(
     reads += [
         ("GET /approvals", approvals),
         ("GET /approvals?all=true", get("/api/v1/approvals", all="true")),
+        ("GET /approvals/count (the console's nav)", get("/api/v1/approvals/count")),
         ("GET /queues", get("/api/v1/queues")),
         ("GET /workers", get("/api/v1/workers")),
         ("GET /breakers", get("/api/v1/breakers")),
@@ -306,6 +308,7 @@ def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any]]
         ("approvals_of_runs (a page's waits)", "approvals_of_runs", suspended),
         ("list_approvals pending", "list_approvals", {"pending": 1, "workflow_id": None}),
         ("list_approvals all", "list_approvals", {"pending": None, "workflow_id": None}),
+        ("count_pending_approvals (the nav)", "count_pending_approvals", {}),
         ("list_queues", "list_queues", {}),
         ("queue_counts (queues page)", "queue_counts", {}),
         ("run_counts (metrics, the queues page before)", "run_counts", {}),

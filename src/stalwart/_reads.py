@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _answers
 from ._model import (
     ApprovalRequest,
     BreakerState,
@@ -97,6 +98,13 @@ class Reads:
         :meth:`journal_size`, read after them, and reads the whole journal again when not."""
         return self._views.journal(workflow_id, after, limit)
 
+    def _journal_json(
+        self, workflow_id: str, after: int | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """:meth:`journal` as the HTTP API answers it (``entry_json`` of each entry), built
+        from the stored rows without the typed entries in between."""
+        return _answers.journal_json(self._views, workflow_id, after, limit)
+
     def journal_size(self, workflow_id: str) -> int:
         """How many entries the run's journal has (one count through its index)."""
         return self._views.journal_size(workflow_id)
@@ -104,6 +112,15 @@ class Reads:
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         """Approval requests, oldest first; only undecided ones unless ``pending=False``."""
         return self._views.approvals(pending)
+
+    def _approvals_json(self, pending: bool = True) -> list[dict[str, Any]]:
+        """:meth:`approvals` as the HTTP API answers them (``approval_json`` of each), built
+        from the stored rows without the typed values in between."""
+        return _answers.approvals_json(self._views, pending)
+
+    def _pending_approvals(self) -> int:
+        """How many approval requests are undecided (one count, for the console's navigation)."""
+        return self._views.pending_approvals()
 
     def breakers(self) -> list[BreakerState]:
         """The fleet's circuit breakers that have counted a failure, by name."""

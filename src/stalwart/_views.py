@@ -44,7 +44,15 @@ from ._serde import Codec
 from ._store import RunRow
 from ._store.base import ApprovalRow, JournalRow, ReadModelStore, UsageRow
 
-__all__ = ["Views", "error_text", "journal_key", "run_error"]
+__all__ = [
+    "Views",
+    "approval_details",
+    "entry_of",
+    "error_text",
+    "journal_key",
+    "run_error",
+    "usage_of",
+]
 
 
 def journal_key(workflow_id: str, kind: str, status: str, position: str | None) -> str | None:
@@ -150,7 +158,7 @@ def _approval_key(row: RunRow) -> str | None:
     return key if row.status == RunStatus.SUSPENDED and kind == "approval" else None
 
 
-def _usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
+def usage_of(workflow_id: str, row: JournalRow | UsageRow) -> Usage | None:
     if row.usage is None:
         return None
     try:
@@ -180,7 +188,7 @@ def _usage_of_journal(store: ReadModelStore, workflow_id: str) -> Usage:
     recording: set[str] = set()  # steps with an attempt that recorded usage
     kept: set[int | None] = set()  # seqs whose abandoned attempt's usage is in_doubt
     for row in store.step_usage(workflow_id):
-        spent = _usage_of(workflow_id, row)
+        spent = usage_of(workflow_id, row)
         if row.status == EntryStatus.IN_DOUBT:
             if spent is None:  # interrupted by a crash, its usage lost
                 interrupted.add(row.name)
@@ -210,7 +218,7 @@ def _was_interrupted(error: str | None) -> bool:
         return False
 
 
-def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
+def entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
     """A journal row as the public entry, its input and output decoded."""
     values = []
     for label, stored in (("input", row.input), ("output", row.output)):
@@ -235,10 +243,22 @@ def _entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
         output=values[1],
         error=error_text(row.error),
         by=row.by,
-        usage=_usage_of(workflow_id, row),
+        usage=usage_of(workflow_id, row),
         idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
         id=row.id,
     )
+
+
+def approval_details(codec: Codec, row: ApprovalRow) -> Any:
+    """An approval request's details, decoded."""
+    try:
+        return codec.decode(row.details) if row.details is not None else None
+    except ValueError as exc:
+        raise CorruptRecord(
+            f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
+            f"({exc}); restore the row from a backup",
+            workflow_id=row.workflow_id,
+        ) from exc
 
 
 class Views(FleetViews):
@@ -429,14 +449,19 @@ class Views(FleetViews):
     def journal(
         self, workflow_id: str, after: int | None = None, limit: int | None = None
     ) -> list[JournalEntry]:
+        codec = self.runtime.codec
+        rows = self.journal_rows(workflow_id, after, limit)
+        return [entry_of(codec, workflow_id, row) for row in rows]
+
+    def journal_rows(
+        self, workflow_id: str, after: int | None = None, limit: int | None = None
+    ) -> list[JournalRow]:
         self.row(workflow_id)
         if after is not None and not _row_id(after, 0):
             raise UsageError(f"after={after!r}: pass the id of a journal entry (an int >= 0)")
         if limit is not None and not _row_id(limit, 1):
             raise UsageError(f"limit={limit!r}: must be an int >= 1")
-        codec = self.runtime.codec
-        rows = self.store.journal(workflow_id, after=after, limit=limit)
-        return [_entry_of(codec, workflow_id, row) for row in rows]
+        return self.store.journal(workflow_id, after=after, limit=limit)
 
     def journal_size(self, workflow_id: str) -> int:
         self.row(workflow_id)
@@ -450,6 +475,9 @@ class Views(FleetViews):
     def approvals(self, pending: bool = True) -> list[ApprovalRequest]:
         return [self.approval(row) for row in self.store.list_approvals(pending=pending)]
 
+    def pending_approvals(self) -> int:
+        return self.store.count_pending_approvals()
+
     def approval(self, row: ApprovalRow) -> ApprovalRequest:
         decision = None
         if row.decided_at is not None and row.approved is not None:
@@ -459,19 +487,11 @@ class Views(FleetViews):
                 reason=row.reason,
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
-        try:
-            details = self.runtime.codec.decode(row.details) if row.details is not None else None
-        except ValueError as exc:
-            raise CorruptRecord(
-                f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
-                f"({exc}); restore the row from a backup",
-                workflow_id=row.workflow_id,
-            ) from exc
         return ApprovalRequest(
             workflow_id=row.workflow_id,
             approval_id=row.approval_id,
             subject=row.subject,
-            details=details,
+            details=approval_details(self.runtime.codec, row),
             requested_at=from_epoch(row.requested_at),  # type: ignore[arg-type]
             expires_at=from_epoch(row.expires_at),
             decision=decision,

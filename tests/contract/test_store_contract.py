@@ -873,6 +873,7 @@ def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> Non
             wid, owner="w1", wake_at=None, waiting_for="approval:a", now=now + 1
         )
     assert [r.workflow_id for r in store.list_approvals(pending=True)] == ["r2", "r1"]
+    assert store.count_pending_approvals() == 2
     assert store.decide_approval(
         "r1", "a", approved=False, by="bob", reason="no", now=120, entry=_note("reject")
     )
@@ -886,6 +887,7 @@ def test_approvals_are_listed_oldest_first_and_decided_once(store: Store) -> Non
         "no",
     )
     assert [r.workflow_id for r in store.list_approvals(pending=True)] == ["r2"]
+    assert store.count_pending_approvals() == 1  # what the console's navigation shows
     assert [r.workflow_id for r in store.list_approvals(pending=False)] == ["r2", "r1"]
     assert [r.approval_id for r in store.list_approvals(pending=False, workflow_id="r1")] == ["a"]
     of_both = store.approvals_of(["r1", "r2", "r1", "nobody"])  # what a page of runs waits on
@@ -906,6 +908,7 @@ def test_finishing_a_run_closes_its_pending_approvals(store: Store) -> None:
         "r1", owner="w1", status="failed", output=None, error='{"type": "X"}', now=110, entry=done
     )
     assert store.list_approvals(pending=True) == []
+    assert store.count_pending_approvals() == 0
     row = store.get_run("r1")
     assert row is not None and (row.status, row.error) == ("failed", '{"type": "X"}')
 

@@ -423,7 +423,16 @@ class PostgresStore(SQLStore):
 
     def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
         # One round trip for all of a payload tree's level, not one per piece.
-        rows = conn.execute(self._q["get_payloads"], {"digests": list(set(digests))}).fetchall()
+        import psycopg
+
+        # A cursor binding its parameters on the server, so the pieces come back as binary
+        # bytea (the connection's client-side cursors read them as hex text, twice the bytes);
+        # never prepared, as the client-side ones never are (a pooler may not keep them).
+        params = {"digests": list(set(digests))}
+        with psycopg.Cursor(conn) as cur:
+            rows = cur.execute(
+                self._q["get_payloads"], params, prepare=False, binary=True
+            ).fetchall()
         return {bytes(digest): bytes(data) for digest, data in rows}
 
     def _lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> bool:

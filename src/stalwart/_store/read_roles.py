@@ -121,6 +121,9 @@ class ApprovalReads(Protocol):
     def list_approvals(self, *, pending: bool, workflow_id: str | None = None) -> list[ApprovalRow]:
         """Approval requests, oldest first."""
 
+    def count_pending_approvals(self) -> int:
+        """How many approval requests are undecided."""
+
     def approvals_of(self, workflow_ids: list[str]) -> list[ApprovalRow]:
         """Every approval request of these runs, in one read."""
 

@@ -25,10 +25,8 @@ from .. import __version__, _inputs
 from .._errors import UsageError
 from .._model import STATUSES, WorkflowInfo
 from .._wire import (
-    approval_json,
     breaker_json,
     detail_json,
-    entry_json,
     info_json,
     iso,
     queue_json,
@@ -39,6 +37,7 @@ from .errors import ApiError, declared, not_found
 from .responses import JSONAnswer
 from .schemas import (
     NO_NUL,
+    ApprovalCount,
     ApprovalList,
     BreakerList,
     DecideBody,
@@ -321,14 +320,14 @@ def run_journal(
     ``total`` is how many entries the whole journal has, counted after these were read: when
     the entries you hold plus the new ones are fewer, one was committed late below ``after``;
     read the whole journal again."""
-    entries = app.journal(workflow_id, after=after, limit=None if limit is None else limit + 1)
+    entries = app._journal_json(workflow_id, after, None if limit is None else limit + 1)
     more = limit is not None and len(entries) > limit
     entries = entries[:limit]
     whole = after is None and not more
     return JSONAnswer(
         {
             "workflow_id": workflow_id,
-            "entries": [entry_json(e) for e in entries],
+            "entries": entries,
             "more": more,
             "total": len(entries) if whole else app.journal_size(workflow_id),
         }
@@ -347,8 +346,19 @@ def list_approvals(
 ) -> JSONAnswer:
     """Approval requests, oldest first: the undecided ones, or with ``all=true`` (or
     ``pending=false``) the decided ones too, with who decided, when and why."""
-    requests = app.approvals(pending=pending and not all_)
-    return JSONAnswer({"approvals": [approval_json(r) for r in requests]})
+    return JSONAnswer({"approvals": app._approvals_json(pending=pending and not all_)})
+
+
+@router.get(
+    "/approvals/count",
+    response_model=ApprovalCount,
+    responses=_READ,
+    summary="How many approval requests wait",
+)
+def count_approvals(app: Reader) -> JSONAnswer:
+    """How many approval requests are undecided (what the console shows beside Approvals),
+    one count instead of the whole list."""
+    return JSONAnswer({"pending": app._pending_approvals()})
 
 
 @router.get("/queues", response_model=QueueList, responses=_READ, summary="Queues")

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ApprovalCount",
     "ApprovalList",
     "ApprovalRequest",
     "BreakerList",
@@ -203,6 +204,12 @@ class ApprovalList(_Answer):
     """Approval requests, oldest first."""
 
     approvals: list[ApprovalRequest]
+
+
+class ApprovalCount(_Answer):
+    """How many approval requests wait for a decision."""
+
+    pending: int
 
 
 class Queue(_Answer):

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._errors import CorruptRecord
 from ..base import CompensationRow, Entry, IndexRow, JournalRow
-from ._base import _Fenced, _inline, _typed
+from ._base import _built, _Fenced, _inline, _typed
 from .pipeline import Pipelined, Write
 
 __all__ = ["JournalVerbs"]
@@ -103,25 +103,30 @@ class JournalVerbs(Pipelined):
             query = self._q["journal"]
 
         def work(conn: Any) -> list[JournalRow]:
-            rows = _typed(conn.execute(query, params), JournalRow)
+            # the rows are typed once, with their payloads loaded (a long journal's rows
+            # built twice, through dataclasses.replace, cost more than reading them)
+            cur = conn.execute(query, params)
+            names = tuple(column[0] for column in cur.description)
+            rows = [list(row) for row in cur.fetchall()]
+            at = {name: names.index(name) for name in ("seq", "kind", "name", "input", "output")}
 
             def named(column: int, exc: CorruptRecord) -> CorruptRecord:
                 row = rows[column // 2]
+                seq, kind, name = row[at["seq"]], row[at["kind"]], row[at["name"]]
                 return CorruptRecord(
-                    f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): "
+                    f"run {workflow_id!r}, seq {seq} ({kind} {name!r}): "
                     f"{exc}; restore the payloads table from a backup",
                     workflow_id=workflow_id,
-                    seq=row.seq,
+                    seq=seq,
                 )
 
-            columns = [column for row in rows for column in (row.input, row.output)]
+            columns = [column for row in rows for column in (row[at["input"]], row[at["output"]])]
             values = self._load_all(conn, columns, named)
-            return [
-                dataclasses.replace(row, input=loaded_input, output=loaded_output)
-                for row, loaded_input, loaded_output in zip(
-                    rows, values[::2], values[1::2], strict=True
-                )
-            ]
+            for row, loaded_input, loaded_output in zip(
+                rows, values[::2], values[1::2], strict=True
+            ):
+                row[at["input"]], row[at["output"]] = loaded_input, loaded_output
+            return _built(names, rows, JournalRow)
 
         return self._run(work)
 

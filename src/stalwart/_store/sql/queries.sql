@@ -271,6 +271,10 @@ WHERE (:pending IS NULL OR decided_at IS NULL)
   AND (:workflow_id IS NULL OR workflow_id = :workflow_id)
 ORDER BY requested_at, workflow_id, approval_id;
 
+-- name: count_pending_approvals
+-- What the console's navigation shows beside "Approvals", through approvals_pending.
+SELECT count(*) FROM approvals WHERE decided_at IS NULL;
+
 -- dialect: approvals_of_runs
 -- The approval requests of a page of runs in one read (what each waits on), through the
 -- primary key (workflow_id, approval_id). A list parameter: json_each(:ids) on SQLite,

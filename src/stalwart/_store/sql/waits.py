@@ -224,6 +224,10 @@ class WaitVerbs(SQLBase):
         params = {"pending": 1 if pending else None, "workflow_id": workflow_id}
         return self._records("list_approvals", params, ApprovalRow)
 
+    def count_pending_approvals(self) -> int:
+        """How many approval requests are undecided."""
+        return int(self._rows("count_pending_approvals", {})[0][0])
+
     def decide_approval(
         self,
         workflow_id: str,

@@ -133,9 +133,9 @@ async function tick() {
 async function counts() {
   const [page, pending] = await Promise.all([
     api.get("/runs", { limit: 1 }),
-    api.get("/approvals"),
+    api.get("/approvals/count"),
   ]);
-  const numbers = { ...page.data.counts, approvals: pending.data.approvals.length };
+  const numbers = { ...page.data.counts, approvals: pending.data.pending };
   for (const el of document.querySelectorAll("[data-count]")) {
     const n = numbers[el.dataset.count] || 0;
     el.textContent = n ? String(n) : "";
