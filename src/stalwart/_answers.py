@@ -14,11 +14,10 @@ import dataclasses
 import datetime as _dt
 from typing import Any
 
-from ._errors import CorruptRecord
 from ._model import Usage
 from ._serde import JSON_TAG, Codec
 from ._store.base import ApprovalRow, JournalRow
-from ._views import Views, approval_details, error_text, journal_key, usage_of
+from ._views import Views, approval_details, decoded, error_text, journal_key, usage_of
 from ._wire import jsonable
 
 try:
@@ -133,13 +132,4 @@ def _value(
     plain, value = _plain(stored)
     if plain:
         return value
-    try:
-        decoded = codec.decode(stored)
-    except ValueError as exc:
-        raise CorruptRecord(
-            f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
-            f"recorded {label} cannot be decoded ({exc})",
-            workflow_id=workflow_id,
-            seq=row.seq,
-        ) from exc
-    return jsonable(decoded)
+    return jsonable(decoded(codec, workflow_id, row, label, stored))

@@ -47,6 +47,7 @@ from ._store.base import ApprovalRow, JournalRow, ReadModelStore, UsageRow
 __all__ = [
     "Views",
     "approval_details",
+    "decoded",
     "entry_of",
     "error_text",
     "journal_key",
@@ -218,19 +219,26 @@ def _was_interrupted(error: str | None) -> bool:
         return False
 
 
+def decoded(codec: Codec, workflow_id: str, row: JournalRow, label: str, stored: bytes) -> Any:
+    """A journal row's stored ``label`` (input or output) decoded; ``CorruptRecord`` naming
+    the run and the seq when it cannot be."""
+    try:
+        return codec.decode(stored)
+    except ValueError as exc:
+        raise CorruptRecord(
+            f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
+            f"recorded {label} cannot be decoded ({exc})",
+            workflow_id=workflow_id,
+            seq=row.seq,
+        ) from exc
+
+
 def entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
     """A journal row as the public entry, its input and output decoded."""
-    values = []
-    for label, stored in (("input", row.input), ("output", row.output)):
-        try:
-            values.append(codec.decode(stored) if stored is not None else None)
-        except ValueError as exc:
-            raise CorruptRecord(
-                f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
-                f"recorded {label} cannot be decoded ({exc})",
-                workflow_id=workflow_id,
-                seq=row.seq,
-            ) from exc
+    values = [
+        None if stored is None else decoded(codec, workflow_id, row, label, stored)
+        for label, stored in (("input", row.input), ("output", row.output))
+    ]
     return JournalEntry(
         seq=row.seq,
         kind=row.kind,
