@@ -36,7 +36,7 @@ class FleetViews:
                 pending=counts.get(name, {}).get(RunStatus.PENDING, 0),
                 running=counts.get(name, {}).get(RunStatus.RUNNING, 0),
             )
-            for name in sorted({*declared, *counts})
+            for name in sorted({*declared, *counts, *store.run_queues()})
         ]
 
     def workers(self) -> list[WorkerInfo]:

@@ -205,6 +205,9 @@ def test_run_counts_count_each_status_and_queue(store: Store) -> None:
         ("pending", "llm", 1),
         ("running", "llm", 1),
     ]  # the suspended run is not counted: the queues page shows pending and running ones
+    _create(store, "r6", owner=None, queue="batch")
+    assert store.cancel_run("r6", now=2.0, error=_CANCELLED, entry=_note("cancel")) == "cancelled"
+    assert store.run_queues() == ["batch", "default", "llm"]  # a queue whose runs all ended too
 
 
 def test_a_run_keeps_the_trace_context_it_was_created_with(store: Store) -> None:

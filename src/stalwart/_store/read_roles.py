@@ -72,6 +72,9 @@ class RunReads(Protocol):
     def queue_counts(self) -> list[CountRow]:
         """How many pending and running runs each queue has (no ended run is read)."""
 
+    def run_queues(self) -> list[str]:
+        """Every queue some run uses, whatever the run's status (one index probe a queue)."""
+
 
 class JournalReads(Protocol):
     """A run's journal as a reader sees it: its rows, its size, the usage of its steps, a

@@ -166,6 +166,17 @@ SELECT queue, status, count(*) AS runs FROM runs
 WHERE status IN ('pending', 'running')
 GROUP BY queue, status;
 
+-- name: run_queues
+-- Every queue some run uses, whatever its status: one probe of runs_by_queue_created per
+-- queue (a loose index scan), never a read of the runs themselves.
+WITH RECURSIVE used(queue) AS (
+    SELECT min(queue) FROM runs
+    UNION ALL
+    SELECT (SELECT min(r.queue) FROM runs r WHERE r.queue > used.queue)
+    FROM used WHERE used.queue IS NOT NULL
+)
+SELECT queue FROM used WHERE queue IS NOT NULL;
+
 -- name: publish_step
 UPDATE runs SET current_step = :current
 WHERE workflow_id = :workflow_id AND lease_owner = :owner;

@@ -40,6 +40,10 @@ class ReadVerbs(SQLBase):
         """How many pending and running runs each queue has."""
         return self._records("queue_counts", {}, CountRow)
 
+    def run_queues(self) -> list[str]:
+        """Every queue some run uses, whatever the run's status."""
+        return [str(row[0]) for row in self._rows("run_queues", {})]
+
     def step_usage(self, workflow_id: str) -> list[UsageRow]:
         """What each step attempt of a run used, in order, without reading payloads; its
         ``in_doubt`` entries too."""
