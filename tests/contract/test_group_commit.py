@@ -6,26 +6,15 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from stalwart import NotDurableWarning
-from stalwart._store import Entry, open_store
+from stalwart._store import Entry
 from stalwart._store.sql.pipeline import Write
 
 pytestmark = pytest.mark.timeout(60)
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Any]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotDurableWarning)
-        instance = open_store(store_url)
-    yield instance
-    instance.close()
 
 
 def _create(store: Any, wid: str, owner: str) -> None:

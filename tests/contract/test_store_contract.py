@@ -14,7 +14,7 @@ import re
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +41,6 @@ from stalwart.testing import execute_sql
 OLD_TREES = Path(__file__).parents[1] / "unit" / "data" / "tree_with_32_byte_keys.json"
 
 _CANCELLED = ErrorRecord("WorkflowCancelled")  # what a cancel records
-
-
-@pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NotDurableWarning)
-        instance = open_store(store_url)
-    yield instance
-    instance.close()
 
 
 def _create(
