@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from wake_floors import CommitClock, Stores, bare_insert, commit_to_observe, round_trip
+from fleet import Stores
+from wake_floors import CommitClock, bare_insert, commit_to_observe, round_trip
 
 import stalwart
 
@@ -286,7 +287,7 @@ class Report:
 def part_suspended(folder: str, args: argparse.Namespace, report: Report) -> None:
     n = args.runs
     warm = max(1, n // 10)
-    url = args.stores.fresh(folder, "stalwart")
+    url = args.stores.fresh()
     bench = build(url)
     worker = Worker(url, folder, args.concurrency)
     try:
@@ -363,7 +364,7 @@ def part_suspended(folder: str, args: argparse.Namespace, report: Report) -> Non
 
 def part_timers(folder: str, args: argparse.Namespace, report: Report) -> None:
     n = args.timers
-    url = args.stores.fresh(folder, "stalwart")
+    url = args.stores.fresh()
     bench = build(url)
     worker = Worker(url, folder, args.concurrency)
     try:
@@ -415,7 +416,7 @@ def part_timers(folder: str, args: argparse.Namespace, report: Report) -> None:
 
 def part_events(folder: str, args: argparse.Namespace, report: Report) -> None:
     n = args.events
-    url = args.stores.fresh(folder, "stalwart")
+    url = args.stores.fresh()
     bench = build(url)
     worker = Worker(url, folder, args.concurrency)
     try:
@@ -506,7 +507,7 @@ def part_caller(folder: str, args: argparse.Namespace, report: Report) -> None:
     # In one process (the worker a thread of the caller's app, as app.serve beside a web
     # handler), then with the worker in a process of its own.
     for label in ("worker in the caller's process", "worker in another process"):
-        url = args.stores.fresh(folder, str(len(rows)))
+        url = args.stores.fresh()
         bench = build(url)
         ids = [f"call-{i:06d}" for i in range(n)]
         if label.endswith("another process"):
@@ -633,7 +634,6 @@ def main(argv: list[str] | None = None) -> int:
     if "postgres" in kinds and not args.postgres_url:
         parser.error("--store postgres needs --postgres-url or $STALWART_TEST_POSTGRES_URL")
     for kind in kinds:
-        args.stores = report_store = Stores(kind, args.postgres_url or "")
         report.store = "SQLite" if kind == "sqlite" else "PostgreSQL"
         for name in PARTS:
             if args.only and name not in args.only:
@@ -642,6 +642,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n{title} ({report.store})", flush=True)
             started = time.perf_counter()
             with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=args.dir) as folder:
+                args.stores = report_store = Stores(kind, folder, args.postgres_url or "")
                 try:
                     run(folder, args, report)
                 finally:

@@ -1,4 +1,4 @@
-"""Stores and floors for ``bench/waits.py``: fresh store URLs on SQLite or PostgreSQL, and the
+"""Floors for ``bench/waits.py`` (its fresh stores are ``bench/fleet.py``'s ``Stores``): the
 bare commit-to-observe latency of each store's change signal, measured across two processes.
 
 The floor of a wake-up: a writer process commits (SQLite: one autocommitted INSERT into a
@@ -19,38 +19,9 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 CHANNEL = "stalwart_bench_floor"
-
-
-@dataclass
-class Stores:
-    """Fresh stores of one kind: ``sqlite`` (files under ``folder``) or ``postgres``."""
-
-    kind: str
-    postgres_url: str
-    schemas: list[str] = field(default_factory=list)
-
-    def fresh(self, folder: str, tag: str) -> str:
-        """The URL of a new, empty store."""
-        if self.kind == "sqlite":
-            return f"sqlite:///{folder}/{tag}.db"
-        schema = f"bench_{uuid.uuid4().hex[:12]}"
-        self.schemas.append(schema)
-        separator = "&" if "?" in self.postgres_url else "?"
-        return f"{self.postgres_url}{separator}schema={schema}"
-
-    def drop(self) -> None:
-        """Drop every schema handed out (SQLite's files go with their folder)."""
-        if not self.schemas:
-            return
-        import psycopg
-
-        with psycopg.connect(self.postgres_url, autocommit=True, connect_timeout=5) as conn:
-            while self.schemas:
-                conn.execute(f"DROP SCHEMA IF EXISTS {self.schemas.pop()} CASCADE")
 
 
 class CommitClock:
