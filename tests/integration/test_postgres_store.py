@@ -81,6 +81,64 @@ def test_an_append_whose_acknowledgement_was_lost_is_recorded_once(
         store.close()
 
 
+def test_a_lone_run_waits_for_the_server_once_a_transaction(pg_url: str, tmp_path: Any) -> None:
+    """A one-step run's two transactions are each sent whole (BEGIN, statements, COMMIT) and
+    answered once: two answers from the server, not one a statement."""
+    with stalwart.Stalwart(pg_url) as app:
+
+        @app.step
+        def double(x: int) -> int:
+            return 2 * x
+
+        @app.workflow
+        def one_step(x: int) -> int:
+            return double(x)
+
+        assert app.run(one_step, 1, workflow_id="warm-up") == 2
+        store = store_of(app)
+        assert isinstance(store, PostgresStore)
+        trace = tmp_path / "libpq.trace"
+        with trace.open("w") as out:
+            with store._writer.connection() as conn:  # the pipeline's one connection
+                conn.pgconn.trace(out.fileno())
+            try:
+                assert app.run(one_step, 21, workflow_id="counted") == 42
+            finally:
+                with store._writer.connection() as conn:
+                    conn.pgconn.untrace()
+        answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+        assert len(answers) == 2
+        assert [e.kind for e in app.journal("counted")] == ["run", "step", "run"]
+
+
+def test_a_write_sent_ahead_whose_answer_was_lost_is_recorded_once(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from stalwart._store import postgres
+
+    store = open_store(pg_url)
+    assert isinstance(store, PostgresStore)
+    real = postgres.send_ahead
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, send: Any) -> Any:
+        import psycopg
+
+        done = real(conn, send)  # committed: it landed
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    monkeypatch.setattr(postgres, "send_ahead", commits_then_loses_the_answer)
+    try:
+        _held_run(store, "r")
+        assert lost == [1]
+        assert [e.name for e in store.journal("r")] == ["started"]
+    finally:
+        store.close()
+
+
 @pytest.mark.parametrize(
     ("query", "match"),
     [

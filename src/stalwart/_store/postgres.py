@@ -33,8 +33,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
-from .base import READ_ONLY_DECLARATIONS
+from .base import READ_ONLY_DECLARATIONS, Entry
 from .changes import Changes
+from .pg_ahead import NotAhead, send_ahead
+from .pg_outages import Outages, connection_lost, first_line
 from .queries import load_queries
 from .sql import SQLStore
 
@@ -48,13 +50,11 @@ log = logging.getLogger("stalwart")
 T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 5
-RECONNECT_GIVE_UP_S = 300.0
 RECONNECT_MAX_DELAY_S = 2.0
 DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
-PREPARED_MAX = 8  # prepared statements a connection keeps (the hot path's is one)
-OUTAGE_QUIET_S = 10.0
+PREPARED_MAX = 32  # prepared statements a connection keeps (a lone run's writes use a dozen)
 OUTAGE_POOL_WAIT_S = 0.2
 
 # Set while this thread commits a batch of the pipeline: its connection is the writer's own.
@@ -86,35 +86,12 @@ class _QuietPool(logging.Filter):
 logging.getLogger("psycopg.pool").addFilter(_QuietPool())
 
 
-# SQLSTATEs of a server that is going away or not there yet; other errors are not outages.
-# admin_shutdown, crash_shutdown, cannot_connect_now, idle_session_timeout
-_GOING_AWAY = {"57P01", "57P02", "57P03", "57P05"}
-
-
-def _connection_lost(exc: Exception) -> bool:
-    """Whether ``exc`` says the connection, not the statement, failed: worth retrying."""
-    import psycopg
-    import psycopg_pool
-
-    if isinstance(exc, psycopg_pool.PoolTimeout):
-        return True
-    if not isinstance(exc, psycopg.OperationalError):
-        return False
-    state = exc.sqlstate
-    return state is None or state.startswith("08") or state in _GOING_AWAY
-
-
 def _configure(conn: Any) -> None:
     """A new pooled connection: psycopg remembers the last ``prepared_max`` query texts it
     ran to prepare those it sees often, but ours carry their values inline (a client-side
     cursor) and never repeat, so that memory (100 texts per connection by default, held for
     the connection's life) buys nothing; the hot path prepares its statement explicitly."""
     conn.prepared_max = PREPARED_MAX
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _split_url(url: str) -> tuple[str, str | None, int, str]:
@@ -186,7 +163,7 @@ class _Listener:
         self.thread.join(timeout=2)
 
 
-class PostgresStore(SQLStore):
+class PostgresStore(Outages, SQLStore):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:
@@ -211,10 +188,7 @@ class PostgresStore(SQLStore):
             "connect_timeout": CONNECT_TIMEOUT_S,
             "options": options.strip(),
         }
-        self._outage_since: float | None = None
-        self._outage_logged_at = -OUTAGE_QUIET_S
-        self._outage_logged = False
-        self._outage_lock = threading.Lock()
+        self._init_outages()
         self._listener: _Listener | None = None
         self.changes = Changes(start=self._listen)
         self._check_reachable(psycopg)
@@ -263,7 +237,7 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreError(
                 f"cannot connect to the PostgreSQL store {mask_url(self.url)}: "
-                f"{_first_line(exc)}; check "
+                f"{first_line(exc)}; check "
                 "that the server is running and the URL's host, port, user and database"
             ) from None
 
@@ -328,8 +302,8 @@ class PostgresStore(SQLStore):
             except psycopg_pool.PoolClosed:
                 raise StoreError(f"the store {mask_url(self.url)} was closed") from None
             except psycopg.Error as exc:
-                if not _connection_lost(exc):
-                    raise StoreError(f"{mask_url(self.url)}: {_first_line(exc)}") from exc
+                if not connection_lost(exc):
+                    raise StoreError(f"{mask_url(self.url)}: {first_line(exc)}") from exc
                 self._outage(exc, began)
             time.sleep(random.uniform(delay / 2, delay))
             delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
@@ -360,50 +334,6 @@ class PostgresStore(SQLStore):
         with psycopg.connect(self._conninfo, **self._pool_kwargs) as conn:
             yield conn
 
-    def _outage(self, exc: Exception, since: float) -> None:
-        """Note a lost connection; raise once this call (begun at ``since``) has waited too
-        long.
-
-        One outage is logged once: connections the pool held when the server went away fail
-        one by one after it is back, and those failures within ``OUTAGE_QUIET_S`` of the last
-        logged outage are the same outage, not news."""
-        now = time.monotonic()
-        first = False
-        with self._outage_lock:
-            if self._outage_since is None:
-                self._outage_since = now
-                first = True
-                if now - self._outage_logged_at > OUTAGE_QUIET_S:
-                    self._outage_logged_at = now
-                    self._outage_logged = True
-                    log.warning(
-                        "store %s unreachable (%s); retrying with backoff for up to %.0f s",
-                        mask_url(self.url),
-                        _first_line(exc),
-                        RECONNECT_GIVE_UP_S,
-                    )
-        if now - since > RECONNECT_GIVE_UP_S:
-            raise StoreError(
-                f"the PostgreSQL store {mask_url(self.url)} has been unreachable for "
-                f"{now - since:.0f} s: {_first_line(exc)}"
-            ) from exc
-        if first:
-            with contextlib.suppress(Exception):
-                self._pool.check()  # drop the other dead connections now, not one by one
-
-    def _outage_over(self) -> None:
-        with self._outage_lock:
-            if self._outage_since is None:
-                return
-            if self._outage_logged:
-                log.warning(
-                    "store %s reachable again after %.1f s",
-                    mask_url(self.url),
-                    time.monotonic() - self._outage_since,
-                )
-                self._outage_logged = False
-            self._outage_since = None
-
     def _write(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=True)
 
@@ -414,6 +344,22 @@ class PostgresStore(SQLStore):
             yield
         finally:
             _WRITING.reset(token)
+
+    def _once_ahead(
+        self,
+        workflow_id: str,
+        footprint: Entry,
+        work: Callable[[Any], T],
+        send: Callable[[Any], T],
+    ) -> T:
+        # Outside ``_write``'s transaction (``send_ahead`` spells its own out), so ``_once``
+        # checks on a retry whether the first try's COMMIT landed.
+        try:
+            return self._once(
+                workflow_id, footprint, lambda conn: send_ahead(conn, send), transaction=False
+            )
+        except NotAhead:  # a precondition did not hold: the plain way reads which
+            return self._once(workflow_id, footprint, work)
 
     def _run(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=False)

@@ -171,6 +171,21 @@ class SQLBase(Migrating):
         finally:
             CALL_ID.reset(token)
 
+    def _once_ahead(
+        self,
+        workflow_id: str,
+        footprint: Entry,
+        work: Callable[[Any], T],
+        send: Callable[[Any], T],
+    ) -> T:
+        """``_once(work)``, or, where the backend can send a transaction's statements before
+        their answers come back, ``send``: the same write as ``work`` in statements that
+        each fail where ``work`` would read a failed precondition from a row count, so the
+        whole transaction (its ``COMMIT`` included) goes out at once; a failed one rolls it
+        back and ``work`` then decides. ``send`` returns what ``work`` returns when it
+        writes. A backend that cannot send ahead runs ``work``."""
+        return self._once(workflow_id, footprint, work)
+
     def _journaled(self, workflow_id: str | None, call_id: str) -> Callable[[Any], bool]:
         """Whether the entry of call ``call_id`` is in ``workflow_id``'s journal."""
 

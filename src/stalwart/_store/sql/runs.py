@@ -7,6 +7,7 @@ from typing import Any
 
 from ..base import Entry, RunRow
 from ..payloads import INLINE_LIMIT
+from ._base import _inline
 from .pipeline import Pipelined, Write
 
 __all__ = ["RunVerbs"]
@@ -33,30 +34,37 @@ class RunVerbs(Pipelined):
     ) -> bool:
         """Insert a run and its first journal entry; ``False`` if the id exists."""
 
+        def insert(conn: Any, query: str = "create_run") -> Any:
+            params = {
+                "workflow_id": workflow_id,
+                "name": name,
+                "status": str(status),
+                "queue": queue,
+                "priority": priority,
+                "input": self._stash(conn, input),
+                "now": now,
+                "owner": owner,
+                "lease_until": lease_until,
+                "deadline": deadline,
+                "trace_context": trace_context,
+            }
+            return conn.execute(self._q[query], params)
+
         def work(conn: Any) -> bool:
-            cur = conn.execute(
-                self._q["create_run"],
-                {
-                    "workflow_id": workflow_id,
-                    "name": name,
-                    "status": str(status),
-                    "queue": queue,
-                    "priority": priority,
-                    "input": self._stash(conn, input),
-                    "now": now,
-                    "owner": owner,
-                    "lease_until": lease_until,
-                    "deadline": deadline,
-                    "trace_context": trace_context,
-                },
-            )
-            if cur.rowcount != 1:
+            if insert(conn).rowcount != 1:
                 return False
             self._journal_in(conn, workflow_id, entry)
             return True
 
+        def send(conn: Any) -> bool:
+            insert(conn, "create_run_ahead")  # fails where the id exists
+            self._journal_in(conn, workflow_id, entry)
+            return True
+
         def alone() -> bool:
-            return self._once(workflow_id, entry, work)
+            if len(input) > INLINE_LIMIT or not _inline(entry):
+                return self._once(workflow_id, entry, work)
+            return self._once_ahead(workflow_id, entry, work, send)
 
         return bool(self._batched(Write(workflow_id, work, alone)))
 
@@ -108,35 +116,45 @@ class RunVerbs(Pipelined):
 
         inline = output is None or len(output) <= INLINE_LIMIT
 
-        def work(conn: Any) -> bool:
+        def update(conn: Any, query: str = "finish_run") -> Any:
             # The fenced UPDATE takes the run's row lock as it checks the lease (a lock taken
             # first would cost PostgreSQL a round trip for nothing); only a result stored
             # apart writes payloads first, so there the run is locked before them, as every
             # writer of a run does.
             if not inline:
                 self._lock_run(conn, workflow_id)
-            cur = conn.execute(
-                self._q["finish_run"],
-                {
-                    "workflow_id": workflow_id,
-                    "owner": owner,
-                    "status": str(status),
-                    "output": output if inline else self._stash(conn, output, tree=True),
-                    "error": error,
-                    "now": now,
-                },
-            )
-            if cur.rowcount != 1:
-                return False
+            params = {
+                "workflow_id": workflow_id,
+                "owner": owner,
+                "status": str(status),
+                "output": output if inline else self._stash(conn, output, tree=True),
+                "error": error,
+                "now": now,
+            }
+            return conn.execute(self._q[query], params)
+
+        def rest(conn: Any) -> None:
             for attempt in charged:
                 self._journal_in(conn, workflow_id, attempt)
             self._journal_in(conn, workflow_id, entry)
             close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
             conn.execute(self._q["close_approvals"], close)
             self._wake_parent(conn, workflow_id, now)
+
+        def work(conn: Any) -> bool:
+            if update(conn).rowcount != 1:
+                return False
+            rest(conn)
+            return True
+
+        def send(conn: Any) -> bool:
+            update(conn, "finish_run_ahead")  # fails where the lease was lost
+            rest(conn)
             return True
 
         def alone() -> bool:
-            return self._once(workflow_id, entry, work)
+            if not inline or not all(map(_inline, [*charged, entry])):
+                return self._once(workflow_id, entry, work)
+            return self._once_ahead(workflow_id, entry, work, send)
 
         return bool(self._batched(Write(workflow_id, work, alone)))

@@ -12,6 +12,27 @@ VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now
         :owner, :lease_until, :deadline, :trace_context)
 ON CONFLICT (workflow_id) DO NOTHING;
 
+-- own: create_run_ahead
+-- create_run, sent with the rest of its transaction before any answer is read: an id that
+-- exists fails it, and with it the transaction, where create_run changes no row.
+INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
+                  lease_owner, lease_expires_at, deadline, trace_context)
+VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now AS numeric), 6), :now,
+        :owner, :lease_until, :deadline, :trace_context);
+
+-- own: finish_run_ahead
+-- finish_run, sent with the rest of its transaction before any answer is read: a lost lease
+-- fails it (a division by the zero rows it changed), and with it the transaction, where
+-- finish_run changes no row.
+WITH finished AS (
+    UPDATE runs
+    SET status = :status, output = :output, error = :error, updated_at = :now,
+        lease_owner = NULL, lease_expires_at = NULL, current_step = NULL
+    WHERE workflow_id = :workflow_id AND lease_owner = :owner AND status = 'running'
+    RETURNING 1
+)
+SELECT 1 / count(*) FROM finished;
+
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
