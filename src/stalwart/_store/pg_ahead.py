@@ -4,9 +4,10 @@
 answer comes back, so a lone run's two transactions each wait for the server once, not once
 a statement. The statements bind their values on the server and are prepared: a lone run
 repeats the same few texts, which the server then neither parses nor plans again. Their
-preconditions are statements that fail where they do not hold, so a failure aborts the whole
-transaction; the caller then does the write the plain way, which reads what failed from row
-counts (see ``SQLBase._once_ahead``).
+preconditions are statements that fail where they do not hold (a division by the zero rows
+they changed: nothing else in them divides), so a failed one aborts the whole transaction and
+says the write was refused; any other failure sends the write again the plain way, which reads
+its preconditions from row counts (see ``SQLBase._once_ahead``).
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from typing import Any, TypeVar
 
 from .pg_outages import connection_lost
 
-__all__ = ["NotAhead", "send_ahead"]
+__all__ = ["NotAhead", "Refused", "send_ahead"]
 
 T = TypeVar("T")
 
 
+class Refused(Exception):
+    """A write sent ahead found its precondition false: it was rolled back."""
+
+
 class NotAhead(Exception):
-    """A write sent ahead failed on a statement (a precondition that did not hold): it was
-    rolled back and is to be done again the plain way."""
+    """A write sent ahead failed on another statement: it was rolled back and is to be done
+    again the plain way."""
 
 
 class _Prepared:
@@ -41,8 +46,9 @@ class _Prepared:
 
 def send_ahead(conn: Any, send: Callable[[Any], T]) -> T:
     """``send``'s statements in one transaction, sent with its ``BEGIN`` and ``COMMIT`` and
-    answered once; ``NotAhead`` when one failed. (The transaction is spelled out: psycopg's
-    own waits for its ``BEGIN`` in pipeline mode.)"""
+    answered once; ``Refused`` when its precondition failed, ``NotAhead`` when another
+    statement did. (The transaction is spelled out: psycopg's own waits for its ``BEGIN`` in
+    pipeline mode.)"""
     import psycopg
 
     try:
@@ -54,5 +60,7 @@ def send_ahead(conn: Any, send: Callable[[Any], T]) -> T:
         if connection_lost(exc):
             raise
         conn.execute("ROLLBACK")  # the failed statement left the transaction open
+        if isinstance(exc, psycopg.errors.DivisionByZero):
+            raise Refused from exc
         raise NotAhead from exc
     return value

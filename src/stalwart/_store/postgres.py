@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry
 from .changes import Changes
-from .pg_ahead import NotAhead, send_ahead
+from .pg_ahead import NotAhead, Refused, send_ahead
 from .pg_outages import Outages, connection_lost, first_line
 from .queries import load_queries
 from .sql import SQLStore
@@ -351,6 +351,7 @@ class PostgresStore(Outages, SQLStore):
         footprint: Entry,
         work: Callable[[Any], T],
         send: Callable[[Any], T],
+        refused: T,
     ) -> T:
         # Outside ``_write``'s transaction (``send_ahead`` spells its own out), so ``_once``
         # checks on a retry whether the first try's COMMIT landed.
@@ -358,7 +359,9 @@ class PostgresStore(Outages, SQLStore):
             return self._once(
                 workflow_id, footprint, lambda conn: send_ahead(conn, send), transaction=False
             )
-        except NotAhead:  # a precondition did not hold: the plain way reads which
+        except Refused:
+            return refused
+        except NotAhead:  # another statement failed: the plain way says how
             return self._once(workflow_id, footprint, work)
 
     def _run(self, work: Callable[[Any], T]) -> T:

@@ -177,13 +177,14 @@ class SQLBase(Migrating):
         footprint: Entry,
         work: Callable[[Any], T],
         send: Callable[[Any], T],
+        refused: T,
     ) -> T:
         """``_once(work)``, or, where the backend can send a transaction's statements before
-        their answers come back, ``send``: the same write as ``work`` in statements that
-        each fail where ``work`` would read a failed precondition from a row count, so the
-        whole transaction (its ``COMMIT`` included) goes out at once; a failed one rolls it
-        back and ``work`` then decides. ``send`` returns what ``work`` returns when it
-        writes. A backend that cannot send ahead runs ``work``."""
+        their answers come back, ``send``: the same write as ``work``, whose precondition is
+        a statement that fails where it does not hold, so the whole transaction (its
+        ``COMMIT`` included) goes out at once. ``send`` returns what ``work`` returns when it
+        writes, ``refused`` what it returns when the precondition does not hold. A backend
+        that cannot send ahead runs ``work``."""
         return self._once(workflow_id, footprint, work)
 
     def _journaled(self, workflow_id: str | None, call_id: str) -> Callable[[Any], bool]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..base import Entry, HeldRun, LeaseClaim, QueueLimits, RunRow
+from ._base import _inline
 from .pipeline import Pipelined, Write
 
 __all__ = ["LeaseVerbs"]
@@ -37,6 +38,11 @@ class _Recoveries:
 
     count: int = 0
     mark: int | None = None
+
+
+def _unlimited(limits: QueueLimits | None) -> bool:
+    """Whether a queue's ``limits`` admit every start (none to check)."""
+    return limits is None or (limits.concurrency is None and limits.rate is None)
 
 
 def _taken(claim: LeaseClaim) -> bool:
@@ -111,6 +117,14 @@ class LeaseVerbs(Pipelined):
         queue (fewer than ``concurrency`` runs of the queue running) and, for a pending run,
         room in the queue's rate (fewer than ``rate`` starts in the last ``period`` seconds);
         taking over a running run needs neither: it holds its slot already."""
+        swap = {
+            "workflow_id": workflow_id,
+            "owner": owner,
+            "expected_owner": expected_owner,
+            "now": now,
+            "lease_until": lease_until,
+            "holder_gone": int(holder_gone),
+        }
 
         def work(conn: Any) -> LeaseClaim:
             if not self._lock_run(conn, workflow_id, skip_locked=True):
@@ -126,14 +140,6 @@ class LeaseVerbs(Pipelined):
                 if counted is None:
                     return _REFUSED
                 recoveries = counted
-            swap = {
-                "workflow_id": workflow_id,
-                "owner": owner,
-                "expected_owner": expected_owner,
-                "now": now,
-                "lease_until": lease_until,
-                "holder_gone": int(holder_gone),
-            }
             if not self._swap_lease(conn, swap, recoveries):
                 return _REFUSED
             if admission.rate_queue is not None:
@@ -144,9 +150,17 @@ class LeaseVerbs(Pipelined):
 
         if entry is None:
             return self._once(workflow_id, entry, work)
+        resumed: Entry = entry
+
+        def send(conn: Any) -> LeaseClaim:
+            conn.execute(self._q["take_lease_ahead"], swap)
+            self._journal_in(conn, workflow_id, resumed)
+            return LeaseClaim(taken=True, recoveries=0)
 
         def alone() -> LeaseClaim:
-            return self._once(workflow_id, entry, work)
+            if recovery or not _inline(resumed) or not _unlimited(limits):
+                return self._once(workflow_id, resumed, work)
+            return self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
 
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.

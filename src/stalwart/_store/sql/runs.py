@@ -57,14 +57,14 @@ class RunVerbs(Pipelined):
             return True
 
         def send(conn: Any) -> bool:
-            insert(conn, "create_run_ahead")  # fails where the id exists
+            insert(conn, "create_run_ahead")
             self._journal_in(conn, workflow_id, entry)
             return True
 
         def alone() -> bool:
             if len(input) > INLINE_LIMIT or not _inline(entry):
                 return self._once(workflow_id, entry, work)
-            return self._once_ahead(workflow_id, entry, work, send)
+            return self._once_ahead(workflow_id, entry, work, send, refused=False)
 
         return bool(self._batched(Write(workflow_id, work, alone)))
 
@@ -148,13 +148,13 @@ class RunVerbs(Pipelined):
             return True
 
         def send(conn: Any) -> bool:
-            update(conn, "finish_run_ahead")  # fails where the lease was lost
+            update(conn, "finish_run_ahead")
             rest(conn)
             return True
 
         def alone() -> bool:
             if not inline or not all(map(_inline, [*charged, entry])):
                 return self._once(workflow_id, entry, work)
-            return self._once_ahead(workflow_id, entry, work, send)
+            return self._once_ahead(workflow_id, entry, work, send, refused=False)
 
         return bool(self._batched(Write(workflow_id, work, alone)))

@@ -13,17 +13,23 @@ VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now
 ON CONFLICT (workflow_id) DO NOTHING;
 
 -- own: create_run_ahead
--- create_run, sent with the rest of its transaction before any answer is read: an id that
--- exists fails it, and with it the transaction, where create_run changes no row.
-INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
-                  lease_owner, lease_expires_at, deadline, trace_context)
-VALUES (:workflow_id, :name, :status, :queue, :priority, :input, round(CAST(:now AS numeric), 6), :now,
-        :owner, :lease_until, :deadline, :trace_context);
+-- create_run, sent with the rest of its transaction before any answer is read (see
+-- pg_ahead.py): an id that exists fails it, by a division by the zero rows it inserted, and
+-- with it the transaction, where create_run inserts no row. The _ahead statements below fail
+-- alike where their precondition does not hold, and by nothing else.
+WITH made AS (
+    INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
+                      lease_owner, lease_expires_at, deadline, trace_context)
+    VALUES (:workflow_id, :name, :status, :queue, :priority, :input,
+            round(CAST(:now AS numeric), 6), :now, :owner, :lease_until, :deadline,
+            :trace_context)
+    ON CONFLICT (workflow_id) DO NOTHING
+    RETURNING 1
+)
+SELECT 1 / count(*) FROM made;
 
 -- own: finish_run_ahead
--- finish_run, sent with the rest of its transaction before any answer is read: a lost lease
--- fails it (a division by the zero rows it changed), and with it the transaction, where
--- finish_run changes no row.
+-- finish_run, sent ahead: a lost lease fails it.
 WITH finished AS (
     UPDATE runs
     SET status = :status, output = :output, error = :error, updated_at = :now,
@@ -32,6 +38,21 @@ WITH finished AS (
     RETURNING 1
 )
 SELECT 1 / count(*) FROM finished;
+
+-- own: take_lease_ahead
+-- take_lease, sent ahead: a run not claimable, held by another than :expected_owner, or
+-- locked by another claimant right now (not waited for) fails it.
+WITH taken AS (
+    UPDATE runs
+    SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
+        updated_at = :now, recoveries = 0, recovery_mark = NULL,
+        wake_at = NULL, waiting_for = NULL
+    WHERE workflow_id = (SELECT workflow_id FROM runs WHERE workflow_id = :workflow_id
+                         FOR UPDATE SKIP LOCKED)
+      AND lease_owner IS NOT DISTINCT FROM :expected_owner AND {{claimable}}
+    RETURNING 1
+)
+SELECT 1 / count(*) FROM taken;
 
 -- name: take_lease
 UPDATE runs
