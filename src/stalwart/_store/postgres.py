@@ -394,6 +394,9 @@ class PostgresStore(Outages, SQLStore):
         exists = conn.execute(self._q["run_exists"], {"workflow_id": workflow_id}).fetchone()
         return exists is None
 
+    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
+        conn.execute(self._q["lock_run"], {"workflow_id": workflow_id})
+
     def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
         if name != "append_entry_if_owner":
             return super()._insert_entry(conn, name, params)

@@ -8,6 +8,7 @@ import contextvars
 import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord
@@ -99,6 +100,16 @@ class SQLBase(Migrating):
 
         With ``skip_locked``, a run another writer holds is not waited for: ``False``."""
         return True
+
+    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
+        """``_lock_run`` (waiting for the lock), its answer not read: inside ``_pipelined``,
+        it goes out with the statements after it."""
+        self._lock_run(conn, workflow_id)
+
+    def _pipelined(self, conn: Any) -> AbstractContextManager[Any]:
+        """Around statements sent without waiting for their answers (where the backend can):
+        at its end every one was answered; read their cursors after it."""
+        return nullcontext()
 
     def _lock_queue(self, conn: Any, queue: str) -> None:
         """Inside ``_write``: serialize the starts of one queue's runs."""

@@ -113,10 +113,6 @@ class Pipelined(SQLBase):
                 values[i] = self._one(conn, write)
         return [values[i] for i in range(len(writes))]
 
-    def _pipelined(self, conn: Any) -> AbstractContextManager[Any]:
-        """Around statements sent without waiting for their answers (where the backend can)."""
-        return nullcontext()
-
     def _committed(self, conn: Any, writes: list[Write], decided: list[Any]) -> bool:
         """Whether the batch that decided ``decided`` committed: it commits whole or not at
         all, so one write that wrote (and so journaled its footprint) tells."""

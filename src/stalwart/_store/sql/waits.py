@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from ..._errors import InvalidOperation
 from ..._model import RunStatus
 from ..base import ApprovalRow, Entry, WaitDecision
-from ._base import SQLBase, _typed
+from ._base import SQLBase, _inline, _typed
 
 __all__ = ["WaitVerbs"]
 
@@ -105,17 +106,19 @@ class WaitVerbs(SQLBase):
         """
 
         def work(conn: Any) -> WaitDecision:
-            self._lock_run(conn, workflow_id)
-            held = {"workflow_id": workflow_id, "owner": owner}
-            if conn.execute(self._q["lease_held"], held).fetchone() is None:
+            with self._pipelined(conn):  # three questions, one round trip
+                self._send_lock_run(conn, workflow_id)
+                held = conn.execute(
+                    self._q["lease_held"], {"workflow_id": workflow_id, "owner": owner}
+                )
+                done = conn.execute(
+                    self._q["seq_completed"], {"workflow_id": workflow_id, "seq": entry.seq}
+                )
+            if held.fetchone() is None or done.fetchone():
                 return WaitDecision("lost")
-            if conn.execute(
-                self._q["seq_completed"], {"workflow_id": workflow_id, "seq": entry.seq}
-            ).fetchone():
-                return WaitDecision("lost")
-            decision = WaitDecision("none")
+            decision, consume = WaitDecision("none"), None
             if event_name is not None:
-                decision = self._take_event(conn, workflow_id, event_name, until, entry)
+                decision, consume = self._take_event(conn, workflow_id, event_name, until, entry)
             if decision.winner == "none" and approval_id is not None:
                 key = {"workflow_id": workflow_id, "approval_id": approval_id}
                 found = _typed(conn.execute(self._q["get_approval"], key), ApprovalRow)
@@ -134,22 +137,27 @@ class WaitVerbs(SQLBase):
             decided = entry
             if decision.winner != "timer":
                 decided = dataclasses.replace(entry, output=decision.data)
-            self._journal_in(conn, workflow_id, decided)
+            # The event consumed and the winner journaled at once (unless a payload of the
+            # entry is stored apart: storing it reads answers)
+            with self._pipelined(conn) if _inline(decided) else nullcontext():
+                if consume is not None:
+                    conn.execute(self._q["consume_event"], consume)
+                self._journal_in(conn, workflow_id, decided)
             return decision
 
         return self._once(workflow_id, entry, work)
 
     def _take_event(
         self, conn: Any, workflow_id: str, name: str, until: float | None, entry: Entry
-    ) -> WaitDecision:
-        """Consume the oldest unconsumed event ``name`` sent by ``until``, if there is one."""
+    ) -> tuple[WaitDecision, dict[str, Any] | None]:
+        """The oldest unconsumed event ``name`` sent by ``until``, if there is one, and what
+        consumes it (``consume_event``'s parameters), done with the winner's journal entry."""
         key = {"workflow_id": workflow_id, "name": name, "until": until}
         found = conn.execute(self._q["oldest_event"], key).fetchone()
         if found is None:
-            return WaitDecision("none")
-        conn.execute(self._q["consume_event"], {"id": found[0], "seq": entry.seq})
+            return WaitDecision("none"), None
         data = None if found[1] is None else self.load_payload(bytes(found[1]), conn)
-        return WaitDecision("event", data)
+        return WaitDecision("event", data), {"id": found[0], "seq": entry.seq}
 
     def deliver_event(
         self,
