@@ -101,6 +101,7 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+from .snapshots import SnapshotStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
 # but not written, and its store is opened without being migrated (an older schema is refused),
@@ -167,6 +168,7 @@ __all__ = [
     "SharedRow",
     "SharedSet",
     "SharedStore",
+    "SnapshotStore",
     "Store",
     "UnmigratedStore",
     "UsageRow",
@@ -176,7 +178,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 20
 
 
 class RunStore(RunReads, Protocol):
@@ -541,6 +543,7 @@ class Store(
     ChildStore,
     SharedStore,
     ScheduleStore,
+    SnapshotStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

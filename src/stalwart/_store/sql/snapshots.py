@@ -1,0 +1,159 @@
+"""Workspace snapshots over SQL (see ``stalwart._store.snapshots``): each verb one short
+transaction; a chunk's use is recorded in the transaction that finds it stored."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..snapshots import ChunkWrite, SnapshotFileRow, SnapshotRow, StoredChunk
+from ._base import SQLBase, _typed
+
+__all__ = ["SnapshotVerbs"]
+
+
+class _Missing(Exception):
+    """Rolls back a ``put_chunks`` that named chunks not stored without their data."""
+
+    def __init__(self, digests: list[bytes]) -> None:
+        super().__init__(len(digests))
+        self.digests = digests
+
+
+class SnapshotVerbs(SQLBase):
+    """The ``SnapshotStore`` verbs over SQL."""
+
+    def begin_snapshot(self, snapshot_id: str, *, workflow_id: str, name: str, now: float) -> bool:
+        """Insert an incomplete snapshot of an existing run."""
+        params = {"id": snapshot_id, "workflow_id": workflow_id, "name": name, "now": now}
+
+        def work(conn: Any) -> bool:
+            self._lock_run(conn, workflow_id)
+            return bool(conn.execute(self._q["begin_snapshot"], params).rowcount == 1)
+
+        return self._write(work)
+
+    def stored_chunks(self, digests: Sequence[bytes]) -> set[bytes]:
+        """Which of ``digests`` are stored now."""
+
+        def work(conn: Any) -> set[bytes]:
+            query = self._q["chunk_stored"]
+            return {d for d in digests if conn.execute(query, {"digest": d}).fetchone()}
+
+        return self._run(work)
+
+    def put_chunks(
+        self, snapshot_id: str, chunks: Sequence[StoredChunk], *, now: float
+    ) -> ChunkWrite:
+        """Store the new chunks and record every use, or nothing if one assumed stored is not."""
+
+        def work(conn: Any) -> int:
+            added = 0
+            missing = []
+            for chunk in chunks:
+                key = {"digest": chunk.digest}
+                if chunk.data is None:
+                    if conn.execute(self._q["chunk_held"], key).fetchone() is None:
+                        missing.append(chunk.digest)
+                        continue
+                else:
+                    params = {**key, "data": chunk.data, "size": chunk.size, "now": now}
+                    if conn.execute(self._q["put_chunk"], params).rowcount == 1:
+                        added += len(chunk.data)
+                conn.execute(self._q["use_chunk"], {**key, "snapshot_id": snapshot_id})
+            if missing:
+                raise _Missing(missing)
+            return added
+
+        try:
+            return ChunkWrite(stored_bytes=self._write(work))
+        except _Missing as gone:
+            return ChunkWrite(stored_bytes=0, missing=tuple(gone.digests))
+
+    def put_snapshot_files(self, snapshot_id: str, rows: Sequence[SnapshotFileRow]) -> None:
+        """Insert entries of a snapshot's tree in one transaction."""
+
+        def work(conn: Any) -> None:
+            query = self._q["put_snapshot_file"]
+            for row in rows:
+                conn.execute(
+                    query,
+                    {
+                        "snapshot_id": snapshot_id,
+                        "path": row.path,
+                        "kind": row.kind,
+                        "mode": row.mode,
+                        "size": row.size,
+                        "mtime_ns": row.mtime_ns,
+                        "target": row.target,
+                        "chunks": row.chunks,
+                    },
+                )
+
+        self._write(work)
+
+    def finish_snapshot(
+        self, snapshot_id: str, *, files: int, bytes: int, stored_bytes: int
+    ) -> bool:
+        """Mark an incomplete snapshot complete with its totals."""
+        params = {"id": snapshot_id, "files": files, "bytes": bytes, "stored_bytes": stored_bytes}
+        return self._write(
+            lambda conn: conn.execute(self._q["finish_snapshot"], params).rowcount == 1
+        )
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRow | None:
+        """A snapshot by id."""
+        rows = self._records("get_snapshot", {"id": snapshot_id}, SnapshotRow)
+        return rows[0] if rows else None
+
+    def run_snapshots(self, workflow_id: str) -> list[SnapshotRow]:
+        """A run's complete snapshots, oldest first."""
+        return self._records("run_snapshots", {"workflow_id": workflow_id}, SnapshotRow)
+
+    def last_snapshot(self, workflow_id: str, name: str) -> SnapshotRow | None:
+        """The run's latest complete snapshot of ``name``."""
+        params = {"workflow_id": workflow_id, "name": name}
+        rows = self._records("last_snapshot", params, SnapshotRow)
+        return rows[0] if rows else None
+
+    def snapshot_files(self, snapshot_id: str, *, after: str, limit: int) -> list[SnapshotFileRow]:
+        """A page of a snapshot's entries in path order."""
+        params = {"snapshot_id": snapshot_id, "after": after, "limit": limit}
+        query = self._q["snapshot_files"]
+
+        def work(conn: Any) -> list[SnapshotFileRow]:
+            rows = _typed(conn.execute(query, params), SnapshotFileRow)
+            return [
+                row if row.chunks is None or type(row.chunks) is bytes else _as_bytes(row)
+                for row in rows
+            ]
+
+        return self._run(work)
+
+    def snapshot_chunk(self, digest: bytes) -> bytes | None:
+        """A chunk's compressed bytes."""
+
+        def work(conn: Any) -> bytes | None:
+            row = conn.execute(self._q["snapshot_chunk"], {"digest": digest}).fetchone()
+            return None if row is None else bytes(row[0])
+
+        return self._run(work)
+
+    def drop_snapshots(self, workflow_id: str) -> int:
+        """Delete a run's snapshots with their entries and use rows."""
+        key = {"workflow_id": workflow_id}
+
+        def work(conn: Any) -> int:
+            conn.execute(self._q["drop_snapshot_uses"], key)
+            conn.execute(self._q["drop_snapshot_files"], key)
+            return int(conn.execute(self._q["drop_snapshots"], key).rowcount)
+
+        return self._write(work)
+
+
+def _as_bytes(row: SnapshotFileRow) -> SnapshotFileRow:
+    """``row`` with its chunk list as ``bytes`` (a driver may give a ``memoryview``)."""
+    assert row.chunks is not None
+    return SnapshotFileRow(
+        row.path, row.kind, row.mode, row.size, row.mtime_ns, row.target, bytes(row.chunks)
+    )
