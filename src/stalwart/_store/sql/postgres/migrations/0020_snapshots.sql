@@ -1,13 +1,13 @@
 -- Workspace snapshots (docs/snapshots.md). snapshot_chunks is content-addressed: a chunk of a
--- file, keyed by the SHA-256 of its bytes, stored once per store, zstd-compressed (`size` is
--- its length before compression). A snapshot is a row of `snapshots`, keyed by its id and
--- found by its run (`workflow_id`; `number` counts its snapshots 1, 2, ...), complete once `complete` is 1 (a snapshot a crash
--- interrupted stays 0, visible to nobody, and goes with its run). Its tree is one row per
--- entry in `snapshot_files` (`kind` file, dir or link; a file's `chunks` are the digests of
--- its chunks in order, 32 bytes each; a link's `target`), and `snapshot_uses` names every
--- chunk the snapshot uses, written in the same transaction that checks the chunk is stored:
--- a chunk no use row names is garbage. Every row carries or reaches its run. Expand-only:
--- older code ignores the tables.
+-- file, keyed by the SHA-256 of its bytes, stored once per store, zstd-compressed (`size` is its
+-- length before compression). A snapshot is a row of `snapshots`, keyed by its id and found by
+-- its run (`workflow_id`; `number` counts its snapshots 1, 2, ...), complete once `complete` is
+-- 1 (a snapshot a crash interrupted stays 0, visible to nobody, and goes with its run). Its tree
+-- is one row per entry in `snapshot_files` (`kind` file, dir or link; a file's `chunks` are the
+-- digests of its chunks in order, 32 bytes each; a link's `target`), and `snapshot_uses` names
+-- every chunk the snapshot uses, written in the same transaction that checks the chunk is
+-- stored: a chunk no use row names is garbage. Every row carries or reaches its run. Expand-
+-- only: older code ignores the tables.
 CREATE TABLE snapshot_chunks (
     digest     BYTEA PRIMARY KEY,
     data       BYTEA NOT NULL,
