@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from snapshot_trees import assert_same_tree, make_workspace
 
 import stalwart
+from snapshot_trees import assert_same_tree, make_workspace
 from stalwart.testing import store_of
 
 pytestmark = pytest.mark.timeout(120)
@@ -181,8 +181,11 @@ def test_a_damaged_chunk_raises_corrupt_record_and_leaves_nothing(
     )
     with pytest.raises(stalwart.CorruptRecord, match="does not match its digest"):
         app.restore(ref, out / "copy")
-    raw_sql(app, "UPDATE snapshot_chunks SET data = :data WHERE digest = :digest",
-            {"data": b"garbage", "digest": bytes(digest)})
+    raw_sql(
+        app,
+        "UPDATE snapshot_chunks SET data = :data WHERE digest = :digest",
+        {"data": b"garbage", "digest": bytes(digest)},
+    )
     with pytest.raises(stalwart.CorruptRecord, match="cannot be decompressed"):
         app.restore(ref, out / "copy")
     assert _leftovers(out) == []

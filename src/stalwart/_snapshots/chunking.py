@@ -87,7 +87,9 @@ def opened(stored: bytes, digest: bytes, where: str) -> bytes:
     try:
         data = bytes(decompressor.decompress(stored))
     except zstandard.ZstdError as exc:
-        raise CorruptRecord(f"{where}: chunk {digest.hex()} cannot be decompressed ({exc})") from exc
+        raise CorruptRecord(
+            f"{where}: chunk {digest.hex()} cannot be decompressed ({exc})"
+        ) from exc
     if hashlib.sha256(data).digest() != digest:
         raise CorruptRecord(
             f"{where}: chunk {digest.hex()} does not match its digest; the store was changed "

@@ -32,12 +32,13 @@ def _rows(store: Store, snapshot_id: str) -> Iterator[SnapshotFileRow]:
 
 def _target(path: str) -> str:
     """``path`` checked: missing or an empty folder, in a folder that exists."""
-    if os.path.lexists(path):
-        if os.path.islink(path) or not os.path.isdir(path) or os.listdir(path):
-            raise ValueError(
-                f"restore: {path!r} exists and is not an empty folder; pass a new path or "
-                "empty it first"
-            )
+    if os.path.lexists(path) and (
+        os.path.islink(path) or not os.path.isdir(path) or os.listdir(path)
+    ):
+        raise ValueError(
+            f"restore: {path!r} exists and is not an empty folder; pass a new path or "
+            "empty it first"
+        )
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise ValueError(f"restore: the folder {parent!r} does not exist; create it first")

@@ -69,9 +69,8 @@ class _Writer:
         new = [(d, n, raw) for d, n, raw in batch.items if raw is not None]
         stored = self.store.stored_chunks([d for d, _, _ in new])
         fresh = [(d, n, raw) for d, n, raw in new if d not in stored]
-        sealed = dict(
-            zip((d for d, _, _ in fresh), self._squeeze.map(compress, [r for *_, r in fresh]))
-        )
+        squeezed = self._squeeze.map(compress, [raw for _, _, raw in fresh])
+        sealed = dict(zip([d for d, _, _ in fresh], squeezed, strict=True))
         given = [StoredChunk(d, n, sealed.get(d)) for d, n, _ in batch.items]
         wrote = self.store.put_chunks(self.snapshot_id, given, now=self.now())
         if wrote.missing:  # stored when looked at, gone since: give their bytes
@@ -184,9 +183,9 @@ def take(
     previous = store.last_snapshot(workflow_id, name)
     known = {} if previous is None else _known_files(store, previous.id)
     try:
-        return _take(store, workflow_id, name, entries, known, now)
+        return _take(store, workflow_id, name, entries, known=known, now=now)
     except _Stale:  # a chunk of the previous snapshot went: read every file
-        return _take(store, workflow_id, name, _entries(root, exclude), {}, now)
+        return _take(store, workflow_id, name, _entries(root, exclude), known={}, now=now)
 
 
 def _take(
@@ -194,6 +193,7 @@ def _take(
     workflow_id: str,
     name: str,
     entries: Iterator[TreeEntry],
+    *,
     known: dict[str, SnapshotFileRow],
     now: Callable[[], float],
 ) -> SnapshotRef:

@@ -76,7 +76,9 @@ class SnapshotStore(Protocol):
     def stored_chunks(self, digests: Sequence[bytes]) -> set[bytes]:
         """Which of ``digests`` are stored (a hint: ``put_chunks`` checks again)."""
 
-    def put_chunks(self, snapshot_id: str, chunks: Sequence[StoredChunk], *, now: float) -> ChunkWrite:
+    def put_chunks(
+        self, snapshot_id: str, chunks: Sequence[StoredChunk], *, now: float
+    ) -> ChunkWrite:
         """In one transaction: store the chunks given with data that are not stored yet and
         record that the snapshot uses every chunk given; a chunk given without data must be
         stored, else nothing is written and it is named in ``missing``."""

@@ -98,7 +98,7 @@ class SnapshotVerbs(SQLBase):
         """Mark an incomplete snapshot complete with its totals."""
         params = {"id": snapshot_id, "files": files, "bytes": bytes, "stored_bytes": stored_bytes}
         return self._write(
-            lambda conn: conn.execute(self._q["finish_snapshot"], params).rowcount == 1
+            lambda conn: bool(conn.execute(self._q["finish_snapshot"], params).rowcount == 1)
         )
 
     def get_snapshot(self, snapshot_id: str) -> SnapshotRow | None:
