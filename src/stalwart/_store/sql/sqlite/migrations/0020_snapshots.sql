@@ -8,12 +8,15 @@
 -- every chunk the snapshot uses, written in the same transaction that checks the chunk is
 -- stored: a chunk no use row names is garbage. Every row carries or reaches its run. Expand-
 -- only: older code ignores the tables.
+-- A rowid table, unlike the small-row tables: SQLite writes a big row into a rowid table's
+-- overflow pages half again as fast as into a WITHOUT ROWID one.
 CREATE TABLE snapshot_chunks (
-    digest     BLOB PRIMARY KEY,
-    data       BLOB NOT NULL,
+    id         INTEGER PRIMARY KEY,
+    digest     BLOB NOT NULL UNIQUE,
     size       INTEGER NOT NULL,
-    created_at REAL NOT NULL
-) WITHOUT ROWID;
+    created_at REAL NOT NULL,
+    data       BLOB NOT NULL
+);
 CREATE TABLE snapshots (
     id           TEXT PRIMARY KEY,
     workflow_id  TEXT NOT NULL,
