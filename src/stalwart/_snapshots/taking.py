@@ -1,6 +1,6 @@
 """Taking a snapshot: the tree is walked, each file read as a stream and cut into chunks,
-and the chunks written in bounded batches by a writer thread while the next batch is read
-(one batch in flight, so memory stays bounded whatever the size of the tree). A chunk the
+and the chunks compressed and written in bounded batches by other threads while the next
+batch is read (see ``_Writer``). A chunk the
 store already has is not compressed again; a file whose size and modification time equal
 those of the run's previous snapshot of the same name is taken from it unread."""
 
@@ -22,7 +22,8 @@ from .tree import TreeEntry, walk
 
 __all__ = ["take"]
 
-_BATCH_BYTES = 8 * 1024 * 1024  # raw bytes a chunk batch (one transaction) carries at most
+_BATCH_BYTES = 6 * 1024 * 1024  # raw bytes a chunk batch (one transaction) carries at most
+_IN_FLIGHT = 2  # batches compressing or waiting for the writer while the next one is read
 _BATCH_USES = 512  # chunks a batch names at most (a tree of small files)
 _FILE_ROWS = 500  # tree entries a transaction inserts
 _PAGE = 1000
@@ -39,38 +40,45 @@ class _Batch:
 
 
 class _Writer:
-    """Writes chunk batches and tree rows in order on a thread of its own, one batch in
-    flight; compresses a batch's new chunks on two threads (zstd releases the GIL)."""
+    """A pipeline of three stages: the caller reads and cuts files; two threads compress a
+    batch's new chunks (zstd releases the GIL) while one thread writes the batch before it
+    and the tree rows, in order. At most ``_IN_FLIGHT`` batches wait for the writer, so
+    memory stays bounded whatever the size of the tree."""
 
     def __init__(self, store: Store, snapshot_id: str, now: Callable[[], float]) -> None:
         self.store, self.snapshot_id, self.now = store, snapshot_id, now
         self.stored_bytes = 0
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="stalwart-snapshot")
         self._squeeze = ThreadPoolExecutor(2, thread_name_prefix="stalwart-zstd")
-        self._pending: Future[None] | None = None
+        self._pending: list[Future[None]] = []
 
     def submit(self, work: Callable[[], None]) -> None:
-        self.wait()
-        self._pending = self._thread.submit(work)
+        while len(self._pending) >= _IN_FLIGHT:
+            self._pending.pop(0).result()
+        self._pending.append(self._thread.submit(work))
 
     def wait(self) -> None:
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        while self._pending:
+            self._pending.pop(0).result()
 
     def close(self) -> None:
         try:
             self.wait()
         finally:
-            self._thread.shutdown(wait=True)
-            self._squeeze.shutdown(wait=True)
+            self._thread.shutdown(wait=True, cancel_futures=True)
+            self._squeeze.shutdown(wait=True, cancel_futures=True)
 
     def chunks(self, batch: _Batch) -> None:
-        new = [(d, n, raw) for d, n, raw in batch.items if raw is not None]
-        stored = self.store.stored_chunks([d for d, _, _ in new])
-        fresh = [(d, n, raw) for d, n, raw in new if d not in stored]
-        squeezed = self._squeeze.map(compress, [raw for _, _, raw in fresh])
-        sealed = dict(zip([d for d, _, _ in fresh], squeezed, strict=True))
+        """Start compressing the batch's chunks that were read, and queue its write (a chunk
+        the store has already is compressed all the same: asking the store first would wait
+        for the writer, which holds SQLite's one connection)."""
+        sealing = {
+            d: self._squeeze.submit(compress, raw) for d, _, raw in batch.items if raw is not None
+        }
+        self.submit(lambda: self._write(batch, sealing))
+
+    def _write(self, batch: _Batch, sealing: dict[bytes, Future[bytes]]) -> None:
+        sealed = {d: future.result() for d, future in sealing.items()}
         given = [StoredChunk(d, n, sealed.get(d)) for d, n, _ in batch.items]
         wrote = self.store.put_chunks(self.snapshot_id, given, now=self.now())
         if wrote.missing:  # stored when looked at, gone since: give their bytes
@@ -111,7 +119,7 @@ class _Taking:
     def flush_chunks(self) -> None:
         if self.batch.items:
             batch, self.batch = self.batch, _Batch()
-            self.writer.submit(lambda: self.writer.chunks(batch))
+            self.writer.chunks(batch)
 
     def add(self, entry: TreeEntry) -> None:
         content: bytes | None = None

@@ -51,7 +51,7 @@ class SnapshotFileRow:
 @dataclass(frozen=True, slots=True)
 class StoredChunk:
     """A chunk to store: its digest, its size before compression and its compressed bytes
-    (``None``: the writer saw it stored already and did not compress it)."""
+    (``None``: a chunk of the previous snapshot, which must be stored already)."""
 
     digest: bytes
     size: int
@@ -72,9 +72,6 @@ class SnapshotStore(Protocol):
 
     def begin_snapshot(self, snapshot_id: str, *, workflow_id: str, name: str, now: float) -> bool:
         """Insert an incomplete snapshot of run ``workflow_id``; ``False`` when no such run."""
-
-    def stored_chunks(self, digests: Sequence[bytes]) -> set[bytes]:
-        """Which of ``digests`` are stored (a hint: ``put_chunks`` checks again)."""
 
     def put_chunks(
         self, snapshot_id: str, chunks: Sequence[StoredChunk], *, now: float

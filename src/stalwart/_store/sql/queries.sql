@@ -610,9 +610,6 @@ SELECT :id, :workflow_id,
        :name, :now
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id);
 
--- name: chunk_stored
-SELECT 1 FROM snapshot_chunks WHERE digest = :digest;
-
 -- dialect: chunk_held
 -- Whether a chunk is stored, kept so until the transaction ends: on PostgreSQL its row is
 -- locked (FOR KEY SHARE) against a concurrent delete; SQLite's writers are serial.

@@ -33,15 +33,6 @@ class SnapshotVerbs(SQLBase):
 
         return self._write(work)
 
-    def stored_chunks(self, digests: Sequence[bytes]) -> set[bytes]:
-        """Which of ``digests`` are stored now."""
-
-        def work(conn: Any) -> set[bytes]:
-            query = self._q["chunk_stored"]
-            return {d for d in digests if conn.execute(query, {"digest": d}).fetchone()}
-
-        return self._run(work)
-
     def put_chunks(
         self, snapshot_id: str, chunks: Sequence[StoredChunk], *, now: float
     ) -> ChunkWrite:
@@ -55,14 +46,14 @@ class SnapshotVerbs(SQLBase):
                 if chunk.data is None:
                     if conn.execute(self._q["chunk_held"], key).fetchone() is None:
                         missing.append(chunk.digest)
-                        continue
                 else:
                     params = {**key, "data": chunk.data, "size": chunk.size, "now": now}
-                    if conn.execute(self._q["put_chunk"], params).rowcount == 1:
+                    if self._bound(conn, self._q["put_chunk"], params).rowcount == 1:
                         added += len(chunk.data)
-                conn.execute(self._q["use_chunk"], {**key, "snapshot_id": snapshot_id})
             if missing:
                 raise _Missing(missing)
+            uses = [{"snapshot_id": snapshot_id, "digest": chunk.digest} for chunk in chunks]
+            self._bound_many(conn, self._q["use_chunk"], uses)
             return added
 
         try:
@@ -73,22 +64,22 @@ class SnapshotVerbs(SQLBase):
     def put_snapshot_files(self, snapshot_id: str, rows: Sequence[SnapshotFileRow]) -> None:
         """Insert entries of a snapshot's tree in one transaction."""
 
+        params = [
+            {
+                "snapshot_id": snapshot_id,
+                "path": row.path,
+                "kind": row.kind,
+                "mode": row.mode,
+                "size": row.size,
+                "mtime_ns": row.mtime_ns,
+                "target": row.target,
+                "chunks": row.chunks,
+            }
+            for row in rows
+        ]
+
         def work(conn: Any) -> None:
-            query = self._q["put_snapshot_file"]
-            for row in rows:
-                conn.execute(
-                    query,
-                    {
-                        "snapshot_id": snapshot_id,
-                        "path": row.path,
-                        "kind": row.kind,
-                        "mode": row.mode,
-                        "size": row.size,
-                        "mtime_ns": row.mtime_ns,
-                        "target": row.target,
-                        "chunks": row.chunks,
-                    },
-                )
+            self._bound_many(conn, self._q["put_snapshot_file"], params)
 
         self._write(work)
 
@@ -122,7 +113,7 @@ class SnapshotVerbs(SQLBase):
         query = self._q["snapshot_files"]
 
         def work(conn: Any) -> list[SnapshotFileRow]:
-            rows = _typed(conn.execute(query, params), SnapshotFileRow)
+            rows = _typed(self._bound(conn, query, params), SnapshotFileRow)
             return [
                 row if row.chunks is None or type(row.chunks) is bytes else _as_bytes(row)
                 for row in rows
@@ -134,7 +125,7 @@ class SnapshotVerbs(SQLBase):
         """A chunk's compressed bytes."""
 
         def work(conn: Any) -> bytes | None:
-            row = conn.execute(self._q["snapshot_chunk"], {"digest": digest}).fetchone()
+            row = self._bound(conn, self._q["snapshot_chunk"], {"digest": digest}).fetchone()
             return None if row is None else bytes(row[0])
 
         return self._run(work)
