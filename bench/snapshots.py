@@ -14,7 +14,11 @@ Figures, each from one sample on a fresh store:
   against the first (goal <= 2%) and its time against the first's (goal <= 20%), which the
   size-and-modification-time rule allows: the 990 unchanged files are not read again;
 * the peak resident memory the process gained while taking and while restoring (goal <= 64 MB),
-  from /proc/self/status VmHWM after resetting it (/proc/self/clear_refs).
+  from /proc/self/status VmHWM after resetting it (/proc/self/clear_refs);
+* how long other writers wait meanwhile: another app on the same store (a connection of its
+  own) starts a run every 20 ms during the first snapshot; the longest and the 99th percentile
+  of those starts, beside the same starts on the idle store (the snapshot writes its chunks in
+  batches of at most 6 MiB, each its own transaction).
 
     python bench/snapshots.py [--files 1000] [--file-bytes 1073741] [--stores sqlite,postgres]
                               [--postgres-url URL]
@@ -27,8 +31,10 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -119,9 +125,55 @@ def copy_floor(tree: Path, scratch: Path) -> float:
     return elapsed
 
 
+class Prober:
+    """Starts a run every 20 ms on its own app until stopped; the latency of each start."""
+
+    def __init__(self, url: str) -> None:
+        self.app = stalwart.Stalwart(url)
+
+        @self.app.workflow(name="bench_probe")
+        def probe() -> None:
+            return None
+
+        self.flow = probe
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.02):
+            started = time.perf_counter()
+            self.app.start(self.flow)
+            self.latencies.append(time.perf_counter() - started)
+
+    def __enter__(self) -> Prober:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def figures(self) -> tuple[float, float]:
+        """The longest start and the 99th percentile, in ms; then forget them."""
+        got = sorted(self.latencies)
+        self.latencies = []
+        return got[-1] * 1000, statistics.quantiles(got, n=100)[98] * 1000
+
+
 def measure(url: str, tree: Path, total: int, scratch: Path) -> dict[str, float]:
     with stalwart.Stalwart(url) as app:
-        first, second = app.run(declare(app), str(tree), workflow_id="bench")
+        prober = Prober(url)
+        with prober:
+            time.sleep(2.0)
+        idle_max, idle_p99 = prober.figures()
+        with prober:
+            first, second = app.run(declare(app), str(tree), workflow_id="bench")
+        busy_max, busy_p99 = prober.figures()
+        prober.app.close()
         ref = stalwart.SnapshotRef(**first["ref"])
         target = scratch / "restored"
         base = rss_reset()
@@ -139,6 +191,10 @@ def measure(url: str, tree: Path, total: int, scratch: Path) -> dict[str, float]
         "stored_again": second["ref"]["stored_bytes"],
         "take_rss": first["rss"] / 2**20,
         "restore_rss": restore_rss / 2**20,
+        "idle_max": idle_max,
+        "idle_p99": idle_p99,
+        "busy_max": busy_max,
+        "busy_p99": busy_p99,
     }
 
 
@@ -166,6 +222,11 @@ def report(kind: str, fig: dict[str, float], floor_mbps: float) -> None:
         f"                   took {fig['second_s']:.2f} s of the first's {fig['first_s']:.2f} s "
         f"= {time_share:6.2%}"
         + (f"  goal <= {GOAL_TIME:.0%}: {met(time_share <= GOAL_TIME)}" if goal else "")
+    )
+    print(
+        f"  other writers    a start took at most {fig['busy_max']:6.1f} ms (p99 "
+        f"{fig['busy_p99']:5.1f} ms) during the snapshot, {fig['idle_max']:5.1f} ms (p99 "
+        f"{fig['idle_p99']:4.1f} ms) on the idle store"
     )
     for label, key in (("taking", "take_rss"), ("restoring", "restore_rss")):
         value = fig[key]

@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from .._errors import CorruptRecord
 from .._store import Store
@@ -20,6 +22,7 @@ from .tree import ROOT
 __all__ = ["restore_tree"]
 
 _PAGE = 500
+_AHEAD = 6  # chunks read ahead of the one being written (each at most 4 MiB)
 _KINDS = ("file", "dir", "link")
 
 
@@ -45,14 +48,26 @@ def _target(path: str) -> str:
     return os.path.abspath(path)
 
 
+class _File:
+    """A file being written: its entry, its descriptor, and how much of it is still to come."""
+
+    def __init__(self, row: SnapshotFileRow, fd: int, chunks: int) -> None:
+        self.row, self.fd, self.left, self.written = row, fd, chunks, 0
+
+
 class _Building:
-    """The tree being built under ``staging``."""
+    """The tree being built under ``staging``, in path order. A file is created when its
+    entry comes; its chunks are read, decompressed and checked on two threads, up to
+    ``_AHEAD`` chunks ahead of the one being written, across files."""
 
     def __init__(self, store: Store, snapshot: SnapshotRow, staging: str) -> None:
         self.store, self.snapshot, self.staging = store, snapshot, staging
         self.folders: set[str] = {""}  # folders this restore made (relative; "" the root)
         self.dated: list[tuple[str, int, int]] = []  # folders: (full, mode, mtime), in order
         self.root: SnapshotFileRow | None = None
+        self.pending: deque[tuple[_File, Future[bytes]]] = deque()
+        self.open: dict[int, _File] = {}
+        self.pool = ThreadPoolExecutor(2, thread_name_prefix="stalwart-restore")
 
     def corrupt(self, row: SnapshotFileRow, why: str) -> CorruptRecord:
         return CorruptRecord(f"snapshot {self.snapshot.id!r}, entry {row.path!r}: {why}")
@@ -83,35 +98,56 @@ class _Building:
             os.symlink(row.target, full)
             os.utime(full, ns=(row.mtime_ns, row.mtime_ns), follow_symlinks=False)
         else:
-            self.write(row, full)
+            self.start_file(row, full)
 
-    def write(self, row: SnapshotFileRow, full: str) -> None:
+    def start_file(self, row: SnapshotFileRow, full: str) -> None:
         listed = row.chunks or b""
         if len(listed) % 32:
             raise self.corrupt(row, "its chunk list is cut short")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(full, flags, 0o600)
+        file = _File(row, os.open(full, flags, 0o600), len(listed) // 32)
+        self.open[file.fd] = file
+        if not file.left:
+            self.end_file(file)
+        for start in range(0, len(listed), 32):
+            digest = listed[start : start + 32]
+            self.pending.append((file, self.pool.submit(self.fetch, row, digest)))
+            while len(self.pending) > _AHEAD:
+                self.write_next()
+
+    def fetch(self, row: SnapshotFileRow, digest: bytes) -> bytes:
+        stored = self.store.snapshot_chunk(digest)
+        if stored is None:
+            raise self.corrupt(row, f"chunk {digest.hex()} is not in the store")
+        return opened(stored, digest, f"snapshot {self.snapshot.id!r}, file {row.path!r}")
+
+    def write_next(self) -> None:
+        file, future = self.pending.popleft()
+        view = memoryview(future.result())
+        file.written += len(view)
+        while view:
+            view = view[os.write(file.fd, view) :]
+        file.left -= 1
+        if not file.left:
+            self.end_file(file)
+
+    def end_file(self, file: _File) -> None:
+        del self.open[file.fd]
         try:
-            written = 0
-            for start in range(0, len(listed), 32):
-                digest = listed[start : start + 32]
-                stored = self.store.snapshot_chunk(digest)
-                if stored is None:
-                    raise self.corrupt(row, f"chunk {digest.hex()} is not in the store")
-                data = opened(stored, digest, f"snapshot {self.snapshot.id!r}, file {row.path!r}")
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                written += len(data)
-            if written != row.size:
-                raise self.corrupt(row, f"its chunks hold {written} bytes, not {row.size}")
-            os.fchmod(fd, row.mode)
-            os.utime(fd, ns=(row.mtime_ns, row.mtime_ns))
+            if file.written != file.row.size:
+                raise self.corrupt(
+                    file.row, f"its chunks hold {file.written} bytes, not {file.row.size}"
+                )
+            os.fchmod(file.fd, file.row.mode)
+            os.utime(file.fd, ns=(file.row.mtime_ns, file.row.mtime_ns))
         finally:
-            os.close(fd)
+            os.close(file.fd)
 
     def finish(self) -> None:
-        """Folders' modes and times, deepest first (a read-only folder is closed last)."""
+        """The last files, then folders' modes and times, deepest first (a read-only folder
+        is closed last)."""
+        while self.pending:
+            self.write_next()
         for full, mode, mtime in reversed(self.dated):
             os.chmod(full, mode)
             os.utime(full, ns=(mtime, mtime))
@@ -119,21 +155,30 @@ class _Building:
             os.chmod(self.staging, self.root.mode)
             os.utime(self.staging, ns=(self.root.mtime_ns, self.root.mtime_ns))
 
+    def close(self) -> None:
+        """Stop reading chunks and close what is still open (after a failure)."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        for fd in self.open:
+            os.close(fd)
+        self.open.clear()
+
 
 def restore_tree(store: Store, snapshot: SnapshotRow, path: str) -> None:
     """Recreate ``snapshot``'s tree at ``path`` (missing or an empty folder)."""
     target = _target(path)
     parent, name = os.path.split(target)
     staging = tempfile.mkdtemp(prefix=f".{name}.restoring-", dir=parent)
+    building = _Building(store, snapshot, staging)
     try:
-        building = _Building(store, snapshot, staging)
         for row in _rows(store, snapshot.id):
             building.add(row)
         building.finish()
         os.rename(staging, target)  # replaces an empty folder
     except BaseException:
+        building.close()
         _remove(staging)
         raise
+    building.close()
 
 
 def _remove(staging: str) -> None:

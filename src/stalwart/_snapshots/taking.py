@@ -71,26 +71,21 @@ class _Writer:
     def chunks(self, batch: _Batch) -> None:
         """Start compressing the batch's chunks that were read, and queue its write (a chunk
         the store has already is compressed all the same: asking the store first would wait
-        for the writer, which holds SQLite's one connection)."""
+        for the writer, which holds SQLite's one connection). The batch keeps no raw bytes
+        once they are handed to a compressor."""
         sealing = {
             d: self._squeeze.submit(compress, raw) for d, _, raw in batch.items if raw is not None
         }
-        self.submit(lambda: self._write(batch, sealing))
+        plan = [(d, n) for d, n, _ in batch.items]
+        batch.items.clear()
+        self.submit(lambda: self._write(plan, sealing))
 
-    def _write(self, batch: _Batch, sealing: dict[bytes, Future[bytes]]) -> None:
+    def _write(self, plan: list[tuple[bytes, int]], sealing: dict[bytes, Future[bytes]]) -> None:
         sealed = {d: future.result() for d, future in sealing.items()}
-        given = [StoredChunk(d, n, sealed.get(d)) for d, n, _ in batch.items]
+        given = [StoredChunk(d, n, sealed.get(d)) for d, n in plan]
         wrote = self.store.put_chunks(self.snapshot_id, given, now=self.now())
-        if wrote.missing:  # stored when looked at, gone since: give their bytes
-            raws = {d: raw for d, _, raw in batch.items}
-            if any(raws[d] is None for d in wrote.missing):
-                raise _Stale
-            for d in wrote.missing:
-                sealed[d] = compress(raws[d])  # type: ignore[arg-type]
-            given = [StoredChunk(d, n, sealed.get(d)) for d, n, _ in batch.items]
-            wrote = self.store.put_chunks(self.snapshot_id, given, now=self.now())
-            if wrote.missing:
-                raise _Stale
+        if wrote.missing:  # a chunk of the previous snapshot is gone: read every file
+            raise _Stale
         self.stored_bytes += wrote.stored_bytes
 
     def rows(self, rows: Sequence[SnapshotFileRow]) -> None:
