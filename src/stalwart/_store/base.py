@@ -28,6 +28,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+- ``SnapshotStore`` (``snapshots.py``): workspace snapshots: content-addressed chunks, a row
+  per snapshot found by its run, its tree's entries and the chunks it uses.
 
 Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
 ``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
