@@ -169,6 +169,9 @@ class Prober:
 
         self.flow = probe
         self.latencies: list[float] = []
+        path = url[len("sqlite:///") :] if url.startswith("sqlite:///") else None
+        self.wal = None if path is None else Path(path + "-wal")
+        self.wal_peak = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -177,6 +180,8 @@ class Prober:
             started = time.perf_counter()
             self.app.start(self.flow)
             self.latencies.append(time.perf_counter() - started)
+            if self.wal is not None and self.wal.exists():
+                self.wal_peak = max(self.wal_peak, self.wal.stat().st_size)
 
     def __enter__(self) -> Prober:
         self._stop.clear()
@@ -191,9 +196,10 @@ class Prober:
 
     def figures(self) -> tuple[float, float]:
         """The longest start and the 99th percentile, in ms; then forget them."""
-        got = sorted(self.latencies)
+        got = sorted(self.latencies) or [0.0]
         self.latencies = []
-        return got[-1] * 1000, statistics.quantiles(got, n=100)[98] * 1000
+        p99 = statistics.quantiles(got, n=100)[98] if len(got) > 1 else got[-1]
+        return got[-1] * 1000, min(p99, got[-1]) * 1000
 
 
 def measure(url: str, tree: Path, total: int, scratch: Path) -> dict[str, float]:
@@ -205,6 +211,7 @@ def measure(url: str, tree: Path, total: int, scratch: Path) -> dict[str, float]
         with prober:
             first, second = app.run(declare(app), str(tree), workflow_id="bench")
         busy_max, busy_p99 = prober.figures()
+        wal_peak = prober.wal_peak
         prober.app.close()
         ref = stalwart.SnapshotRef(**first["ref"])
         target = scratch / "restored"
@@ -228,6 +235,7 @@ def measure(url: str, tree: Path, total: int, scratch: Path) -> dict[str, float]
         "idle_p99": idle_p99,
         "busy_max": busy_max,
         "busy_p99": busy_p99,
+        "wal_peak": wal_peak / 1e6,
     }
 
 
@@ -268,6 +276,8 @@ def report(kind: str, fig: dict[str, float], floor_mbps: float, scratch: Path) -
         f"{fig['busy_p99']:5.1f} ms) during the snapshot, {fig['idle_max']:5.1f} ms (p99 "
         f"{fig['idle_p99']:4.1f} ms) on the idle store"
     )
+    if kind == "sqlite":
+        print(f"  write-ahead log  at most {fig['wal_peak']:6.1f} MB during the snapshot")
     for label, key in (("taking", "take_rss"), ("restoring", "restore_rss")):
         value = fig[key]
         print(

@@ -206,13 +206,14 @@ def _take(
         raise InvalidOperation(f"snapshot: run {workflow_id!r} is not in the store")
     writer = _Writer(store, snapshot_id, now)
     taking = _Taking(writer, known)
-    try:
-        for entry in entries:
-            taking.add(entry)
-        taking.flush_rows()
-        taking.flush_chunks()
-    finally:
-        writer.close()
+    with store.bulk_writes():
+        try:
+            for entry in entries:
+                taking.add(entry)
+            taking.flush_rows()
+            taking.flush_chunks()
+        finally:
+            writer.close()
     store.finish_snapshot(
         snapshot_id, files=taking.files, bytes=taking.bytes, stored_bytes=writer.stored_bytes
     )

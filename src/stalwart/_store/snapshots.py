@@ -14,6 +14,7 @@ rows and use rows; chunks stay for the collector), what deleting the run does wi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -103,6 +104,9 @@ class SnapshotStore(Protocol):
 
     def snapshot_chunk(self, digest: bytes) -> bytes | None:
         """The compressed bytes of a chunk; ``None`` when it is not stored."""
+
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """Big writes follow one another: let the backend pace them (a hint)."""
 
     def drop_snapshots(self, workflow_id: str) -> int:
         """Delete a run's snapshots, their entries and use rows (one transaction); how many."""

@@ -128,6 +128,15 @@ class SQLBase(Migrating):
         allows."""
         conn.executemany(query, rows)
 
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """Big writes follow one another (a snapshot's chunks): let the backend pace them
+        (SQLite: its write-ahead log is copied meanwhile, see ``checkpoints``)."""
+        return nullcontext()
+
+    def _wrote_in_bulk(self, size: int, held: float) -> None:
+        """``size`` bytes were committed inside ``bulk_writes`` by a transaction of ``held``
+        seconds."""
+
     def _send_entry(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
         """Send an append query; what says, once it is answered, whether it wrote its row
         (a backend that cannot send ahead runs it now)."""

@@ -3,6 +3,7 @@ transaction; a chunk's use is recorded in the transaction that finds it stored."
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,10 +39,12 @@ class SnapshotVerbs(SQLBase):
     ) -> ChunkWrite:
         """Store the new chunks and record every use, or nothing if one assumed stored is not."""
 
+        ordered = sorted(chunks, key=lambda chunk: chunk.digest)
+
         def work(conn: Any) -> int:
             added = 0
             missing = []
-            for chunk in chunks:
+            for chunk in ordered:  # one order for every writer: no deadlock between two
                 key = {"digest": chunk.digest}
                 if chunk.data is None:
                     if conn.execute(self._q["chunk_held"], key).fetchone() is None:
@@ -56,10 +59,13 @@ class SnapshotVerbs(SQLBase):
             self._bound_many(conn, self._q["use_chunk"], uses)
             return added
 
+        began = time.monotonic()
         try:
-            return ChunkWrite(stored_bytes=self._write(work))
+            added = self._write(work)
         except _Missing as gone:
             return ChunkWrite(stored_bytes=0, missing=tuple(gone.digests))
+        self._wrote_in_bulk(added, time.monotonic() - began)
+        return ChunkWrite(stored_bytes=added)
 
     def put_snapshot_files(self, snapshot_id: str, rows: Sequence[SnapshotFileRow]) -> None:
         """Insert entries of a snapshot's tree in one transaction."""
