@@ -4,8 +4,10 @@ and restore checks every digest and never writes outside its target."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -254,3 +256,42 @@ def test_a_step_restores_what_an_earlier_step_took(
     with pytest.raises(stalwart.InvalidOperation, match="app.restore"):
         stalwart.restore({"id": "x@y"}, tmp_path / "z")
     shutil.rmtree(tmp_path / "moved", ignore_errors=True)
+
+
+def test_a_big_snapshot_on_sqlite_keeps_the_write_ahead_log_short(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A thread copies the log while chunks are written, draining it every DRAIN_BYTES (made
+    small here); afterwards the store's connection checkpoints at commit again."""
+    from stalwart._store import checkpoints
+
+    monkeypatch.setattr(checkpoints, "DRAIN_BYTES", 2 * 1024 * 1024)
+    tree = tmp_path / "big"
+    tree.mkdir()
+    for i in range(12):
+        (tree / f"part{i}.bin").write_bytes(os.urandom(2 * 1024 * 1024))
+    wal = tmp_path / "store.db-wal"
+    peak = [0]
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.001):
+            with contextlib.suppress(FileNotFoundError):
+                peak[0] = max(peak[0], wal.stat().st_size)
+
+    watcher = threading.Thread(target=watch)
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'store.db'}") as app:
+        watcher.start()
+        try:
+            ref = app.run(snapshot_flow(app), str(tree), workflow_id="big")
+        finally:
+            done.set()
+            watcher.join()
+        assert ref.files == 12 and ref.stored_bytes > 24_000_000
+        assert peak[0] < 20 * 1024 * 1024  # drained as it grew: never the 24 MB written
+        store = store_of(app)
+        pages = store._run(lambda conn: conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+        assert pages == 1000
+        assert wal.stat().st_size < 8 * 1024 * 1024  # truncated once the snapshot ended
+        app.restore(ref, tmp_path / "back")
+    assert_same_tree(tree, tmp_path / "back")
