@@ -118,25 +118,6 @@ class SQLBase(Migrating):
         """Run an append query; backends may prepare the hot one."""
         return bool(conn.execute(self._q[name], params).rowcount == 1)
 
-    def _bound(self, conn: Any, query: str, params: dict[str, Any]) -> Any:
-        """Execute ``query`` with its parameters bound apart from its text (big ``bytes``
-        sent and read as they are, where the dialect would otherwise inline them as text)."""
-        return conn.execute(query, params)
-
-    def _bound_many(self, conn: Any, query: str, rows: Sequence[dict[str, Any]]) -> None:
-        """Execute ``query`` once per row of parameters, in as few round trips as the driver
-        allows."""
-        conn.executemany(query, rows)
-
-    def bulk_writes(self) -> AbstractContextManager[None]:
-        """Big writes follow one another (a snapshot's chunks): let the backend pace them
-        (SQLite: its write-ahead log is copied meanwhile, see ``checkpoints``)."""
-        return nullcontext()
-
-    def _wrote_in_bulk(self, size: int, held: float) -> None:
-        """``size`` bytes were committed inside ``bulk_writes`` by a transaction of ``held``
-        seconds."""
-
     def _send_entry(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
         """Send an append query; what says, once it is answered, whether it wrote its row
         (a backend that cannot send ahead runs it now)."""

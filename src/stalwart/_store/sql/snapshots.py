@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from ..snapshots import ChunkWrite, SnapshotFileRow, SnapshotRow, StoredChunk
@@ -23,6 +24,29 @@ class _Missing(Exception):
 
 class SnapshotVerbs(SQLBase):
     """The ``SnapshotStore`` verbs over SQL."""
+
+    # -- what a backend may refine ----------------------------------------------------
+
+    def _bound(self, conn: Any, query: str, params: dict[str, Any]) -> Any:
+        """Execute ``query`` with its parameters bound apart from its text (big ``bytes``
+        sent and read as they are, where the dialect would otherwise inline them as text)."""
+        return conn.execute(query, params)
+
+    def _bound_many(self, conn: Any, query: str, rows: Sequence[dict[str, Any]]) -> None:
+        """Execute ``query`` once per row of parameters, in as few round trips as the driver
+        allows."""
+        conn.executemany(query, rows)
+
+    def bulk_writes(self) -> AbstractContextManager[None]:
+        """Big writes follow one another (a snapshot's chunks): let the backend pace them
+        (SQLite: its write-ahead log is copied meanwhile, see ``checkpoints``)."""
+        return nullcontext()
+
+    def _wrote_in_bulk(self, size: int, held: float) -> None:
+        """``size`` bytes were committed inside ``bulk_writes`` by a transaction of ``held``
+        seconds."""
+
+    # -- the verbs ---------------------------------------------------------------------
 
     def begin_snapshot(self, snapshot_id: str, *, workflow_id: str, name: str, now: float) -> bool:
         """Insert an incomplete snapshot of an existing run."""
