@@ -44,5 +44,3 @@ CREATE TABLE snapshot_uses (
     PRIMARY KEY (snapshot_id, digest)
 );
 CREATE INDEX snapshot_uses_by_chunk ON snapshot_uses (digest);
--- Chunks are compressed already: TOAST keeps them out of line without compressing again.
-ALTER TABLE snapshot_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
