@@ -162,14 +162,15 @@ class SnapshotVerbs(SQLBase):
 
     def drop_snapshots(self, workflow_id: str) -> int:
         """Delete a run's snapshots with their entries and use rows."""
+        return self._write(lambda conn: self._drop_snapshots_in(conn, workflow_id))
+
+    def _drop_snapshots_in(self, conn: Any, workflow_id: str) -> int:
+        """Inside a transaction (the one that deletes the run): delete its snapshots, their
+        entries and use rows; how many snapshots. Their chunks stay for the collector."""
         key = {"workflow_id": workflow_id}
-
-        def work(conn: Any) -> int:
-            conn.execute(self._q["drop_snapshot_uses"], key)
-            conn.execute(self._q["drop_snapshot_files"], key)
-            return int(conn.execute(self._q["drop_snapshots"], key).rowcount)
-
-        return self._write(work)
+        conn.execute(self._q["drop_snapshot_uses"], key)
+        conn.execute(self._q["drop_snapshot_files"], key)
+        return int(conn.execute(self._q["drop_snapshots"], key).rowcount)
 
 
 def _as_bytes(row: SnapshotFileRow) -> SnapshotFileRow:
