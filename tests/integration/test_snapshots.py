@@ -140,6 +140,11 @@ def test_what_a_snapshot_cannot_hold_is_refused(
         app.run(snap, str(workspace / "run.sh"), workflow_id="file")
     with pytest.raises(stalwart.InvalidOperation, match="inside a step"):
         stalwart.snapshot(workspace)
+    os.remove(workspace / "pipe")
+    (Path(os.fsdecode(bytes(workspace)) + os.fsdecode(b"/caf\xe9"))).write_text("x")
+    with pytest.raises(stalwart.WorkflowFailed, match="not valid UTF-8.*exclude it"):
+        app.run(snap, str(workspace), workflow_id="latin1")
+    assert app.run(snap, str(workspace), "ws", ["caf*"], workflow_id="excluded").files == 6
 
     @app.workflow(name="in_workflow")
     def in_workflow(path: str) -> Any:

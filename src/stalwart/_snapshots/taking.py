@@ -120,7 +120,10 @@ class _Taking:
         content: bytes | None = None
         size = entry.size
         if entry.kind == "file":
-            content, size = self.read(entry)
+            try:
+                content, size = self.read(entry)
+            except FileNotFoundError:
+                return  # removed since the folder was listed: not part of the snapshot
             self.files += 1
             self.bytes += size
         self.rows.append(

@@ -72,10 +72,14 @@ def walk(root: str, exclude: Sequence[str]) -> Iterator[TreeEntry]:
             names = sorted(found, key=lambda e: e.name)
         below = []
         for item in names:
-            path = _checked(prefix + item.name, item.path)
+            path = prefix + item.name
             if _excluded(path, item.name, exclude):
                 continue
-            entry = _entry(path, item.path, item.stat(follow_symlinks=False))
+            _checked(path, item.path)
+            try:
+                entry = _entry(path, item.path, item.stat(follow_symlinks=False))
+            except FileNotFoundError:
+                continue  # removed since the folder was listed: not part of the snapshot
             yield entry
             if entry.kind == "dir":
                 below.append((path + "/", item.path))
