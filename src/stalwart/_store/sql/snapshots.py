@@ -75,7 +75,12 @@ class SnapshotVerbs(SQLBase):
                         missing.append(chunk.digest)
                 else:
                     params = {**key, "data": chunk.data, "size": chunk.size, "now": now}
-                    if self._bound(conn, self._q["put_chunk"], params).rowcount == 1:
+                    stored = self._bound(conn, self._q["put_chunk"], params).rowcount == 1
+                    # there already (ON CONFLICT does not lock it): keep it so, or store it
+                    # again if a collector deleted it since
+                    if not stored and conn.execute(self._q["chunk_held"], key).fetchone() is None:
+                        stored = self._bound(conn, self._q["put_chunk"], params).rowcount == 1
+                    if stored:
                         added += len(chunk.data)
             if missing:
                 raise _Missing(missing)
