@@ -35,7 +35,7 @@ _LAG_PAGES = 1024  # the log uncopied before a bulk writer waits (4 MiB of 4 KiB
 _GAP_MIN_S = 0.002
 _GAP_MAX_S = 0.05
 _GAP_SHARE = 0.5  # the lock left free for half the time it was held (bench/snapshots.py)
-_RESTART_WAIT_S = 0.2
+_RESTART_WAIT_S = 0.02  # a RESTART holds writers back while it waits for readers
 _CAUGHT_UP_PAGES = 256  # what a RESTART checkpoint may still copy with writers held back
 _AUTOCHECKPOINT = 1000  # SQLite's default, what the store's connection runs with otherwise
 
@@ -107,34 +107,14 @@ class BulkCheckpoints:
 
     def _run(self) -> None:
         try:
-            # a RESTART holds writers back while it waits for readers: never for long
             conn = sqlite3.connect(self._path, isolation_level=None, timeout=_RESTART_WAIT_S)
         except sqlite3.Error as exc:  # the store's own connection checkpoints then
             log.warning("cannot open a connection to checkpoint %s: %s", self._path, exc)
             return
-        seen = None
-        caught_up = False
+        state: tuple[int, int] | None = None  # the last checkpoint's (frames, copied)
         try:
-            while True:
-                with self._cond:
-                    if self._stop:
-                        break
-                    asked = self._asked
-                    # a drain: copy passively until little is left, then hold writers back
-                    restart = asked > self._drained and caught_up
-                pragma = f"PRAGMA wal_checkpoint({'RESTART' if restart else 'PASSIVE'})"
-                busy, frames, copied = conn.execute(pragma).fetchall()[0]
-                caught_up = frames - copied < _CAUGHT_UP_PAGES
-                with self._cond:
-                    self._lag = max(frames - copied, 0)
-                    if frames == copied and not busy and (restart or asked == self._drained):
-                        self._drained = max(self._drained, asked)
-                        self._cond.notify_all()
-                    stuck = seen == (frames, copied)  # a reader holds the rest back
-                    seen = (frames, copied)
-                    idle = self._asked == asked == self._drained
-                    if (frames == copied or stuck) and idle and not self._stop:
-                        self._cond.wait(_IDLE_S)
+            while (state := self._round(conn, state)) is not None:
+                pass
         except sqlite3.Error as exc:
             log.warning("checkpointing %s failed: %s", self._path, exc)
         finally:
@@ -144,3 +124,28 @@ class BulkCheckpoints:
             with contextlib.suppress(sqlite3.Error):  # busy: the next checkpoint copies it
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # leave it empty
             conn.close()
+
+    def _round(
+        self, conn: sqlite3.Connection, before: tuple[int, int] | None
+    ) -> tuple[int, int] | None:
+        """One checkpoint: passive, or a RESTART when a drain is asked for and the passive
+        ones caught up; then a pause when there is nothing to do. ``None``: stopped."""
+        with self._cond:
+            if self._stop:
+                return None
+            asked = self._asked
+            caught_up = before is not None and before[0] - before[1] < _CAUGHT_UP_PAGES
+            restart = asked > self._drained and caught_up
+        pragma = f"PRAGMA wal_checkpoint({'RESTART' if restart else 'PASSIVE'})"
+        busy, frames, copied = conn.execute(pragma).fetchall()[0]
+        with self._cond:
+            self._lag = max(frames - copied, 0)
+            if frames == copied and not busy and (restart or asked == self._drained):
+                self._drained = max(self._drained, asked)
+                self._cond.notify_all()
+            stuck = before == (frames, copied)  # a reader holds the rest back
+            idle = self._asked == asked == self._drained
+            gave_up = restart and busy  # readers held it: the other writers' turn first
+            if (((frames == copied or stuck) and idle) or gave_up) and not self._stop:
+                self._cond.wait(_IDLE_S)
+        return frames, copied
