@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,12 @@ bench-langgraph: $(STAMP)
 # index. Takes about five minutes on a quiet machine.
 bench-console: $(STAMP)
 	$(BIN)/python bench/console_reads.py
+
+# Workspace snapshots: 1 GiB in 1,000 files under /tmp (deleted after) taken, restored and taken
+# again after 1% changed, on SQLite and PostgreSQL (STALWART_TEST_POSTGRES_URL, else a local
+# server): throughput against a bare copy, what the second snapshot stores and takes, peak RSS.
+bench-snapshots: $(STAMP)
+	$(BIN)/python bench/snapshots.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)

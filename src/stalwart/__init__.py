@@ -65,6 +65,7 @@ from ._model import (
     RunDetail,
     Schedule,
     SharedWrite,
+    SnapshotRef,
     Usage,
     Versioned,
     WorkerInfo,
@@ -72,6 +73,7 @@ from ._model import (
 )
 from ._retry import Retry
 from ._shared import shared_get, shared_set
+from ._snapshots import restore, snapshot
 
 __version__ = "0.3.0"  # the only place the version is written (pyproject reads it)
 
@@ -104,6 +106,7 @@ __all__ = [
     "Schedule",
     "SerializationError",
     "SharedWrite",
+    "SnapshotRef",
     "Stalwart",
     "StalwartError",
     "StepError",
@@ -130,6 +133,7 @@ __all__ = [
     "request_approval",
     "request_approval_async",
     "request_headers",
+    "restore",
     "run_child",
     "run_child_async",
     "run_step",
@@ -138,6 +142,7 @@ __all__ = [
     "shared_set",
     "sleep",
     "sleep_async",
+    "snapshot",
     "start_child",
     "start_child_async",
     "uuid4",

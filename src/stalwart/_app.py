@@ -36,6 +36,7 @@ from ._runtime import Runtime
 from ._schedules import Schedules
 from ._serde import make_codec
 from ._shared import SharedContext
+from ._snapshots import Snapshots
 from ._store import Store, open_store, resolve_url, store_name
 from ._tracing import Tracing
 from ._views import Views
@@ -56,7 +57,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset, first=offset)
 
 
-class Stalwart(Reads, SharedContext, Schedules, Checks):
+class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(

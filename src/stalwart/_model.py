@@ -35,6 +35,7 @@ __all__ = [
     "RunStatus",
     "Schedule",
     "SharedWrite",
+    "SnapshotRef",
     "Usage",
     "Versioned",
     "WorkerInfo",
@@ -484,6 +485,21 @@ class SharedWrite:
     value: Any
     by: str
     at: _dt.datetime
+
+
+@dataclass(frozen=True)
+class SnapshotRef:
+    """A workspace snapshot (``stalwart.snapshot``): its ``id``, its ``name``, how many
+    regular ``files`` it holds and their total size in ``bytes``, what it added to the store
+    (``stored_bytes``: compressed chunks no earlier snapshot had) and when it was taken
+    (``created_at``, UTC). A step may return it; pass it to ``stalwart.restore``."""
+
+    id: str
+    name: str
+    files: int
+    bytes: int
+    stored_bytes: int
+    created_at: _dt.datetime
 
 
 @dataclass(frozen=True)

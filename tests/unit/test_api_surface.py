@@ -77,6 +77,9 @@ CONTRACT = {
     "patched",  # 0.2: safe evolution
     "CheckResult",
     "request_headers",  # 0.3: provider calls
+    "snapshot",  # 0.3: workspace snapshots
+    "restore",
+    "SnapshotRef",
 }
 
 

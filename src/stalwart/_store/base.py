@@ -28,6 +28,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+- ``SnapshotStore`` (``snapshots.py``): workspace snapshots: content-addressed chunks, a row
+  per snapshot found by its run, its tree's entries and the chunks it uses.
 
 Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
 ``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
@@ -101,6 +103,7 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+from .snapshots import SnapshotStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
 # but not written, and its store is opened without being migrated (an older schema is refused),
@@ -167,6 +170,7 @@ __all__ = [
     "SharedRow",
     "SharedSet",
     "SharedStore",
+    "SnapshotStore",
     "Store",
     "UnmigratedStore",
     "UsageRow",
@@ -176,7 +180,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 20
 
 
 class RunStore(RunReads, Protocol):
@@ -541,6 +545,7 @@ class Store(
     ChildStore,
     SharedStore,
     ScheduleStore,
+    SnapshotStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

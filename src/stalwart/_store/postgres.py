@@ -28,7 +28,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -163,7 +163,26 @@ class _Listener:
         self.thread.join(timeout=2)
 
 
-class PostgresStore(Outages, SQLStore):
+class _ServerBinding(SQLStore):
+    """Statements whose parameters PostgreSQL binds itself: big ``bytes`` (snapshot chunks)
+    travel as they are instead of inlined in the statement's text."""
+
+    def _bound(self, conn: Any, query: str, params: dict[str, Any]) -> Any:
+        # The connection's client-side cursors inline a parameter as text (a snapshot chunk
+        # as hex, twice its bytes, parsed by the server); this one binds them on the server,
+        # in binary both ways, never prepared (a pooler may not keep prepared statements).
+        import psycopg
+
+        return psycopg.Cursor(conn).execute(query, params, prepare=False, binary=True)
+
+    def _bound_many(self, conn: Any, query: str, rows: Sequence[dict[str, Any]]) -> None:
+        import psycopg
+
+        with psycopg.Cursor(conn) as cur:
+            cur.executemany(query, rows)  # pipelined: one round trip for the lot
+
+
+class PostgresStore(Outages, _ServerBinding):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:

@@ -21,6 +21,7 @@ from typing import TypeVar
 from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .changes import Changes
+from .checkpoints import BulkCheckpoints
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -89,6 +90,7 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
+        self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self.changes = Changes(self.data_version)
         self._migrate()
         self._open_pipeline()
@@ -107,6 +109,26 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"{mask_url(self.url)}: SQLite refused WAL mode (got {mode})")
 
     # -- plumbing -------------------------------------------------------------------------
+
+    def _autocheckpoint(self, pages: int) -> None:
+        self._retrying(lambda: self._conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}"))
+
+    @contextmanager
+    def bulk_writes(self) -> Iterator[None]:
+        """Big writes follow: the write-ahead log is copied by a thread of its own meanwhile
+        (``checkpoints``), not by each commit."""
+        if self._bulk is None:
+            yield
+            return
+        self._bulk.enter()
+        try:
+            yield
+        finally:
+            self._bulk.leave()
+
+    def _wrote_in_bulk(self, size: int, held: float) -> None:
+        if self._bulk is not None:
+            self._bulk.wrote(size, held)
 
     def close(self) -> None:
         """Close the connection."""

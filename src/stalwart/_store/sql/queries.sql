@@ -600,3 +600,68 @@ SELECT workflow_id, name, input, position FROM journal
 WHERE workflow_id = :workflow_id AND kind = 'step' AND attempt <> 0
   AND status IN ('completed', 'failed') AND input IS NOT NULL AND position IS NOT NULL
 ON CONFLICT DO NOTHING;
+
+-- name: begin_snapshot
+-- An incomplete snapshot of an existing run (nobody sees it until finish_snapshot), numbered
+-- after the run's others (its writers are serialized by the run's lock).
+INSERT INTO snapshots (id, workflow_id, number, name, created_at)
+SELECT :id, :workflow_id,
+       (SELECT coalesce(max(number), 0) + 1 FROM snapshots WHERE workflow_id = :workflow_id),
+       :name, :now
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id);
+
+-- dialect: chunk_held
+-- Whether a chunk is stored, kept so until the transaction ends: on PostgreSQL its row is
+-- locked (FOR KEY SHARE) against a concurrent delete; SQLite's writers are serial.
+
+-- name: put_chunk
+INSERT INTO snapshot_chunks (digest, data, size, created_at)
+VALUES (:digest, :data, :size, :now)
+ON CONFLICT (digest) DO NOTHING;
+
+-- name: use_chunk
+INSERT INTO snapshot_uses (snapshot_id, digest) VALUES (:snapshot_id, :digest)
+ON CONFLICT DO NOTHING;
+
+-- name: put_snapshot_file
+INSERT INTO snapshot_files (snapshot_id, path, kind, mode, size, mtime_ns, target, chunks)
+VALUES (:snapshot_id, :path, :kind, :mode, :size, :mtime_ns, :target, :chunks)
+ON CONFLICT DO NOTHING;
+
+-- name: finish_snapshot
+UPDATE snapshots SET files = :files, bytes = :bytes, stored_bytes = :stored_bytes, complete = 1
+WHERE id = :id AND complete = 0;
+
+-- name: get_snapshot
+SELECT id, workflow_id, name, files, bytes, stored_bytes, created_at, complete
+FROM snapshots WHERE id = :id;
+
+-- name: run_snapshots
+SELECT id, workflow_id, name, files, bytes, stored_bytes, created_at, complete
+FROM snapshots WHERE workflow_id = :workflow_id AND complete = 1
+ORDER BY number;
+
+-- name: last_snapshot
+SELECT id, workflow_id, name, files, bytes, stored_bytes, created_at, complete
+FROM snapshots WHERE workflow_id = :workflow_id AND name = :name AND complete = 1
+ORDER BY number DESC LIMIT 1;
+
+-- name: snapshot_files
+-- A page of a snapshot's tree in bytewise path order (PostgreSQL's column is COLLATE "C").
+SELECT path, kind, mode, size, mtime_ns, target, chunks FROM snapshot_files
+WHERE snapshot_id = :snapshot_id AND path > :after
+ORDER BY path LIMIT :limit;
+
+-- name: snapshot_chunk
+SELECT data FROM snapshot_chunks WHERE digest = :digest;
+
+-- name: drop_snapshot_uses
+DELETE FROM snapshot_uses
+WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = :workflow_id);
+
+-- name: drop_snapshot_files
+DELETE FROM snapshot_files
+WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = :workflow_id);
+
+-- name: drop_snapshots
+DELETE FROM snapshots WHERE workflow_id = :workflow_id;

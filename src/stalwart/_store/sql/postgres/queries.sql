@@ -166,3 +166,7 @@ SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, rev
        declared_at
 FROM schedules WHERE next_due <= :now AND workflow = ANY(:names)
 ORDER BY next_due, name;
+
+-- name: chunk_held
+-- Locked against a collector's delete until this transaction, which records its use, ends.
+SELECT 1 FROM snapshot_chunks WHERE digest = :digest FOR KEY SHARE;

@@ -91,3 +91,7 @@ SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, rev
        declared_at
 FROM schedules WHERE next_due <= :now AND workflow IN (SELECT value FROM json_each(:names))
 ORDER BY next_due, name;
+
+-- name: chunk_held
+-- Writers are serial (BEGIN IMMEDIATE): no delete can come between this and the commit.
+SELECT 1 FROM snapshot_chunks WHERE digest = :digest;
