@@ -180,7 +180,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 19
 
 
 class RunStore(RunReads, Protocol):
