@@ -70,6 +70,7 @@ from ._model import (
     WorkerInfo,
     WorkflowInfo,
 )
+from ._messages import send_event
 from ._retry import Retry
 from ._shared import shared_get, shared_set
 
@@ -134,6 +135,7 @@ __all__ = [
     "run_child_async",
     "run_step",
     "run_step_async",
+    "send_event",
     "shared_get",
     "shared_set",
     "sleep",
