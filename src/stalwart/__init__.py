@@ -53,6 +53,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._messages import send_event
 from ._model import (
     Approval,
     ApprovalRequest,
@@ -70,7 +71,6 @@ from ._model import (
     WorkerInfo,
     WorkflowInfo,
 )
-from ._messages import send_event
 from ._retry import Retry
 from ._shared import shared_get, shared_set
 

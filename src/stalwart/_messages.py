@@ -23,7 +23,9 @@ def _check(workflow_id: Any, name: Any, dedup_key: Any) -> None:
         )
     _inputs.name(workflow_id, "workflow_id", "stalwart.send_event")
     if not isinstance(name, str) or not name:
-        raise UsageError(f"stalwart.send_event(name={name!r}): pass the event's name, a non-empty str")
+        raise UsageError(
+            f"stalwart.send_event(name={name!r}): pass the event's name, a non-empty str"
+        )
     _inputs.name(name, "name", "stalwart.send_event")
     if dedup_key is not None:
         if not isinstance(dedup_key, str) or not dedup_key:
@@ -67,5 +69,10 @@ def send_event(
         return _messages.send(inv, workflow_id, name, payload_bytes, dedup_key)
     with inv.journaling():
         return _messages.deliver(
-            inv.runtime, inv.workflow_id, workflow_id, name, payload_bytes, dedup_key
+            inv.runtime,
+            inv.workflow_id,
+            workflow_id,
+            name=name,
+            payload=payload_bytes,
+            dedup_key=dedup_key,
         )

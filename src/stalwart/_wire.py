@@ -23,8 +23,8 @@ from ._model import (
     Schedule,
     SharedWrite,
     Usage,
-    WorkerInfo,
     Versioned,
+    WorkerInfo,
     WorkflowInfo,
 )
 

@@ -12,8 +12,9 @@ A parent that ends failed or cancelled cancels its unfinished children (their co
 run), and so does an operator's cancel; a parent's retry redrives its failed and cancelled
 children and reopens its waits on them. A detached child is passed by (it outlives its
 parent). The parent cancels one child with ``cancel``: journaled (``kind`` ``child``, named
-``cancel <workflow>``), so a replay does not cancel again. ``app.run`` executes the children of its run that no
-worker has claimed (``Driver.help_children``, in ``driver.py``, which sits above).
+``cancel <workflow>``), so a replay does not cancel again. ``app.run`` executes the children
+of its run that no worker has claimed (``Driver.help_children``, in ``driver.py``, which sits
+above).
 """
 
 from __future__ import annotations
@@ -207,7 +208,9 @@ def cancel(inv: Invocation, ref: ChildRef) -> None:
         f"run {ref.workflow_id!r} was cancelled by its parent {inv.workflow_id!r}",
     )
     by = f"parent {inv.workflow_id}"
-    note = Entry.operator("cancel", now, by=by, input=runtime.codec.encode({"parent": inv.workflow_id}))
+    note = Entry.operator(
+        "cancel", now, by=by, input=runtime.codec.encode({"parent": inv.workflow_id})
+    )
     with inv.journaling():
         verdict = runtime.store.cancel_run(ref.workflow_id, now=now, error=error, entry=note)
         if verdict == "cancelled":

@@ -46,9 +46,7 @@ def _replayed(inv: Invocation, rec: Recorded) -> bool:
 
 
 @guarded
-def send(
-    inv: Invocation, target: str, name: str, payload: bytes, dedup_key: str | None
-) -> bool:
+def send(inv: Invocation, target: str, name: str, payload: bytes, dedup_key: str | None) -> bool:
     """Send event ``name`` to run ``target`` once, however often the sender replays:
     ``True`` if delivered, ``False`` if the target already had an event with the dedup key."""
     inv.check_alive()
@@ -112,7 +110,13 @@ def send(
 
 
 def deliver(
-    runtime: Runtime, sender: str, target: str, name: str, payload: bytes, dedup_key: str | None
+    runtime: Runtime,
+    sender: str,
+    target: str,
+    *,
+    name: str,
+    payload: bytes,
+    dedup_key: str | None,
 ) -> bool:
     """``send_event`` inside a step: a plain delivery (not journaled; a retried step sends
     again, so pass a ``dedup_key``), recorded in the target as sent by run ``sender``."""

@@ -494,10 +494,11 @@ class ChildStore(Protocol):
         trace_context: str | None = None,
         detached: bool = False,
     ) -> str:
-        """Create a pending child run (``detached``: one its parent's cancel and retry pass
-        by) and journal ``entry`` in the held parent, in one transaction: ``"started"``, ``"exists"`` (this parent's child of that workflow),
-        ``"taken"`` (another workflow's or parent's id; nothing written), ``"lost"`` or
-        ``"cancelling"`` (the parent's cancel was requested; nothing written)."""
+        """Create a pending child run (``detached``: one its parent's cancel and retry
+        pass by) and journal ``entry`` in the held parent, in one transaction: ``"started"``,
+        ``"exists"`` (this parent's child of that workflow), ``"taken"`` (another workflow's
+        or parent's id; nothing written), ``"lost"`` or ``"cancelling"`` (the parent's cancel
+        was requested; nothing written)."""
 
     def child_runs(self, parent_id: str, *, attached: bool = False) -> list[RunRow]:
         """The children of a run, oldest first (``attached``: not the detached ones)."""

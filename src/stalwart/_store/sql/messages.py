@@ -35,11 +35,12 @@ class MessageVerbs(WaitVerbs):
         """Deliver event ``name`` to run ``workflow_id`` and journal the send in run
         ``sender_id`` while ``owner`` holds its lease, in one transaction.
 
-        ``entry`` is the send as journaled; the sender's row is ``outcome(verdict, message)``,
-        that entry with what the send decided. The verdict: ``"delivered"``, ``"duplicate"`` (the target had an event with
-        ``dedup_key``), ``"missing"`` (no such run), ``"ended"`` (completed or cancelled: it
-        will never read it) or ``"lost"`` (the sender's lease; nothing is written);
-        ``delivery`` is journaled in the target when the event is stored."""
+        ``entry`` is the send as journaled; the sender's row is ``outcome(verdict,
+        message)``, that entry with what the send decided. The verdict: ``"delivered"``,
+        ``"duplicate"`` (the target had an event with ``dedup_key``), ``"missing"`` (no such
+        run), ``"ended"`` (completed or cancelled: it will never read it) or ``"lost"`` (the
+        sender's lease; nothing is written); ``delivery`` is journaled in the target when the
+        event is stored."""
 
         def work(conn: Any) -> str:
             for run in sorted({sender_id, workflow_id}):  # one order: no deadlock between two
@@ -50,7 +51,13 @@ class MessageVerbs(WaitVerbs):
             message = ""
             try:
                 delivered = self._deliver(
-                    conn, workflow_id, name, payload, dedup_key, now, delivery
+                    conn,
+                    workflow_id,
+                    name=name,
+                    payload=payload,
+                    dedup_key=dedup_key,
+                    now=now,
+                    entry=delivery,
                 )
                 verdict = "delivered" if delivered else "duplicate"
             except KeyError:

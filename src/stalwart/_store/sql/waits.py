@@ -169,7 +169,15 @@ class WaitVerbs(SQLBase):
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
-            return self._deliver(conn, workflow_id, name, payload, dedup_key, now, entry)
+            return self._deliver(
+                conn,
+                workflow_id,
+                name=name,
+                payload=payload,
+                dedup_key=dedup_key,
+                now=now,
+                entry=entry,
+            )
 
         return self._once(workflow_id, entry, work)
 
@@ -177,6 +185,7 @@ class WaitVerbs(SQLBase):
         self,
         conn: Any,
         workflow_id: str,
+        *,
         name: str,
         payload: bytes | None,
         dedup_key: str | None,
