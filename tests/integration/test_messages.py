@@ -5,6 +5,7 @@ outlives its parent's cancel, deadline and retry."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable
@@ -118,6 +119,8 @@ def test_an_unknown_target_is_recorded_and_raised_again_on_replay(app: stalwart.
     thread, outcome = run_in_thread(lambda: app.run(sender, workflow_id="s"))
     try:
         wait_until(lambda: waiting_for(app, "s") == "event go", "the sender waits")
+        # a dry replay answers the recorded sends from the journal, failures included
+        assert app.check(["s"]) == [stalwart.CheckResult("s", True)]
         app.start(ghost, workflow_id="ghost")  # the target exists now, after the send
         app.send_event("s", "go")
     finally:
@@ -275,3 +278,30 @@ def test_a_detached_child_is_not_covered_by_its_parents_deadline(store_url: str)
         assert store.get_run("t/0").deadline == store.get_run("t").deadline
         assert store.get_run("t/1").deadline is None
         assert app.handle("t/1").status() in ("pending", "suspended")
+
+
+def test_async_workflows_send_concurrently_and_a_fork_resends_only_after_from_seq(
+    app: stalwart.Stalwart,
+) -> None:
+    @app.workflow()
+    def inbox(n: int) -> list[Any]:
+        return sorted(stalwart.wait_for_event("note") for _ in range(n))
+
+    @app.workflow()
+    async def broadcaster(target: str) -> list[bool]:
+        async def one(i: int) -> bool:
+            return stalwart.send_event(target, "note", i)
+
+        return list(await asyncio.gather(one(0), one(1), one(2)))
+
+    app.start(inbox, 4, workflow_id="inbox")
+    assert app.run(broadcaster, "inbox", workflow_id="b") == [True, True, True]
+    keys = sorted(e.input["dedup_key"] for e in app.journal("b") if e.kind == "send")
+    assert keys == ["b/t0.0", "b/t1.0", "b/t2.0"]  # one position per task, stable on replay
+    third = max(e.seq for e in app.journal("b") if e.kind == "send")
+    fork = app.fork("b", from_seq=third, new_id="bf")
+    assert app.run(broadcaster, "inbox", workflow_id=fork.workflow_id) == [True, True, True]
+    resent = [e.input["dedup_key"] for e in app.journal("bf") if e.kind == "send"]
+    assert len(resent) == 3 and sum(key.startswith("bf/") for key in resent) == 1
+    assert app.run(inbox, 4, workflow_id="inbox") == [0, 1, 2, 2]  # the fork's one resend
+    assert len(deliveries(app, "inbox")) == 4
