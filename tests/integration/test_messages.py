@@ -149,6 +149,19 @@ def test_an_uncaught_unknown_target_fails_the_run_and_its_replay_fails_the_same(
     assert failed.value.cause_type == "WorkflowNotFound"
     with pytest.raises(stalwart.WorkflowFailed, match="nobody"):
         app.run(sender, workflow_id="s")  # the recorded outcome, nothing sent again
+    app.retry("s")
+    with pytest.raises(stalwart.WorkflowFailed, match="nobody"):
+        app.run(sender, workflow_id="s")  # a retry replays the recorded failure
+
+    @app.workflow()
+    def nobody() -> Any:
+        return stalwart.wait_for_event("hello")
+
+    app.start(nobody, workflow_id="nobody")
+    [send] = [e for e in app.journal("s") if e.kind == "send"]
+    fork = app.fork("s", from_seq=send.seq, new_id="s2")  # sends again, under the fork's id
+    assert app.run(sender, workflow_id=fork.workflow_id) is True
+    assert [e.by for e in deliveries(app, "nobody")] == ["s2"]
 
 
 def test_send_event_in_a_step_is_a_plain_delivery_and_outside_a_run_is_refused(
