@@ -70,20 +70,22 @@ def test_shared_on_a_key_never_written_and_bad_json(shared_url: str, tmp_path: P
 def test_unschedule_removes_a_schedule_and_exits_1_for_an_unknown_one(
     shared_url: str, tmp_path: Path
 ) -> None:
-    with stalwart.Stalwart(shared_url) as app:
+    def declare() -> None:
+        with stalwart.Stalwart(shared_url) as app:
 
-        @app.workflow(name="nightly")
-        def nightly() -> None:
-            return None
+            @app.workflow(name="nightly")
+            def nightly() -> None:
+                return None
 
-        app.schedule(nightly, "0 3 * * *", name="nightly-report")
+            app.schedule(nightly, "0 3 * * *", name="nightly-report")
+
+    declare()
     listed = _cli(shared_url, "schedules", "--json", cwd=tmp_path)
     assert [json.loads(line)["name"] for line in listed.stdout.splitlines()] == ["nightly-report"]
     removed = _cli(shared_url, "unschedule", "nightly-report", cwd=tmp_path)
     assert removed.returncode == 0 and removed.stdout.strip() == "removed schedule 'nightly-report'"
     assert _cli(shared_url, "schedules", "--json", cwd=tmp_path).stdout == ""
-    with stalwart.Stalwart(shared_url) as app:
-        app.schedule(nightly, "0 3 * * *", name="nightly-report")
+    declare()
     as_json = _cli(shared_url, "unschedule", "nightly-report", "--json", cwd=tmp_path)
     assert json.loads(as_json.stdout) == {"removed": "nightly-report"}
     again = _cli(shared_url, "unschedule", "nightly-report", cwd=tmp_path)
