@@ -180,11 +180,20 @@ def cli_commands() -> Iterator[tuple[str, str, str, list[str]]]:
     root = click.Context(cli, info_name="stalwart")
     usage = cli.get_usage(root).removeprefix("Usage: ")
     yield "stalwart", usage, description(cli), _options(cli, root)
-    for name, command in sorted(cli.commands.items()):
-        ctx = click.Context(command, info_name=name, parent=root)
+    yield from _commands(cli, root, "stalwart")
+
+
+def _commands(
+    group: click.Group, parent: click.Context, path: str
+) -> Iterator[tuple[str, str, str, list[str]]]:
+    """The commands of ``group``, and of the groups among them (``stalwart shared get``)."""
+    for name, command in sorted(group.commands.items()):
+        ctx = click.Context(command, info_name=name, parent=parent)
         usage = command.get_usage(ctx).removeprefix("Usage: ")
         help_text = " ".join((command.help or "").split("\n\n")[0].split())
-        yield f"stalwart {name}", usage, help_text or "(No help yet.)", _options(command, ctx)
+        yield f"{path} {name}", usage, help_text or "(No help yet.)", _options(command, ctx)
+        if isinstance(command, click.Group):
+            yield from _commands(command, ctx, f"{path} {name}")
 
 
 def _entry(level: str, name: str, sig: str, text: str) -> list[str]:

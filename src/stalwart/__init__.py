@@ -53,6 +53,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._messages import send_event
 from ._model import (
     Approval,
     ApprovalRequest,
@@ -138,6 +139,7 @@ __all__ = [
     "run_child_async",
     "run_step",
     "run_step_async",
+    "send_event",
     "shared_get",
     "shared_set",
     "sleep",

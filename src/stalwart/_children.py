@@ -46,6 +46,26 @@ class ChildHandle:
         await asyncio.sleep(0)  # concurrent siblings start their children before any waits
         return _children.result(inv, self._ref)
 
+    def cancel(self) -> None:
+        """Cancel the child run: it stops at its next step boundary (at once if it waits)
+        and its compensations run; :meth:`result` then raises ``WorkflowCancelled``.
+        Journaled in the parent, so a replay does not cancel it again. A plain call in
+        ``async def`` workflows too (it does not wait for the child to stop)."""
+        inv = _workflow("ChildHandle.cancel", is_async=_in_async_run())
+        if inv is not self._invocation:
+            raise RuntimeError(
+                f"child {self._ref.workflow_id!r} was not started by this execution of run "
+                f"{inv.workflow_id!r}; cancel a ChildHandle in the workflow run that started it"
+            )
+        _children.cancel(inv, self._ref)
+
+
+def _in_async_run() -> bool:
+    """Whether the current run, if any, is an ``async def`` workflow (for the calls that
+    are the same in both)."""
+    inv = CURRENT_RUN.get()
+    return inv is not None and inv.is_async
+
 
 def _workflow(call: str, *, is_async: bool) -> Invocation:
     if CURRENT_STEP.get() is not None:
@@ -75,25 +95,35 @@ def _start(
     is_async: bool,
     workflow_id: str | None,
     queue: str | None,
+    detached: bool = False,
 ) -> ChildHandle:
     inv = _workflow(call, is_async=is_async)
+    if not isinstance(detached, bool):
+        raise TypeError(f"{call}(detached={detached!r}): pass True or False")
     definition = definition_of(inv.runtime, wf)
     if queue is not None:
         check_queue_name(queue)
     child_id = None if workflow_id is None else run_id(workflow_id)
     payload = encode_args(inv.runtime, definition, args, kwargs)
-    ref = _children.start(inv, definition, payload, child_id, queue)
+    ref = _children.start(inv, definition, payload, child_id, queue, detached=detached)
     return ChildHandle(inv, ref)
 
 
 def start_child(
-    wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
+    wf: Any,
+    *args: Any,
+    workflow_id: str | None = None,
+    queue: str | None = None,
+    detached: bool = False,
+    **kwargs: Any,
 ) -> ChildHandle:
     """Start workflow ``wf`` as a child run of the current workflow and return its handle.
 
     The start is journaled in the parent: its default id, ``"<parent id>/<position>"``, is
     the same on every replay, so a replay finds the same child. An id owned by another workflow
-    or parent raises ``WorkflowAlreadyExists``. ``queue`` defaults to the workflow's."""
+    or parent raises ``WorkflowAlreadyExists``. ``queue`` defaults to the workflow's. A
+    ``detached`` child outlives its parent: it is not cancelled with it, not covered by its
+    deadline and not retried by its retry (its ``parent_id`` is still recorded)."""
     return _start(
         "stalwart.start_child",
         wf,
@@ -102,11 +132,17 @@ def start_child(
         is_async=False,
         workflow_id=workflow_id,
         queue=queue,
+        detached=detached,
     )
 
 
 async def start_child_async(
-    wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
+    wf: Any,
+    *args: Any,
+    workflow_id: str | None = None,
+    queue: str | None = None,
+    detached: bool = False,
+    **kwargs: Any,
 ) -> ChildHandle:
     """The async twin of :func:`start_child`, for ``async def`` workflows."""
     return _start(
@@ -117,6 +153,7 @@ async def start_child_async(
         is_async=True,
         workflow_id=workflow_id,
         queue=queue,
+        detached=detached,
     )
 
 

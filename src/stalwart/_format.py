@@ -239,6 +239,12 @@ def _words(e: Any, previous: Any, width: int | None) -> tuple[str, str]:
                 return e.status, "never written (version 0)"
             value = short(e.output.get("value"), width)
             return e.status, f"version {e.output['version']}: {value}"
+    if e.kind == "send" and e.status != "failed" and isinstance(e.input, dict):
+        sent = "delivered to" if e.output is True else "already delivered to"
+        return (
+            e.status,
+            f"{sent} {e.input.get('workflow_id')} (dedup key {e.input.get('dedup_key')})",
+        )
     if e.attempt == 0 and e.status == "failed":
         return "reset", f"{e.error}: the next attempt starts afresh" if e.error else "reset"
     return e.status, e.error if e.error else short(e.output, width)

@@ -78,6 +78,7 @@ class EntryKind(StrEnum):
     CHILD = "child"  # a child run this run started, and how it ended once the run saw it
     SHARED = "shared"  # a read or compare-and-set of the shared context
     PATCH = "patch"  # a patched() point this run reached with the code that has the patch
+    SEND = "send"  # an event this run sent another run, and whether it was delivered
 
 
 class EntryStatus(StrEnum):

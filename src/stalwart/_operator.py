@@ -80,7 +80,7 @@ def fork_plan(
         done = status in (EntryStatus.COMPLETED, EntryStatus.REUSED) or (
             status == EntryStatus.FAILED  # an outcome recorded: a child's end, a caught failure
             and (
-                kind == EntryKind.CHILD
+                kind in (EntryKind.CHILD, EntryKind.SEND)
                 or (kind == EntryKind.STEP and went_on(rows, at, through=through))
             )
         )

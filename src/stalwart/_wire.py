@@ -21,7 +21,9 @@ from ._model import (
     QueueInfo,
     RunDetail,
     Schedule,
+    SharedWrite,
     Usage,
+    Versioned,
     WorkerInfo,
     WorkflowInfo,
 )
@@ -37,7 +39,9 @@ __all__ = [
     "jsonable",
     "queue_json",
     "schedule_json",
+    "shared_write_json",
     "usage_json",
+    "versioned_json",
     "worker_json",
 ]
 
@@ -183,3 +187,19 @@ def schedule_json(schedule: Schedule) -> dict[str, Any]:
     fields = dataclasses.asdict(schedule)
     fields["next_tick"] = iso(schedule.next_tick)
     return fields
+
+
+def versioned_json(key: str, versioned: Versioned) -> dict[str, Any]:
+    """A shared key as read or written: ``key``, ``version`` and ``value``."""
+    return {"key": key, "version": versioned.version, "value": jsonable(versioned.value)}
+
+
+def shared_write_json(write: SharedWrite) -> dict[str, Any]:
+    """One write of a shared key: ``key``, ``version``, ``value``, ``by`` and ``at``."""
+    return {
+        "key": write.key,
+        "version": write.version,
+        "value": jsonable(write.value),
+        "by": write.by,
+        "at": iso(write.at),
+    }

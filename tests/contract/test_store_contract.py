@@ -1281,6 +1281,7 @@ STALE: dict[str, Callable[[Store], object]] = {
         s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
     ),
     "start_child": lambda s: _start_child(s, "r1/0", owner="w0"),
+    "send_event": lambda s: _send(s, "r1", "r1", owner="w0"),
     "write_shared": lambda s: (
         s.write_shared(
             "plan",
@@ -1294,7 +1295,12 @@ STALE: dict[str, Callable[[Store], object]] = {
         ).held
     ),
 }
-REFUSAL: dict[str, object] = {"renew_lease": None, "resolve_wait": "lost", "start_child": "lost"}
+REFUSAL: dict[str, object] = {
+    "renew_lease": None,
+    "resolve_wait": "lost",
+    "start_child": "lost",
+    "send_event": "lost",
+}
 
 
 @pytest.mark.parametrize("verb", sorted(STALE))
@@ -1633,3 +1639,76 @@ def test_a_runs_end_and_its_redrive_clear_the_step_its_holder_published(store: S
     child = ChildRedrive("r1/0", "r1", [note])
     assert store.redrive("r1", now=103.0, entries=[note], children=[child])
     assert published("r1", "r1/0") == [None, None]
+
+
+def test_a_detached_child_is_left_out_of_its_parents_attached_children(store: Store) -> None:
+    _create(store)
+    assert _start_child(store, "r1/0") == "started"
+    entry = _step(2, None, kind="child", status="scheduled", input=b"Jspec")
+    started = Entry(kind="run", name="started", status="completed")
+    verdict = store.start_child(
+        "r1", entry, owner="w1", workflow_id="r1/1", name="kid", queue="default",
+        input=b"Jnull", now=102.0, started=started, detached=True,
+    )  # fmt: skip
+    assert verdict == "started"
+    assert [c.workflow_id for c in store.child_runs("r1")] == ["r1/0", "r1/1"]
+    assert [c.workflow_id for c in store.child_runs("r1", attached=True)] == ["r1/0"]
+    child = store.get_run("r1/1")
+    assert child is not None and child.parent_id == "r1"
+
+
+# -- events one run sends another -------------------------------------------------------------
+
+
+def _send(
+    store: Store,
+    sender: str,
+    target: str,
+    *,
+    owner: str = "w1",
+    key: str = "r1/0",
+    seq: int = 1,
+) -> str:
+    entry = Entry(kind="send", name="go", status="completed", seq=seq, position=str(seq - 1))
+
+    def outcome(verdict: str, message: str) -> Entry:
+        if verdict in ("missing", "ended"):
+            error = ErrorRecord("WorkflowNotFound" if verdict == "missing" else "Invalid", message)
+            return dataclasses.replace(entry, status="failed", error=error)
+        return dataclasses.replace(entry, output=b"Jtrue" if verdict == "delivered" else b"J0")
+
+    return store.send_event(
+        sender,
+        entry,
+        owner=owner,
+        workflow_id=target,
+        name="go",
+        payload=b"J1",
+        dedup_key=key,
+        now=150.0,
+        delivery=_note("send-event", by=sender),
+        outcome=outcome,
+    )
+
+
+def test_send_event_delivers_and_journals_the_send_in_one_transaction(store: Store) -> None:
+    _create(store)
+    _create(store, "t", owner=None)
+    assert _send(store, "r1", "t", owner="stale") == "lost"
+    assert [r.name for r in store.journal("t")] == ["started"]
+    assert [r.kind for r in store.journal("r1")] == ["run"]
+    assert _send(store, "r1", "t") == "delivered"
+    assert _send(store, "r1", "t", seq=2) == "duplicate"  # the same dedup key
+    assert [r.name for r in store.journal("t")] == ["started", "send-event"]
+    sends = [r for r in store.journal("r1") if r.kind == "send"]
+    assert [(r.seq, r.status) for r in sends] == [(1, "completed"), (2, "completed")]
+    assert _send(store, "r1", "nobody", key="k2", seq=3) == "missing"
+    finished = Entry(kind="run", name="finished", status="completed")
+    _create(store, "done")
+    assert store.finish_run(
+        "done", owner="w1", status="completed", output=None, error=None, now=5, entry=finished
+    )
+    assert _send(store, "r1", "done", key="k3", seq=4) == "ended"
+    failed = [r for r in store.journal("r1") if r.kind == "send" and r.status == "failed"]
+    assert [r.seq for r in failed] == [3, 4]
+    assert _send(store, "r1", "r1", key="self", seq=5) == "delivered"  # to itself: one lock

@@ -36,6 +36,7 @@ CONTRACT = {
     "sleep_async",
     "wait_for_event_async",
     "request_approval_async",
+    "send_event",  # 0.3: messages between runs
     "run_step",  # 0.2: steps without a decorator
     "run_step_async",
     "idempotency_key",

@@ -31,3 +31,16 @@ def schedules_command(ctx: click.Context, as_json: bool) -> None:
         tick = s.next_tick.strftime("%Y-%m-%d %H:%M:%S %Z")  # in the schedule's own zone
         table.add(s.name, s.workflow, s.cron, s.timezone, s.catch_up, tick)
     table.echo()
+
+
+@cli.command("unschedule")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@url_option
+@click.pass_context
+def unschedule_command(ctx: click.Context, name: str, as_json: bool) -> None:
+    """Remove schedule NAME: no tick of it starts after this (its runs already started are
+    left as they are); exit 1 if there is none."""
+    with open_app(ctx, write=True) as app:
+        app.unschedule(name)
+    click.echo(dumps({"removed": name}) if as_json else f"removed schedule {name!r}")

@@ -10,8 +10,11 @@ sees it, so that every later replay returns the same answer.
 
 A parent that ends failed or cancelled cancels its unfinished children (their compensations
 run), and so does an operator's cancel; a parent's retry redrives its failed and cancelled
-children and reopens its waits on them. ``app.run`` executes the children of its run that no
-worker has claimed (``Driver.help_children``, in ``driver.py``, which sits above).
+children and reopens its waits on them. A detached child is passed by (it outlives its
+parent). The parent cancels one child with ``cancel``: journaled (``kind`` ``child``, named
+``cancel <workflow>``), so a replay does not cancel again. ``app.run`` executes the children
+of its run that no worker has claimed (``Driver.help_children``, in ``driver.py``, which sits
+above).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .observe import carried
 __all__ = [
     "ChildRef",
     "attention_below",
+    "cancel",
     "cancel_children",
     "failed_through",
     "result",
@@ -83,19 +87,27 @@ def _started_elsewhere(inv: Invocation, child_id: str, position: str) -> str | N
     return None
 
 
-def _deadline(inv: Invocation, wf: WorkflowDef, now: float) -> float | None:
-    """The child's own deadline, or its parent's if that comes first."""
+def _deadline(inv: Invocation, wf: WorkflowDef, now: float, detached: bool) -> float | None:
+    """The child's own deadline, or its parent's if that comes first (not for a detached
+    child, which outlives its parent)."""
     own = None if wf.timeout is None else now + wf.timeout
-    if inv.deadline is None:
+    if inv.deadline is None or detached:
         return own
     return inv.deadline if own is None else min(own, inv.deadline)
 
 
 @guarded
 def start(
-    inv: Invocation, wf: WorkflowDef, payload: bytes, workflow_id: str | None, queue: str | None
+    inv: Invocation,
+    wf: WorkflowDef,
+    payload: bytes,
+    workflow_id: str | None,
+    queue: str | None,
+    *,
+    detached: bool = False,
 ) -> ChildRef:
-    """Start child run ``wf`` (or find the one this position started before)."""
+    """Start child run ``wf`` (or find the one this position started before); a
+    ``detached`` one is not cancelled, covered by the deadline or retried with its parent."""
     inv.check_alive()
     position = inv.next_position()
     rec = inv.lookup(position, EntryKind.CHILD, wf.name)
@@ -131,8 +143,9 @@ def start(
             input=payload,
             now=now,
             started=lifecycle("started", now, input=payload),
-            deadline=_deadline(inv, wf, now),
+            deadline=_deadline(inv, wf, now, detached),
             trace_context=carried(runtime) if runtime.observers else None,
+            detached=detached,
         )
     if verdict == "lost":
         inv.lease_lost.set()
@@ -176,6 +189,49 @@ def result(inv: Invocation, ref: ChildRef) -> Any:
     if rec.status == EntryStatus.COMPLETED:
         return _value(inv, rec, ref)
     raise final_failure(inv, _failure(inv, rec, ref), ref.seq)
+
+
+@guarded
+def cancel(inv: Invocation, ref: ChildRef) -> None:
+    """Cancel the child ``ref`` (its compensations run) and journal that the parent did, so
+    a replay does not cancel it again; its ``result`` then raises ``WorkflowCancelled``
+    (unless it had ended before)."""
+    inv.check_alive()
+    position, name = inv.next_position(), f"cancel {ref.name}"
+    if inv.lookup(position, EntryKind.CHILD, name) is not None:
+        return
+    inv.recovering = False
+    runtime = inv.runtime
+    now = runtime.clock.time()
+    error = ErrorRecord(
+        ErrorType.WORKFLOW_CANCELLED,
+        f"run {ref.workflow_id!r} was cancelled by its parent {inv.workflow_id!r}",
+    )
+    by = f"parent {inv.workflow_id}"
+    note = Entry.operator(
+        "cancel", now, by=by, input=runtime.codec.encode({"parent": inv.workflow_id})
+    )
+    with inv.journaling():
+        verdict = runtime.store.cancel_run(ref.workflow_id, now=now, error=error, entry=note)
+        if verdict == "cancelled":
+            cancel_children(runtime, ref.workflow_id, by=by)
+    output = runtime.codec.encode({"cancelled": ref.workflow_id, "verdict": verdict})
+    inv.append(
+        Entry(
+            kind=EntryKind.CHILD,
+            name=name,
+            status=EntryStatus.COMPLETED,
+            seq=inv.alloc_seq(),
+            position=position,
+            attempt=1,
+            started_at=now,
+            finished_at=now,
+            input=runtime.codec.encode({"cancel": ref.workflow_id}),
+            output=output,
+        )
+    )
+    runtime.wakeup.set()
+    log.info("run %s: cancelled its child %s: %s", inv.workflow_id, ref.workflow_id, verdict)
 
 
 def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recorded:
@@ -247,7 +303,7 @@ def cancel_children(runtime: Runtime, parent_id: str, *, by: str) -> bool:
     finished this way); one that must roll back first cancels them when its holder processes
     the cancel."""
     found = False
-    for child in runtime.store.child_runs(parent_id):
+    for child in runtime.store.child_runs(parent_id, attached=True):
         if child.status == RunStatus.CANCELLED:
             found = cancel_children(runtime, child.workflow_id, by=by) or found
             continue
@@ -334,7 +390,8 @@ def retry_children(
     so is the child whose failure the parent ended with (``through``, its seq)."""
     now = runtime.clock.time()
     index = runtime.store.replay_index(parent_id)
-    children = {child.workflow_id: child for child in runtime.store.child_runs(parent_id)}
+    attached = runtime.store.child_runs(parent_id, attached=True)
+    children = {child.workflow_id: child for child in attached}
     latest: dict[str, int] = {}
     for at, row in enumerate(index):
         latest[row.position] = at

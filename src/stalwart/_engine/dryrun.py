@@ -79,11 +79,13 @@ def _call(kind: str, name: str) -> str:
 
 
 # Kinds whose call is answered from a record that is not (yet) completed: a child start that
-# is ``scheduled`` (started, its end not yet seen) or ``failed`` replays without acting. A kind
-# not listed here is answered only from a completed record, the safe default: the dry replay
-# stops (as at a frontier) rather than let the engine act.
+# is ``scheduled`` (started, its end not yet seen) or ``failed``, or a send that found no
+# target, replays without acting. A kind not listed here is answered only from a completed
+# record, the safe default: the dry replay stops (as at a frontier) rather than let the
+# engine act.
 _ANSWERED: dict[str, frozenset[str]] = {
     EntryKind.CHILD: frozenset({EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED}),
+    EntryKind.SEND: frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED}),
 }
 
 

@@ -128,6 +128,7 @@ _STATUSES: dict[str, frozenset[EntryStatus]] = {
         {EntryStatus.SCHEDULED, EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}
     ),
     EntryKind.SHARED: _VALUE_STATUSES,
+    EntryKind.SEND: frozenset({EntryStatus.COMPLETED, EntryStatus.FAILED, EntryStatus.REUSED}),
 }
 
 

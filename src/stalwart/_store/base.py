@@ -180,7 +180,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 
 class RunStore(RunReads, Protocol):
@@ -496,14 +496,38 @@ class ChildStore(Protocol):
         started: Entry,
         deadline: float | None = None,
         trace_context: str | None = None,
+        detached: bool = False,
     ) -> str:
-        """Create a pending child run and journal ``entry`` in the held parent, in one
-        transaction: ``"started"``, ``"exists"`` (this parent's child of that workflow),
-        ``"taken"`` (another workflow's or parent's id; nothing written), ``"lost"`` or
-        ``"cancelling"`` (the parent's cancel was requested; nothing written)."""
+        """Create a pending child run (``detached``: one its parent's cancel and retry
+        pass by) and journal ``entry`` in the held parent, in one transaction: ``"started"``,
+        ``"exists"`` (this parent's child of that workflow), ``"taken"`` (another workflow's
+        or parent's id; nothing written), ``"lost"`` or ``"cancelling"`` (the parent's cancel
+        was requested; nothing written)."""
 
-    def child_runs(self, parent_id: str) -> list[RunRow]:
-        """The children of a run, oldest first."""
+    def child_runs(self, parent_id: str, *, attached: bool = False) -> list[RunRow]:
+        """The children of a run, oldest first (``attached``: not the detached ones)."""
+
+
+class MessageStore(Protocol):
+    """Events one run sends another."""
+
+    def send_event(
+        self,
+        sender_id: str,
+        entry: Entry,
+        *,
+        owner: str,
+        workflow_id: str,
+        name: str,
+        payload: bytes | None,
+        dedup_key: str,
+        now: float,
+        delivery: Entry,
+        outcome: Callable[[str, str], Entry],
+    ) -> str:
+        """Deliver an event to run ``workflow_id`` and journal ``outcome(verdict, message)``
+        in the held sender, in one transaction: ``"delivered"``, ``"duplicate"``,
+        ``"missing"``, ``"ended"`` or ``"lost"`` (nothing written)."""
 
 
 class SharedStore(Protocol):
@@ -543,6 +567,7 @@ class Store(
     BreakerStore,
     ReadStore,
     ChildStore,
+    MessageStore,
     SharedStore,
     ScheduleStore,
     SnapshotStore,

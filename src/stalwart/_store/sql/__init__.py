@@ -18,6 +18,7 @@ from .breakers import BreakerVerbs
 from .children import ChildVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
+from .messages import MessageVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
 from .schedules import ScheduleVerbs
@@ -33,6 +34,7 @@ class SQLStore(
     RunVerbs,
     LeaseVerbs,
     JournalVerbs,
+    MessageVerbs,
     WaitVerbs,
     AdminVerbs,
     BreakerVerbs,

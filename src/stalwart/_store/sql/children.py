@@ -29,6 +29,7 @@ class ChildVerbs(SQLBase):
         started: Entry,
         deadline: float | None = None,
         trace_context: str | None = None,
+        detached: bool = False,
     ) -> str:
         """Create child run ``workflow_id`` (``pending``) and journal ``entry`` in its parent,
         in one transaction, while ``owner`` holds the parent's lease.
@@ -58,6 +59,7 @@ class ChildVerbs(SQLBase):
                     "deadline": deadline,
                     "trace_context": trace_context,
                     "parent_id": parent_id,
+                    "detached": int(detached),
                 },
             )
             if cur.rowcount == 1:
@@ -74,6 +76,8 @@ class ChildVerbs(SQLBase):
 
         return self._once(parent_id, entry, work)
 
-    def child_runs(self, parent_id: str) -> list[RunRow]:
-        """The children of run ``parent_id``, oldest first."""
-        return self._records("child_runs", {"parent_id": parent_id}, RunRow)
+    def child_runs(self, parent_id: str, *, attached: bool = False) -> list[RunRow]:
+        """The children of run ``parent_id``, oldest first (``attached``: not the detached
+        ones, which their parent's cancel and retry pass by)."""
+        query = "attached_children" if attached else "child_runs"
+        return self._records(query, {"parent_id": parent_id}, RunRow)

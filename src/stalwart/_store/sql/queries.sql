@@ -506,6 +506,14 @@ SELECT workflow_id, name, status, queue, priority, input, output, error, created
 FROM runs WHERE parent_id = :parent_id
 ORDER BY created_at, workflow_id;
 
+-- name: attached_children
+-- The children a parent's cancel and retry reach: every child but the detached ones.
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested, retrying, progress, current_step, parent_id
+FROM runs WHERE parent_id = :parent_id AND detached = 0
+ORDER BY created_at, workflow_id;
+
 -- name: redrive_child
 -- A parent's retry retries its failed and cancelled children too.
 UPDATE runs

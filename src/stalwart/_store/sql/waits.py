@@ -177,41 +177,61 @@ class WaitVerbs(SQLBase):
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
-            run = conn.execute(self._q["get_run"], {"workflow_id": workflow_id}).fetchone()
-            if run is None:
-                raise KeyError(workflow_id)
-            if run[2] in _NEVER_READS:  # the row is locked: its status cannot change under us
-                seen = {"workflow_id": workflow_id, "dedup_key": dedup_key}
-                if (
-                    dedup_key is not None
-                    and conn.execute(self._q["event_delivered"], seen).fetchone()
-                ):
-                    return False  # a webhook's late repeat is a duplicate, not a mistake
-                raise InvalidOperation(
-                    f"run {workflow_id!r} is {run[2]}: it will never read event {name!r} "
-                    "(check the workflow id)"
-                )
-            cur = conn.execute(
-                self._q["insert_event"],
-                {
-                    "workflow_id": workflow_id,
-                    "name": name,
-                    "payload": self._stash(conn, payload),
-                    "dedup_key": dedup_key,
-                    "now": now,
-                    "by": entry.by,
-                },
+            return self._deliver(
+                conn,
+                workflow_id,
+                name=name,
+                payload=payload,
+                dedup_key=dedup_key,
+                now=now,
+                entry=entry,
             )
-            if cur.rowcount != 1:
-                return False
-            self._journal_in(conn, workflow_id, entry)
-            conn.execute(
-                self._q["wake_run"],
-                {"workflow_id": workflow_id, "now": now, "waiting_for": f"event:{name}"},
-            )
-            return True
 
         return self._once(workflow_id, entry, work)
+
+    def _deliver(
+        self,
+        conn: Any,
+        workflow_id: str,
+        *,
+        name: str,
+        payload: bytes | None,
+        dedup_key: str | None,
+        now: float,
+        entry: Entry,
+    ) -> bool:
+        """Inside a transaction that locked run ``workflow_id``: store the event, journal
+        ``entry`` in the run and wake it (see :meth:`deliver_event`)."""
+        run = conn.execute(self._q["get_run"], {"workflow_id": workflow_id}).fetchone()
+        if run is None:
+            raise KeyError(workflow_id)
+        if run[2] in _NEVER_READS:  # the row is locked: its status cannot change under us
+            seen = {"workflow_id": workflow_id, "dedup_key": dedup_key}
+            if dedup_key is not None and conn.execute(self._q["event_delivered"], seen).fetchone():
+                return False  # a webhook's late repeat is a duplicate, not a mistake
+            raise InvalidOperation(
+                f"run {workflow_id!r} is {run[2]}: it will never read event {name!r} "
+                "(check the workflow id)"
+            )
+        cur = conn.execute(
+            self._q["insert_event"],
+            {
+                "workflow_id": workflow_id,
+                "name": name,
+                "payload": self._stash(conn, payload),
+                "dedup_key": dedup_key,
+                "now": now,
+                "by": entry.by,
+            },
+        )
+        if cur.rowcount != 1:
+            return False
+        self._journal_in(conn, workflow_id, entry)
+        conn.execute(
+            self._q["wake_run"],
+            {"workflow_id": workflow_id, "now": now, "waiting_for": f"event:{name}"},
+        )
+        return True
 
     def get_approval(self, workflow_id: str, approval_id: str) -> ApprovalRow | None:
         """One approval request."""

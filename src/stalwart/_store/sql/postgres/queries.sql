@@ -133,9 +133,9 @@ SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/breaker/' || :name))
 -- name: create_child_run
 -- A child run, started by its parent (whose lease the caller checked in the same transaction).
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
-                  deadline, trace_context, parent_id)
+                  deadline, trace_context, parent_id, detached)
 VALUES (:workflow_id, :name, 'pending', :queue, 0, :input, round(CAST(:now AS numeric), 6), :now,
-        :deadline, :trace_context, :parent_id)
+        :deadline, :trace_context, :parent_id, :detached)
 ON CONFLICT (workflow_id) DO NOTHING;
 
 -- name: lock_shared

@@ -58,9 +58,9 @@ SELECT 1;  -- writers are serial (BEGIN IMMEDIATE)
 -- name: create_child_run
 -- A child run, started by its parent (whose lease the caller checked in the same transaction).
 INSERT INTO runs (workflow_id, name, status, queue, priority, input, created_at, updated_at,
-                  deadline, trace_context, parent_id)
+                  deadline, trace_context, parent_id, detached)
 VALUES (:workflow_id, :name, 'pending', :queue, 0, :input, round(:now, 6), :now,
-        :deadline, :trace_context, :parent_id)
+        :deadline, :trace_context, :parent_id, :detached)
 ON CONFLICT (workflow_id) DO NOTHING;
 
 -- name: lock_shared

@@ -8,7 +8,7 @@ import { badge, between, duration, fullTime, oneLine, timeEl, usageText, valueBl
 const KIND = {
   step: "step", compensation: "undo", sleep: "sleep", event: "event", approval: "approval",
   now: "now", uuid: "uuid", random: "random", operator: "operator", run: "run",
-  child: "child", shared: "shared", patch: "patch",
+  child: "child", shared: "shared", patch: "patch", send: "send",
 };
 
 /**
@@ -43,6 +43,10 @@ function words(e, previous) {
     if (e.output === null) return [e.status, e.status, "not written: the version moved since it was read"];
     if (out.version === 0) return [e.status, e.status, "never written (version 0)"];
     if (out.version) return [e.status, e.status, `version ${out.version}: ${oneLine(out.value, 90)}`];
+  }
+  if (e.kind === "send" && e.status !== "failed" && e.input && typeof e.input === "object") {
+    const sent = e.output === true ? "delivered to" : "already delivered to";
+    return [e.status, e.status, `${sent} ${e.input.workflow_id} (dedup key ${e.input.dedup_key})`];
   }
   if (e.attempt === 0 && e.status === "failed") {
     return ["reset", "idle", e.error ? `${e.error}: the next attempt starts afresh` : ""];
