@@ -101,6 +101,7 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+from .versions import SchemaVersion, VersionStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
 # but not written, and its store is opened without being migrated (an older schema is refused),
@@ -164,12 +165,14 @@ __all__ = [
     "ScheduleRow",
     "ScheduleStore",
     "ScheduledRun",
+    "SchemaVersion",
     "SharedRow",
     "SharedSet",
     "SharedStore",
     "Store",
     "UnmigratedStore",
     "UsageRow",
+    "VersionStore",
     "WaitDecision",
     "WaitStore",
     "WorkerRow",
@@ -541,6 +544,7 @@ class Store(
     ChildStore,
     SharedStore,
     ScheduleStore,
+    VersionStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

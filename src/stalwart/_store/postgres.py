@@ -209,7 +209,7 @@ class PostgresStore(Outages, SQLStore):
             name=POOL_NAME,
         )
         try:
-            self._write(self._migrate)
+            self._migrate_with(self._write, "postgres")
         except BaseException:
             self._pool.close()
             raise
@@ -241,9 +241,8 @@ class PostgresStore(Outages, SQLStore):
                 "that the server is running and the URL's host, port, user and database"
             ) from None
 
-    def _migrate(self, conn: Any) -> None:
+    def _lock_schema(self, conn: Any) -> None:
         conn.execute(self._q["lock_migrations"])
-        self._migrate_in(conn, "postgres")
 
     def _apply_script(self, conn: Any, sql: str) -> None:
         conn.execute(sql)
