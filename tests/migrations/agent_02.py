@@ -8,9 +8,10 @@ side of the tests:
   state a deploy meets (completed, failed, suspended on an event, on a timer, on an approval, a
   parent waiting on its child, pending), schedules and shared values, and writes to
   ``OUT.json`` what release 0.2 reads of it (the expectations of ``test_store_upgrade.py``).
-- ``python agent_02.py work URL``: on a store this release upgraded, approves the approval run,
-  serves it to its end with a 0.2 worker and runs a new run with ``app.run``; prints their
-  results as JSON.
+- ``python agent_02.py serve URL STOP``: a 0.2 worker serving the store until the file ``STOP``
+  exists (a rolling deploy: the store is upgraded under it).
+- ``python agent_02.py run URL ID``: a new run, executed in process by 0.2's ``app.run``; prints
+  its result as JSON.
 
 This release imports :func:`declare` to register the same workflows.
 """
@@ -150,11 +151,14 @@ def reads(app: stalwart.Stalwart) -> dict[str, Any]:
     }
 
 
-def serve_until(app: stalwart.Stalwart, done: Any, timeout: float = 60.0) -> None:
-    """Serve ``app`` with a worker in a thread until ``done()`` holds, then stop it."""
+def serve_until(app: stalwart.Stalwart, done: Any, timeout: float = 60.0, *, say: str = "") -> None:
+    """Serve ``app`` with a worker in a thread until ``done()`` holds, then stop it (once the
+    worker is started, print ``say`` if given)."""
     worker = testing.worker(app, concurrency=4)
     thread = threading.Thread(target=worker.serve, daemon=True)
     thread.start()
+    if say:
+        print(say, flush=True)
     deadline = time.monotonic() + timeout
     try:
         while not done():
@@ -190,23 +194,28 @@ def write(url: str, out: Path) -> None:
         out.write_text(json.dumps(reads(app), indent=1, sort_keys=True) + "\n")
 
 
-def work(url: str) -> None:
-    """The 0.2 side of a rolling deploy on an upgraded store: decide the approval, serve its
-    run to the end, run a new run in process; print both results."""
+def serve(url: str, stop: Path) -> None:
+    """Serve the store at ``url`` with a worker until the file ``stop`` exists (``serving``
+    on stdout once the worker is started)."""
+    with stalwart.Stalwart(url) as app:
+        declare(app)
+        serve_until(app, stop.exists, timeout=120.0, say="serving")
+
+
+def run(url: str, workflow_id: str) -> None:
+    """Run a new run of ``finished`` in this process with ``app.run``; print its result."""
     with stalwart.Stalwart(url) as app:
         workflows = declare(app)
-        app.approve("wait-approval-1", by="old-release", reason="from 0.2")
-        handle = app.handle("wait-approval-1")
-        serve_until(app, lambda: handle.status() == "completed")
-        fresh = app.run(workflows["finished"], 11, workflow_id="run-by-0.2")
-        print(json.dumps({"approved": handle.result(timeout=0), "fresh": fresh}))
+        print(json.dumps(app.run(workflows["finished"], 11, workflow_id=workflow_id)))
 
 
 if __name__ == "__main__":
-    mode, target = sys.argv[1], sys.argv[2]
+    mode, target, argument = sys.argv[1:4]
     if mode == "write":
-        write(target, Path(sys.argv[3]))
-    elif mode == "work":
-        work(target)
+        write(target, Path(argument))
+    elif mode == "serve":
+        serve(target, Path(argument))
+    elif mode == "run":
+        run(target, argument)
     else:
-        raise SystemExit(f"error: unknown mode {mode!r}: use write URL OUT.json, or work URL")
+        raise SystemExit(f"error: {mode!r}: use write URL OUT.json, serve URL STOP, run URL ID")

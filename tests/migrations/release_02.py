@@ -73,9 +73,14 @@ def _build(venv: Path) -> None:
         _check(_run([*install, f"{source}[postgres]"]), "install release 0.2 into it")
 
 
+def environment() -> dict[str, str]:
+    """This process's environment for release 0.2's: without ``PYTHONPATH``, which could put
+    this release's code before it."""
+    return {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+
+
 def _run(command: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    return subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    return subprocess.run(command, capture_output=True, text=True, env=environment(), check=False)
 
 
 def _check(done: subprocess.CompletedProcess[str], what: str) -> None:
@@ -87,12 +92,11 @@ def agent(
     python_path: Path, *args: str, timeout: float = 120.0
 ) -> subprocess.CompletedProcess[str]:
     """``agent_02.py`` with ``args``, run by release 0.2's interpreter."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     return subprocess.run(
         [str(python_path), str(AGENT), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env=environment(),
         timeout=timeout,
         check=False,
     )
