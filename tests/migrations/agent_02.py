@@ -30,7 +30,7 @@ from typing import Any
 import stalwart
 from stalwart import testing
 
-TIMER_SECONDS = 5.0  # the timer run's sleep: due a few seconds after the store is written
+TIMER_SECONDS = 8.0  # the timer run's sleep: due a few seconds after the store is written
 SHARED_KEYS = ("plan", "notes")
 SCHEDULE = "nightly"
 # Each run's id, its workflow, its argument, and the status the writer leaves it in.

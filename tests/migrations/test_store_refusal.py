@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import schema_rows
 
 import stalwart
 from cli_process import stalwart as stalwart_command
-from stalwart._store import Store, open_store
+from stalwart._store import open_store
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import Migration, load_migrations
 from stalwart._store.sql import migrating
@@ -44,26 +45,15 @@ def _upgraded_by_a_later_release(url: str, *, oldest: int) -> list[Any]:
         store.close()
 
 
-def _rows(url: str) -> list[Any]:
-    store = open_store(url)
-    try:
-        return [tuple(row) for row in execute_sql(store, ROWS)]
-    finally:
-        store.close()
-
-
-def test_a_store_that_needs_newer_code_is_refused_naming_both_versions(
-    shared_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_store_that_needs_newer_code_is_refused_naming_both_versions(shared_url: str) -> None:
     rows = _upgraded_by_a_later_release(shared_url, oldest=NEEDS)
     with pytest.raises(stalwart.StoreError) as refused:
         stalwart.Stalwart(shared_url)
     assert REFUSAL in str(refused.value)
     assert "\n" not in str(refused.value)
     with pytest.raises(stalwart.StoreError, match="upgrade stalwart"):
-        _rows(shared_url)  # refused again, the same way
-    monkeypatch.setattr(migrating, "SCHEMA_VERSION", NEEDS)  # the later release reads it:
-    assert _rows(shared_url) == rows  # the refusals wrote nothing
+        open_store(shared_url)  # refused again, the same way
+    assert schema_rows.versions(shared_url) == rows  # and the refusals wrote nothing
 
 
 def test_the_cli_refuses_it_in_one_error_line(shared_url: str, tmp_path: Path) -> None:
@@ -100,14 +90,6 @@ def test_a_newer_store_that_still_serves_this_code_is_used_as_it_is(shared_url: 
         assert [tuple(row) for row in execute_sql(store_of(app), ROWS)] == rows
 
 
-def _has_table(store: Store, name: str) -> bool:
-    try:
-        execute_sql(store, f"SELECT count(*) FROM {name}")
-    except stalwart.StoreError:
-        return False
-    return True
-
-
 def test_each_migration_commits_alone_so_a_failed_one_leaves_the_step_before(
     shared_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -132,20 +114,15 @@ def test_each_migration_commits_alone_so_a_failed_one_leaves_the_step_before(
     )
     with pytest.raises(stalwart.StoreError, match="no_such_table"):
         stalwart.Stalwart(shared_url)
-    # Read by code that knows no more than the first step: the store is at that step, and
-    # the failed one left nothing.
-    monkeypatch.setattr(migrating, "load_migrations", lambda backend: [*real(backend), added])
-    store = open_store(shared_url)
-    try:
-        assert store.schema_version().version == SCHEMA_VERSION + 1
-        assert _has_table(store, "next_added") and not _has_table(store, "half_done")
-    finally:
-        store.close()
+    # The first step committed with the row that records it; the failed one left nothing.
+    assert max(v for v, _ in schema_rows.versions(shared_url)) == SCHEMA_VERSION + 1
+    assert schema_rows.has_table(shared_url, "next_added")
+    assert not schema_rows.has_table(shared_url, "half_done")
     fixed = broken._replace(sql="CREATE TABLE half_done (x INTEGER);")
     monkeypatch.setattr(
         migrating, "load_migrations", lambda backend: [*real(backend), added, fixed]
     )
     with stalwart.Stalwart(shared_url) as app:  # the next open goes on from there
         assert store_of(app).schema_version().version == SCHEMA_VERSION + 2
-        assert _has_table(store_of(app), "half_done")
+        assert schema_rows.has_table(shared_url, "half_done")
         assert app.handle("before-the-upgrade").result(timeout=0) == 2

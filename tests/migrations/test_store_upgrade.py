@@ -14,23 +14,22 @@ from __future__ import annotations
 
 import json
 import shutil
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 import agent_02
 import pytest
 import release_02
+import schema_rows
 
 import stalwart
 from stalwart._store.base import SCHEMA_VERSION
 from stalwart._store.queries import load_migrations
 from stalwart._store.sql import migrating
 from stalwart.testing import execute_sql, store_of
-from store_urls import POSTGRES_URL, postgres_schema_url
+from store_urls import postgres_schema_url
 
 ROWS = "SELECT version, oldest_compatible FROM stalwart_schema ORDER BY version"
 # What each waiting run returns once what it waits for arrives (events {"n": 5} and {"n": 6}).
@@ -63,22 +62,6 @@ def written_by_02(
         yield url, json.loads(expected.read_text())
 
 
-def _raw_versions(url: str) -> list[tuple[int, int]]:
-    """The store's ``stalwart_schema`` rows, read without opening (so migrating) it."""
-    if url.startswith("sqlite:///"):
-        with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
-            rows = conn.execute(ROWS).fetchall()
-        conn.close()
-        return [(int(v), int(o)) for v, o in rows]
-    import psycopg
-
-    (schema,) = parse_qs(urlsplit(url).query)["schema"]
-    assert POSTGRES_URL is not None
-    with psycopg.connect(POSTGRES_URL) as pg:
-        rows = pg.execute(ROWS.replace("stalwart_schema", f"{schema}.stalwart_schema")).fetchall()
-    return [(int(v), int(o)) for v, o in rows]
-
-
 def _as_02_read(got: Any, expected: Any) -> Any:
     """``got`` with only the fields release 0.2 had (this release adds some, e.g. a journal
     entry's ``id``), for comparing with what 0.2 read."""
@@ -99,7 +82,7 @@ def test_this_release_upgrades_a_02_store_in_place_and_completes_its_waiting_run
     written_by_02: tuple[str, dict[str, Any]],
 ) -> None:
     url, expected = written_by_02
-    assert _raw_versions(url) == [(v, 1) for v in range(1, release_02.SCHEMA + 1)]
+    assert schema_rows.versions(url) == [(v, 1) for v in range(1, release_02.SCHEMA + 1)]
     with stalwart.Stalwart(url) as app:  # upgraded on open
         agent_02.declare(app)
         oldest = [m.oldest_compatible for m in load_migrations("sqlite")]
@@ -145,7 +128,8 @@ def test_release_02_serves_the_store_across_the_upgrade_until_newer_code_is_requ
     )
     try:
         assert old_worker.stdout is not None
-        assert old_worker.stdout.readline().strip() == "serving"
+        if old_worker.stdout.readline().strip() != "serving":
+            pytest.fail(f"release 0.2's worker did not start: {old_worker.communicate()[1]}")
         with stalwart.Stalwart(url) as app:  # the deploy: this release upgrades the store
             workflows = agent_02.declare(app)
             assert store_of(app).schema_version().version == SCHEMA_VERSION
@@ -195,7 +179,9 @@ def test_an_upgrade_that_stops_midway_leaves_a_store_both_releases_use(
     monkeypatch.setattr(migrating, "load_migrations", lambda backend: broken)
     with pytest.raises(stalwart.StoreError, match="no_such_table"):
         stalwart.Stalwart(url)
-    assert max(v for v, _ in _raw_versions(url)) == stops_at - 1  # the step before it committed
+    assert (
+        max(v for v, _ in schema_rows.versions(url)) == stops_at - 1
+    )  # the step before it committed
     ran = release_02.agent(python_02, "run", url, "half-upgraded")  # 0.2 still uses it
     assert ran.returncode == 0, ran.stderr
     monkeypatch.undo()
