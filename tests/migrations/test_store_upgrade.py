@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -190,3 +191,33 @@ def test_an_upgrade_that_stops_midway_leaves_a_store_both_releases_use(
         assert store_of(app).schema_version().version == SCHEMA_VERSION
         assert app.handle("half-upgraded").result() == {"sum": 12, "twice": 22}
         _reads_as_02_did(app, {"outcomes": json.loads(release_02.EXPECTED.read_text())["outcomes"]})
+
+
+def test_processes_opening_a_02_store_at_once_apply_each_step_once(
+    written_by_02: tuple[str, dict[str, Any]],
+) -> None:
+    url, expected = written_by_02
+    start = threading.Barrier(3)
+    opened: list[stalwart.Stalwart] = []
+    errors: list[BaseException] = []
+
+    def open_it() -> None:
+        start.wait()
+        try:
+            opened.append(stalwart.Stalwart(url))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    try:
+        assert errors == []
+        assert [v for v, _ in schema_rows.versions(url)] == list(range(1, SCHEMA_VERSION + 1))
+        agent_02.declare(opened[0])
+        _reads_as_02_did(opened[0], {"outcomes": expected["outcomes"]})
+    finally:
+        for app in opened:
+            app.close()
