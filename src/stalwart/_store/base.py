@@ -104,6 +104,7 @@ from .rows import (
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 from .snapshots import SnapshotStore
+from .versions import SchemaVersion, VersionStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
 # but not written, and its store is opened without being migrated (an older schema is refused),
@@ -167,6 +168,7 @@ __all__ = [
     "ScheduleRow",
     "ScheduleStore",
     "ScheduledRun",
+    "SchemaVersion",
     "SharedRow",
     "SharedSet",
     "SharedStore",
@@ -174,6 +176,7 @@ __all__ = [
     "Store",
     "UnmigratedStore",
     "UsageRow",
+    "VersionStore",
     "WaitDecision",
     "WaitStore",
     "WorkerRow",
@@ -571,6 +574,7 @@ class Store(
     SharedStore,
     ScheduleStore,
     SnapshotStore,
+    VersionStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -228,7 +228,7 @@ class PostgresStore(Outages, _ServerBinding):
             name=POOL_NAME,
         )
         try:
-            self._write(self._migrate)
+            self._migrate_with(self._write, "postgres")
         except BaseException:
             self._pool.close()
             raise
@@ -260,9 +260,8 @@ class PostgresStore(Outages, _ServerBinding):
                 "that the server is running and the URL's host, port, user and database"
             ) from None
 
-    def _migrate(self, conn: Any) -> None:
+    def _lock_schema(self, conn: Any) -> None:
         conn.execute(self._q["lock_migrations"])
-        self._migrate_in(conn, "postgres")
 
     def _apply_script(self, conn: Any, sql: str) -> None:
         conn.execute(sql)

@@ -170,11 +170,8 @@ class SQLiteStore(SQLStore):
         return self._retrying(attempt)
 
     def _migrate(self) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            self._migrate_in(conn, "sqlite")
-
         try:
-            self._write(work)
+            self._migrate_with(self._write, "sqlite")
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot use the store {mask_url(self.url)}: {exc}") from exc
 

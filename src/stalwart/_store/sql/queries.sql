@@ -17,6 +17,12 @@ SELECT version, oldest_compatible FROM stalwart_schema ORDER BY version DESC LIM
 -- name: set_schema_version
 INSERT INTO stalwart_schema (version, oldest_compatible) VALUES (:version, :oldest_compatible);
 
+-- name: raise_oldest_compatible
+-- On the latest row only, and only upwards: the oldest code a store serves never goes down.
+UPDATE stalwart_schema SET oldest_compatible = :oldest_compatible
+WHERE version = (SELECT max(version) FROM stalwart_schema)
+  AND oldest_compatible < :oldest_compatible;
+
 -- dialect: create_run
 -- round() to the microsecond: of a REAL on SQLite, of a numeric on PostgreSQL.
 
