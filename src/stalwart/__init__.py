@@ -27,9 +27,11 @@ from ._context import (
     workflow_id,
 )
 from ._declare import run_step, run_step_async
+from ._keyring import Keyring
 from ._errors import (
     BudgetExceeded,
     CorruptRecord,
+    EncryptionKeyMissing,
     InvalidOperation,
     LoopDetected,
     NeedsAttention,
@@ -89,9 +91,11 @@ __all__ = [
     "ChildHandle",
     "CorruptRecord",
     "CurrentStep",
+    "EncryptionKeyMissing",
     "Handle",
     "InvalidOperation",
     "JournalEntry",
+    "Keyring",
     "LoopDetected",
     "NeedsAttention",
     "NonDeterminismError",

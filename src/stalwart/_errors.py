@@ -20,7 +20,8 @@
     │   ├── StepTimeout
     │   └── OutputInvalid
     ├── StoreError
-    │   └── CorruptRecord
+    │   ├── CorruptRecord
+    │   └── EncryptionKeyMissing
     ├── NonRetryableError          (raise it in a step to stop retrying)
     ├── RetryAfter                 (raise it in a step to retry after a given delay)
     ├── NonDeterminismError
@@ -39,6 +40,7 @@ import re
 __all__ = [
     "BudgetExceeded",
     "CorruptRecord",
+    "EncryptionKeyMissing",
     "InvalidOperation",
     "LoopDetected",
     "NeedsAttention",
@@ -91,6 +93,30 @@ class CorruptRecord(StoreError):
 
     def __init__(self, message: str, *, workflow_id: str | None = None, seq: int | None = None):
         super().__init__(message)
+        self.workflow_id = workflow_id
+        self.seq = seq
+
+
+class EncryptionKeyMissing(StoreError):
+    """A payload is encrypted under a key the keyring lacks; names the key id, and the run
+    and ``seq`` where there is one."""
+
+    def __init__(
+        self,
+        key_id: str,
+        *,
+        workflow_id: str | None = None,
+        seq: int | None = None,
+        detail: str | None = None,
+    ):
+        where = ""
+        if workflow_id is not None:
+            where = f" (run {workflow_id!r}" + ("" if seq is None else f", seq {seq}") + ")"
+        super().__init__(
+            f"a payload{where} is encrypted under key {key_id!r}, which the keyring lacks: "
+            + (detail or f"add key {key_id!r} to Keyring(...) or STALWART_ENCRYPTION_KEYS")
+        )
+        self.key_id = key_id
         self.workflow_id = workflow_id
         self.seq = seq
 

@@ -13,6 +13,7 @@ from ._engine.invocation import step_key
 from ._errors import (
     BudgetExceeded,
     CorruptRecord,
+    EncryptionKeyMissing,
     LoopDetected,
     NeedsAttention,
     UsageError,
@@ -224,6 +225,8 @@ def decoded(codec: Codec, workflow_id: str, row: JournalRow, label: str, stored:
     the run and the seq when it cannot be."""
     try:
         return codec.decode(stored)
+    except EncryptionKeyMissing as exc:
+        raise EncryptionKeyMissing(exc.key_id, workflow_id=workflow_id, seq=row.seq) from None
     except ValueError as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "

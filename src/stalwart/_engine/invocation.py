@@ -20,7 +20,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
+from .._errors import (
+    CorruptRecord,
+    EncryptionKeyMissing,
+    EngineError,
+    NonDeterminismError,
+    StalwartError,
+    StoreError,
+)
 from .._hooks import RunHooks
 from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
@@ -391,6 +398,8 @@ class Invocation:
             with self.journaling():
                 payload = self.store.load_payload(stored)
             return self.runtime.codec.decode(payload)
+        except EncryptionKeyMissing as exc:
+            raise EncryptionKeyMissing(exc.key_id, workflow_id=self.workflow_id, seq=rec.seq)
         except (ValueError, CorruptRecord) as exc:
             raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
 

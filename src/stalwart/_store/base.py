@@ -104,6 +104,7 @@ from .rows import (
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 from .snapshots import SnapshotStore
+from .keys import KeyStore
 from .versions import SchemaVersion, VersionStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
@@ -183,7 +184,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 23
 
 
 class RunStore(RunReads, Protocol):
@@ -575,6 +576,7 @@ class Store(
     ScheduleStore,
     SnapshotStore,
     VersionStore,
+    KeyStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -25,6 +25,7 @@ from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
 from .snapshots import SnapshotVerbs
 from .spend import SpendVerbs
+from .keys import KeyVerbs
 from .versions import VersionVerbs
 from .waits import WaitVerbs
 
@@ -46,5 +47,6 @@ class SQLStore(
     SpendVerbs,
     SnapshotVerbs,
     VersionVerbs,
+    KeyVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -1,0 +1,62 @@
+"""Payloads of an encrypted store: the codec hands the store sealed values (``_keyring``);
+one too big to keep in its row is opened here and kept apart as a tree whose pieces and
+nodes are each sealed under the current key, keyed by HMAC under the digest key, so the
+unchanged prefix of a conversation still shares its pieces. A column keeps either a sealed
+value or a reference (``b"H"`` + a keyed digest); no plaintext reaches the SQL."""
+
+from __future__ import annotations
+
+from .._errors import EncryptionKeyMissing
+from .._keyring import SEALED_TAG, Keyring, key_id_of
+from .payloads import DIGEST_SIZE, REF_TAG, Dictionary, Get, Put, pack
+
+__all__ = ["open_column", "opening", "pack_sealed", "sealing"]
+
+
+def sealing(keyring: Keyring, put: Put) -> Put:
+    """``put`` that stores each row sealed, bound to its key."""
+    return lambda key, data: put(key, keyring.seal(data, key))
+
+
+def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
+    """``get`` that opens sealed rows (adding their keys to ``trusted``)."""
+
+    def fetch(keys: list[bytes]) -> dict[bytes, bytes]:
+        found = get(keys)
+        for key, data in found.items():
+            if data[:1] == SEALED_TAG:
+                if keyring is None:
+                    raise EncryptionKeyMissing(key_id_of(data) or "?")
+                found[key] = keyring.open(data, key)
+                trusted.add(key)
+        return found
+
+    return fetch
+
+
+def is_reference(column: bytes) -> bool:
+    """Whether a column value only refers to a row by digest (nothing to seal)."""
+    return column[:1] == REF_TAG and len(column) == 1 + DIGEST_SIZE
+
+
+def pack_sealed(
+    keyring: Keyring, sealed: bytes, put: Put, dictionary: Dictionary | None
+) -> bytes | None:
+    """The column value for the sealed payload ``sealed``, kept apart piece by piece."""
+    column = pack(
+        keyring.open(sealed),
+        sealing(keyring, put),
+        dictionary=dictionary,
+        digest=keyring.digest,
+    )
+    if column is None or is_reference(column):
+        return column
+    return keyring.seal(column)
+
+
+def open_column(keyring: Keyring | None, column: bytes) -> bytes:
+    """A column's value with its seal taken off where the keyring can (else as it is: the
+    codec names the missing key when it is decoded)."""
+    if keyring is None or column[:1] != SEALED_TAG:
+        return column
+    return keyring.open(column)

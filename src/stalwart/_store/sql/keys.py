@@ -1,0 +1,70 @@
+"""The ``KeyStore`` verbs over SQL (``_store.keys``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._errors import UsageError
+from ..payloads import REF_TAG
+from ._base import SQLBase
+
+__all__ = ["KeyVerbs"]
+
+# Every column that holds a payload, and the payloads table, in the order rekey visits them.
+_COLUMNS = (
+    "payloads_data",
+    "journal_input",
+    "journal_output",
+    "runs_input",
+    "runs_output",
+    "runs_progress",
+    "events_payload",
+    "approvals_details",
+    "shared_writes_value",
+    "schedules_input",
+)
+
+
+class KeyVerbs(SQLBase):
+    """The wrapped digest key and rekey."""
+
+    def digest_keys(self) -> dict[str, bytes]:
+        """The digest key as wrapped under each key id."""
+        return {str(k): bytes(v) for k, v in self._rows("digest_keys", {})}
+
+    def add_digest_keys(self, wrapped: dict[str, bytes]) -> None:
+        """Keep the digest key wrapped under more key ids."""
+
+        def work(conn: Any) -> None:
+            for key_id, data in wrapped.items():
+                conn.execute(self._q["add_digest_key"], {"key_id": key_id, "wrapped": data})
+
+        if wrapped:
+            self._write(work)
+
+    def rekey(self, batch: int) -> int:
+        """Re-encrypt at most ``batch`` values not sealed under the current key."""
+        if self.keyring is None:
+            raise UsageError("rekey needs a keyring: open the app with encryption=Keyring(...)")
+        done = 0
+        for column in _COLUMNS:
+            if done >= batch:
+                break
+            done += self._write(lambda conn, c=column: self._rekey_page(conn, c, batch - done))
+        return done
+
+    def _rekey_page(self, conn: Any, column: str, limit: int) -> int:
+        keyring = self.keyring
+        assert keyring is not None
+        key_id = keyring.current.encode("ascii")
+        prefix = b"E" + bytes([len(key_id)]) + key_id
+        params = {"size": len(prefix), "prefix": prefix, "ref": REF_TAG, "limit": limit}
+        rows = conn.execute(self._q[f"rekey_page_{column}"], params).fetchall()
+        done = 0
+        for row in rows:
+            keys, old = row[:-1], bytes(row[-1])
+            aad = bytes(keys[0]) if column == "payloads_data" else b""
+            new = keyring.seal(keyring.open(old, aad), aad)
+            update = {f"k{i}": key for i, key in enumerate(keys)} | {"new": new, "old": old}
+            done += conn.execute(self._q[f"rekey_{column}"], update).rowcount
+        return done
