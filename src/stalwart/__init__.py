@@ -27,7 +27,6 @@ from ._context import (
     workflow_id,
 )
 from ._declare import run_step, run_step_async
-from ._keyring import Keyring
 from ._errors import (
     BudgetExceeded,
     CorruptRecord,
@@ -55,6 +54,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._keyring import Keyring
 from ._messages import send_event
 from ._model import (
     Approval,

@@ -21,10 +21,10 @@ from ._declare import (
 )
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
+from ._errors import UsageError
 from ._handle import Handle
 from ._keyring import Keyring
 from ._loop import AppLoop
-from ._errors import UsageError
 from ._model import (
     Breaker,
     Budget,

@@ -42,9 +42,7 @@ def _key_bytes(key: bytes | str, what: str) -> bytes:
             ) from None
     if not isinstance(key, bytes) or len(key) != 32:
         size = len(key) if isinstance(key, bytes) else type(key).__name__
-        raise UsageError(
-            f"{what} is {size} bytes: AES-256 needs 32 (`stalwart keygen` prints one)"
-        )
+        raise UsageError(f"{what} is {size} bytes: AES-256 needs 32 (`stalwart keygen` prints one)")
     return key
 
 
@@ -78,9 +76,7 @@ class Keyring:
         self.keys: dict[str, bytes] = {}
         for key_id, key in keys.items():
             if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
-                raise UsageError(
-                    f"key id {key_id!r}: use 1 to 64 letters, digits, '_', '.' or '-'"
-                )
+                raise UsageError(f"key id {key_id!r}: use 1 to 64 letters, digits, '_', '.' or '-'")
             self.keys[key_id] = _key_bytes(key, f"key {key_id!r}")
         self.current = current if current is not None else next(iter(self.keys))
         if self.current not in self.keys:
@@ -122,8 +118,7 @@ class Keyring:
                 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
             except ImportError:  # pragma: no cover - the extra is missing
                 raise UsageError(
-                    "encryption needs the cryptography package: pip install "
-                    "'stalwart[encryption]'"
+                    "encryption needs the cryptography package: pip install 'stalwart[encryption]'"
                 ) from None
             cipher = self._ciphers[key_id] = AESGCM(self.keys[key_id])
         return cipher
@@ -133,18 +128,18 @@ class Keyring:
             raise UsageError("the keyring is not attached to a store yet (no digest key)")
         return self.digest_key
 
-    def digest(self, data: bytes) -> bytes:
+    def _digest(self, data: bytes) -> bytes:
         """HMAC-SHA256 of ``data`` under the digest key (what addresses content)."""
         return hmac.new(self._digest_key(), data, hashlib.sha256).digest()
 
-    def seal(self, data: bytes, aad: bytes = b"") -> bytes:
+    def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
         """``data`` encrypted under the current key, tagged with its id."""
         key_id = self.current.encode("ascii")
-        nonce = self.digest(b"nonce\n" + key_id + b"\n" + aad + b"\n" + data)[:_NONCE]
-        sealed = self._cipher(self.current).encrypt(nonce, data, aad or None)
+        nonce = self._digest(b"nonce\n" + key_id + b"\n" + aad + b"\n" + data)[:_NONCE]
+        sealed: bytes = self._cipher(self.current).encrypt(nonce, data, aad or None)
         return SEALED_TAG + bytes([len(key_id)]) + key_id + nonce + sealed
 
-    def open(self, data: bytes, aad: bytes = b"") -> bytes:
+    def _open(self, data: bytes, aad: bytes = b"") -> bytes:
         """The plaintext of sealed ``data``: ``EncryptionKeyMissing`` when its key is not
         here, ``CorruptRecord`` when it was changed."""
         key_id = key_id_of(data)
@@ -166,7 +161,7 @@ class Keyring:
 
     # -- the digest key, kept in the store --------------------------------------------------
 
-    def wrap_digest_key(self) -> dict[str, bytes]:
+    def _wrap_digest_key(self) -> dict[str, bytes]:
         """The digest key sealed under each key of the ring (rows for the store)."""
         key = self._digest_key()
         out = {}
@@ -176,7 +171,7 @@ class Keyring:
             out[key_id] = nonce + body
         return out
 
-    def attach(self, wrapped: Mapping[str, bytes]) -> dict[str, bytes]:
+    def _attach(self, wrapped: Mapping[str, bytes]) -> dict[str, bytes]:
         """Take the digest key from the store's ``wrapped`` rows (key id -> sealed digest
         key), or derive it from the current key where the store has none; returns the rows
         the store lacks (the key wrapped under keys it has no row for)."""
@@ -187,7 +182,7 @@ class Keyring:
                 ).digest()
             else:
                 self.digest_key = self._unwrap(wrapped)
-        return {k: v for k, v in self.wrap_digest_key().items() if k not in wrapped}
+        return {k: v for k, v in self._wrap_digest_key().items() if k not in wrapped}
 
     def _unwrap(self, wrapped: Mapping[str, bytes]) -> bytes:
         from cryptography.exceptions import InvalidTag

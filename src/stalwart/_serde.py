@@ -222,7 +222,7 @@ class Codec:
     def encode(self, value: Any) -> bytes:
         """Payload bytes for ``value``; raises :class:`UnsupportedValue` naming type and path."""
         if self.keyring is not None:
-            return self.keyring.seal(self._plain(value))
+            return self.keyring._seal(self._plain(value))
         return self._plain(value)
 
     def _plain(self, value: Any) -> bytes:
@@ -252,7 +252,7 @@ class Codec:
         if payload[:1] == SEALED_TAG:
             if self.keyring is None:
                 raise EncryptionKeyMissing(key_id_of(payload) or "?")
-            payload = self.keyring.open(payload)
+            payload = self.keyring._open(payload)
         if payload == b"Jnull":
             return None
         tag, body = payload[:1], payload[1:]

@@ -45,6 +45,8 @@ CONTRACT = {
     "StalwartError",
     "StoreError",
     "CorruptRecord",
+    "EncryptionKeyMissing",
+    "Keyring",
     "RegistrationError",
     "NeedsAttention",
     "SerializationError",

@@ -399,7 +399,9 @@ class Invocation:
                 payload = self.store.load_payload(stored)
             return self.runtime.codec.decode(payload)
         except EncryptionKeyMissing as exc:
-            raise EncryptionKeyMissing(exc.key_id, workflow_id=self.workflow_id, seq=rec.seq)
+            raise EncryptionKeyMissing(
+                exc.key_id, workflow_id=self.workflow_id, seq=rec.seq
+            ) from None
         except (ValueError, CorruptRecord) as exc:
             raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
 

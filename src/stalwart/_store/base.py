@@ -72,6 +72,7 @@ from typing import Any, Protocol
 from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
+from .keys import KeyStore
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -104,7 +105,6 @@ from .rows import (
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 from .snapshots import SnapshotStore
-from .keys import KeyStore
 from .versions import SchemaVersion, VersionStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked

@@ -36,6 +36,6 @@ class KeyStore(Protocol):
 def attach_keyring(store: KeyStore, keyring: Keyring) -> None:
     """Give ``store`` the keyring: the digest key taken from the store (or derived and kept
     there, wrapped under each key), and code that cannot read encrypted rows refused."""
-    store.add_digest_keys(keyring.attach(store.digest_keys()))
+    store.add_digest_keys(keyring._attach(store.digest_keys()))
     store.require_oldest_compatible(ENCRYPTED_SCHEMA)
     store.keyring = keyring

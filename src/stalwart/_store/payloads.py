@@ -256,16 +256,16 @@ def pack(
     if len(payload) > CHUNK_LIMIT and not tree:
         digests = []
         for piece in chunk(payload):
-            digest = hashlib.sha256(piece).digest()
-            put(digest, piece)
-            digests.append(digest)
+            flat = hashlib.sha256(piece).digest()
+            put(flat, piece)
+            digests.append(flat)
         payload = MANIFEST_TAG + b"".join(digests)
         if len(payload) <= INLINE_LIMIT:
             return payload
     if not tree:
-        digest = hashlib.sha256(payload).digest()
-        put(digest, payload)
-        return REF_TAG + digest
+        whole = hashlib.sha256(payload).digest()
+        put(whole, payload)
+        return REF_TAG + whole
     built = _Tree(payload, digest)
     if len(built.root) <= INLINE_LIMIT:
         built.store_below(built.root, put, dictionary)
@@ -411,11 +411,7 @@ def unpack(stored: bytes, get: Get, trusted: set[bytes] | None = None) -> bytes:
     if stored[:1] == REF_TAG and len(stored) == 1 + _DIGEST:
         key = stored[1:]
         stored = _fetch(get, [key])[key]
-        if (
-            stored[:1] in _NODE_OF
-            and key not in trusted
-            and hashlib.sha256(stored).digest() != key
-        ):
+        if stored[:1] in _NODE_OF and key not in trusted and hashlib.sha256(stored).digest() != key:
             raise _corrupt(key, "its digest does not match")
     if stored[:1] in _NODE_OF:
         return _unpack_tree(stored, get, trusted)

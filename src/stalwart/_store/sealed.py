@@ -15,7 +15,7 @@ __all__ = ["open_column", "opening", "pack_sealed", "sealing"]
 
 def sealing(keyring: Keyring, put: Put) -> Put:
     """``put`` that stores each row sealed, bound to its key."""
-    return lambda key, data: put(key, keyring.seal(data, key))
+    return lambda key, data: put(key, keyring._seal(data, key))
 
 
 def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
@@ -27,7 +27,7 @@ def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
             if data[:1] == SEALED_TAG:
                 if keyring is None:
                     raise EncryptionKeyMissing(key_id_of(data) or "?")
-                found[key] = keyring.open(data, key)
+                found[key] = keyring._open(data, key)
                 trusted.add(key)
         return found
 
@@ -44,14 +44,14 @@ def pack_sealed(
 ) -> bytes | None:
     """The column value for the sealed payload ``sealed``, kept apart piece by piece."""
     column = pack(
-        keyring.open(sealed),
+        keyring._open(sealed),
         sealing(keyring, put),
         dictionary=dictionary,
-        digest=keyring.digest,
+        digest=keyring._digest,
     )
     if column is None or is_reference(column):
         return column
-    return keyring.seal(column)
+    return keyring._seal(column)
 
 
 def open_column(keyring: Keyring | None, column: bytes) -> bytes:
@@ -59,4 +59,4 @@ def open_column(keyring: Keyring | None, column: bytes) -> bytes:
     codec names the missing key when it is decoded)."""
     if keyring is None or column[:1] != SEALED_TAG:
         return column
-    return keyring.open(column)
+    return keyring._open(column)

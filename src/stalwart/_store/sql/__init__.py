@@ -17,6 +17,7 @@ from .admin import AdminVerbs
 from .breakers import BreakerVerbs
 from .children import ChildVerbs
 from .journal import JournalVerbs
+from .keys import KeyVerbs
 from .leases import LeaseVerbs
 from .messages import MessageVerbs
 from .reads import ReadVerbs
@@ -25,7 +26,6 @@ from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
 from .snapshots import SnapshotVerbs
 from .spend import SpendVerbs
-from .keys import KeyVerbs
 from .versions import VersionVerbs
 from .waits import WaitVerbs
 

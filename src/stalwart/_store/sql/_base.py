@@ -387,5 +387,5 @@ def _last_result(base: SQLBase, conn: Any, workflow_id: str) -> tuple[bytes, byt
         return None
     data = found[key]
     if base.keyring is not None and data[:1] == SEALED_TAG:
-        data = base.keyring.open(data, key)
+        data = base.keyring._open(data, key)
     return (key, data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..._errors import UsageError
@@ -45,15 +46,18 @@ class KeyVerbs(SQLBase):
     def rekey(self, batch: int) -> int:
         """Re-encrypt at most ``batch`` values not sealed under the current key."""
         if self.keyring is None:
-            raise UsageError("rekey needs a keyring: open the app with encryption=Keyring(...)")
+            raise UsageError(
+                "rekey needs a keyring: set STALWART_ENCRYPTION_KEYS (`stalwart keygen` "
+                "prints a key) or open the app with encryption=Keyring(...)"
+            )
         done = 0
         for column in _COLUMNS:
             if done >= batch:
                 break
-            done += self._write(lambda conn, c=column: self._rekey_page(conn, c, batch - done))
+            done += self._write(functools.partial(self._rekey_column, column, batch - done))
         return done
 
-    def _rekey_page(self, conn: Any, column: str, limit: int) -> int:
+    def _rekey_column(self, column: str, limit: int, conn: Any) -> int:
         keyring = self.keyring
         assert keyring is not None
         key_id = keyring.current.encode("ascii")
@@ -64,7 +68,7 @@ class KeyVerbs(SQLBase):
         for row in rows:
             keys, old = row[:-1], bytes(row[-1])
             aad = bytes(keys[0]) if column == "payloads_data" else b""
-            new = keyring.seal(keyring.open(old, aad), aad)
+            new = keyring._seal(keyring._open(old, aad), aad)
             update = {f"k{i}": key for i, key in enumerate(keys)} | {"new": new, "old": old}
             done += conn.execute(self._q[f"rekey_{column}"], update).rowcount
         return done
