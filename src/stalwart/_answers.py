@@ -14,6 +14,7 @@ import dataclasses
 import datetime as _dt
 from typing import Any
 
+from ._keyring import open_text
 from ._model import Usage
 from ._serde import JSON_TAG, Codec
 from ._store.base import ApprovalRow, JournalRow
@@ -86,7 +87,7 @@ def _approval(codec: Codec, row: ApprovalRow) -> dict[str, Any]:
         "decision": {
             "approved": bool(row.approved),
             "by": row.by or "",
-            "reason": row.reason,
+            "reason": open_text(codec.opener, row.reason),
             "decided_at": _iso(row.decided_at),
         }
         if decided

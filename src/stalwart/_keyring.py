@@ -16,12 +16,12 @@ import hmac
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from ._errors import CorruptRecord, EncryptionKeyMissing, UsageError
+from ._errors import CorruptRecord, EncryptionKeyMissing, StoreError, UsageError
 
-__all__ = ["SEALED_TAG", "Keyring", "key_id_of", "new_key_text"]
+__all__ = ["SEALED_TAG", "Keyring", "key_id_of", "new_key_text", "open_text", "seal_text", "shown"]
 
 SEALED_TAG = b"E"
 _NONCE = 12
@@ -52,6 +52,31 @@ def key_id_of(data: bytes) -> str | None:
         return None
     size = data[1]
     return data[2 : 2 + size].decode("ascii", "replace")
+
+
+def shown(key_id: str) -> str:
+    """How a value sealed under ``key_id`` shows to a reader without that key."""
+    return f"encrypted (key {key_id})"
+
+
+def seal_text(keyring: Keyring, text: str) -> str:
+    """A text column's value sealed: what ``shown`` says, then the sealed bytes (base64)."""
+    sealed = base64.b64encode(keyring._seal(text.encode("utf-8"))).decode("ascii")
+    return f"{shown(keyring.current)} {sealed}"
+
+
+def open_text(opener: Callable[[bytes], bytes] | None, text: str | None) -> str | None:
+    """The text ``seal_text`` sealed, or what ``shown`` says where ``opener`` cannot open it;
+    a text that was never sealed is returned as it is."""
+    if text is None or not text.startswith("encrypted (key "):
+        return text
+    head, _, body = text.partition(") ")
+    if opener is not None and body:
+        try:
+            return opener(base64.b64decode(body)).decode("utf-8")
+        except (StoreError, ValueError):
+            pass
+    return head + ")"
 
 
 def new_key_text() -> str:

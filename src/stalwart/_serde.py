@@ -219,6 +219,11 @@ class Codec:
         self.name = name
         self.keyring = keyring
 
+    @property
+    def opener(self) -> Callable[[bytes], bytes] | None:
+        """What opens a sealed value (``None`` without a keyring)."""
+        return None if self.keyring is None else self.keyring._open
+
     def encode(self, value: Any) -> bytes:
         """Payload bytes for ``value``; raises :class:`UnsupportedValue` naming type and path."""
         if self.keyring is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +23,7 @@ from ._errors import (
     WorkflowNotFound,
 )
 from ._fleet_views import FleetViews
+from ._keyring import open_text, shown
 from ._leases import worker_of
 from ._model import (
     STATUSES,
@@ -70,12 +72,13 @@ def journal_key(workflow_id: str, kind: str, status: str, position: str | None) 
     return None
 
 
-def run_error(row: RunRow) -> ErrorRecord:
-    """The run's recorded error (one of type ``""`` when it has none)."""
+def run_error(row: RunRow, opener: Callable[[bytes], bytes] | None = None) -> ErrorRecord:
+    """The run's recorded error (one of type ``""`` when it has none); ``opener`` restores
+    a sealed message."""
     if not row.error:
         return ErrorRecord("")
     try:
-        return ErrorRecord.from_json(row.error)
+        return ErrorRecord.from_json(row.error, opener)
     except ValueError:
         raise CorruptRecord(
             f"run {row.workflow_id!r}: its recorded error {row.error[:80]!r} cannot be decoded; "
@@ -225,8 +228,8 @@ def decoded(codec: Codec, workflow_id: str, row: JournalRow, label: str, stored:
     the run and the seq when it cannot be."""
     try:
         return codec.decode(stored)
-    except EncryptionKeyMissing as exc:
-        raise EncryptionKeyMissing(exc.key_id, workflow_id=workflow_id, seq=row.seq) from None
+    except EncryptionKeyMissing as exc:  # a read model shows it without the key
+        return shown(exc.key_id)
     except ValueError as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
@@ -264,6 +267,8 @@ def approval_details(codec: Codec, row: ApprovalRow) -> Any:
     """An approval request's details, decoded."""
     try:
         return codec.decode(row.details) if row.details is not None else None
+    except EncryptionKeyMissing as exc:  # a read model shows it without the key
+        return shown(exc.key_id)
     except ValueError as exc:
         raise CorruptRecord(
             f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
@@ -304,7 +309,7 @@ class Views(FleetViews):
                 ) from exc
             wf = self.runtime.registry.workflows.get(row.name)
             return wf.restore(value) if wf is not None and wf.restore else value
-        error = run_error(row)
+        error = run_error(row, self.runtime.codec.opener)
         if row.status == RunStatus.FAILED:
             raise WorkflowFailed(row.workflow_id, error.type or "Error", error.message)
         if row.status == RunStatus.CANCELLED:  # its deadline, an operator, its parent: why
@@ -495,7 +500,7 @@ class Views(FleetViews):
             decision = Approval(
                 approved=bool(row.approved),
                 by=row.by or "",
-                reason=row.reason,
+                reason=open_text(self.runtime.codec.opener, row.reason),
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
         return ApprovalRequest(

@@ -215,7 +215,8 @@ class Invocation:
         for row in index:
             problem = _damage(row)
             try:
-                error = None if row.error is None else ErrorRecord.from_json(row.error)
+                opener = self.runtime.codec.opener
+                error = None if row.error is None else ErrorRecord.from_json(row.error, opener)
             except ValueError as exc:
                 problem, error = problem or str(exc), None
             if problem is None:

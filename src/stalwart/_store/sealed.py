@@ -6,11 +6,14 @@ value or a reference (``b"H"`` + a keyed digest); no plaintext reaches the SQL."
 
 from __future__ import annotations
 
+import base64
+import json
+
 from .._errors import EncryptionKeyMissing
 from .._keyring import SEALED_TAG, Keyring, key_id_of
 from .payloads import DIGEST_SIZE, REF_TAG, Dictionary, Get, Put, pack
 
-__all__ = ["open_column", "opening", "pack_sealed", "sealing"]
+__all__ = ["open_column", "opening", "pack_sealed", "seal_error", "sealing"]
 
 
 def sealing(keyring: Keyring, put: Put) -> Put:
@@ -60,3 +63,15 @@ def open_column(keyring: Keyring | None, column: bytes) -> bytes:
     if keyring is None or column[:1] != SEALED_TAG:
         return column
     return keyring._open(column)
+
+
+def seal_error(keyring: Keyring, text: str) -> str:
+    """An error record's JSON with its message sealed: ``message`` says which key, and
+    ``sealed`` holds it (base64)."""
+    data = json.loads(text)
+    message = data.get("message")
+    if not isinstance(message, str) or not message or "sealed" in data:
+        return text
+    data["sealed"] = base64.b64encode(keyring._seal(message.encode("utf-8"))).decode("ascii")
+    data["message"] = f"encrypted (key {keyring.current})"
+    return json.dumps(data)

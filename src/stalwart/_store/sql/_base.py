@@ -16,7 +16,7 @@ from ..._keyring import SEALED_TAG, Keyring
 from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, specialize
-from ..sealed import open_column, opening, pack_sealed
+from ..sealed import open_column, opening, pack_sealed, seal_error
 from .call_ids import new_call_id
 from .migrating import Migrating
 
@@ -358,12 +358,17 @@ class SQLBase(Migrating):
             "output": output
             if output is None or len(output) <= INLINE_LIMIT
             else stash(conn, output, tree=entry.kind == "run"),
-            "error": None if entry.error is None else entry.error.to_json(),
+            "error": None if entry.error is None else self._error_text(entry.error.to_json()),
             "by": entry.by,
             "compensable": int(entry.compensable),
             "call_id": CALL_ID.get(),
             "usage": None if entry.usage is None else entry.usage.to_json(entry.model),
         }
+
+    def _error_text(self, text: str | None) -> str | None:
+        """An error record as stored: in an encrypted store its message sealed (see
+        ``ErrorRecord.from_json``), its type and the rest readable."""
+        return text if text is None or self.keyring is None else seal_error(self.keyring, text)
 
     def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:
         """Inside the transaction that ends a run: wake its parent if it waits on it."""
