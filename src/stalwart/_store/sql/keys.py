@@ -23,7 +23,10 @@ _COLUMNS = (
     "approvals_details",
     "shared_writes_value",
     "schedules_input",
+    "snapshot_chunks_data",
 )
+# Rows sealed bound to their digest (the last of their keys).
+_BOUND = frozenset({"payloads_data", "snapshot_chunks_data"})
 
 
 class KeyVerbs(SQLBase):
@@ -67,7 +70,7 @@ class KeyVerbs(SQLBase):
         done = 0
         for row in rows:
             keys, old = row[:-1], bytes(row[-1])
-            aad = bytes(keys[0]) if column == "payloads_data" else b""
+            aad = bytes(keys[-1]) if column in _BOUND else b""
             new = keyring._seal(keyring._open(old, aad), aad)
             update = {f"k{i}": key for i, key in enumerate(keys)} | {"new": new, "old": old}
             done += conn.execute(self._q[f"rekey_{column}"], update).rowcount

@@ -779,3 +779,11 @@ LIMIT :limit;
 
 -- name: rekey_schedules_input
 UPDATE schedules SET input = :new WHERE name = :k0 AND input = :old;
+
+-- name: rekey_page_snapshot_chunks_data
+SELECT id AS k0, digest AS k1, data AS value FROM snapshot_chunks
+WHERE substr(data, 1, :size) <> :prefix
+LIMIT :limit;
+
+-- name: rekey_snapshot_chunks_data
+UPDATE snapshot_chunks SET data = :new WHERE id = :k0 AND digest = :k1 AND data = :old;
