@@ -118,7 +118,7 @@ def _entry(codec: Codec, workflow_id: str, row: JournalRow) -> dict[str, Any]:
         "finished_at": _iso(row.finished_at),
         "input": _value(codec, workflow_id, row, "input", row.input),
         "output": _value(codec, workflow_id, row, "output", row.output),
-        "error": error_text(row.error),
+        "error": error_text(row.error, codec.opener),
         "by": row.by,
         "usage": None if usage is None else {f: getattr(usage, f) for f in _USAGE_FIELDS},
         "idempotency_key": journal_key(workflow_id, row.kind, row.status, row.position),

@@ -110,6 +110,7 @@ class Keyring:
             None if digest_key is None else _key_bytes(digest_key, "digest_key")
         )
         self._ciphers: dict[str, Any] = {}
+        self._wrapped: list[str] = []  # the key ids the store's digest key is wrapped under
 
     def __repr__(self) -> str:
         return f"Keyring(keys={list(self.keys)}, current={self.current!r})"
@@ -150,7 +151,15 @@ class Keyring:
 
     def _digest_key(self) -> bytes:
         if self.digest_key is None:
-            raise UsageError("the keyring is not attached to a store yet (no digest key)")
+            wrapped = sorted(self._wrapped)
+            if not wrapped:
+                raise UsageError("the keyring is not attached to a store yet (no digest key)")
+            raise EncryptionKeyMissing(
+                wrapped[0],
+                detail=f"the store's digest key is wrapped under keys {wrapped} only, so this "
+                "keyring can read but not write; add one of them to the keyring (or pass "
+                "digest_key=)",
+            )
         return self.digest_key
 
     def _digest(self, data: bytes) -> bytes:
@@ -200,11 +209,14 @@ class Keyring:
         """Take the digest key from the store's ``wrapped`` rows (key id -> sealed digest
         key), or derive it from the current key where the store has none; returns the rows
         the store lacks (the key wrapped under keys it has no row for)."""
+        self._wrapped = list(wrapped)
         if self.digest_key is None:
             if not wrapped:
                 self.digest_key = hmac.new(
                     self.keys[self.current], _DIGEST_INFO, hashlib.sha256
                 ).digest()
+            elif not set(wrapped) & set(self.keys):
+                return {}  # reads work; a write names the keys it needs
             else:
                 self.digest_key = self._unwrap(wrapped)
         return {k: v for k, v in self._wrap_digest_key().items() if k not in wrapped}
@@ -222,8 +234,4 @@ class Keyring:
                     raise CorruptRecord(
                         f"the store's digest key wrapped under key {key_id} does not decrypt"
                     ) from None
-        raise EncryptionKeyMissing(
-            sorted(wrapped)[0],
-            detail=f"the store's digest key is wrapped under keys {sorted(wrapped)} only; "
-            "add one of them to the keyring (or pass digest_key=)",
-        )
+        raise AssertionError("no key of the ring wraps the digest key")  # checked above

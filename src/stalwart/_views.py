@@ -87,11 +87,11 @@ def run_error(row: RunRow, opener: Callable[[bytes], bytes] | None = None) -> Er
         ) from None
 
 
-def error_text(error: str | None) -> str | None:
+def error_text(error: str | None, opener: Callable[[bytes], bytes] | None = None) -> str | None:
     if error is None:
         return None
     try:
-        return ErrorRecord.from_json(error).text()
+        return ErrorRecord.from_json(error, opener).text()
     except ValueError:
         return error
 
@@ -255,7 +255,7 @@ def entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
         finished_at=from_epoch(row.finished_at),
         input=values[0],
         output=values[1],
-        error=error_text(row.error),
+        error=error_text(row.error, codec.opener),
         by=row.by,
         usage=usage_of(workflow_id, row),
         idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),

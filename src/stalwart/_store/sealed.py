@@ -10,10 +10,30 @@ import base64
 import json
 
 from .._errors import EncryptionKeyMissing
-from .._keyring import SEALED_TAG, Keyring, key_id_of
-from .payloads import DIGEST_SIZE, REF_TAG, Dictionary, Get, Put, pack
+from .._keyring import SEALED_TAG, Keyring, key_id_of, seal_text
+from .payloads import (
+    DIGEST_SIZE,
+    MANIFEST_TAG,
+    NODE_TAG,
+    REF_TAG,
+    REST_TAG,
+    Dictionary,
+    Get,
+    Put,
+    pack,
+)
 
-__all__ = ["open_column", "opening", "pack_sealed", "seal_error", "sealing"]
+__all__ = [
+    "is_kept_apart",
+    "is_reference",
+    "open_column",
+    "opening",
+    "pack_sealed",
+    "reseal_error",
+    "reseal_text",
+    "seal_error",
+    "sealing",
+]
 
 
 def sealing(keyring: Keyring, put: Put) -> Put:
@@ -35,6 +55,12 @@ def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
         return found
 
     return fetch
+
+
+def is_kept_apart(column: bytes) -> bool:
+    """Whether a column value stands for a payload kept apart (a reference or a tree's root),
+    not the payload itself."""
+    return is_reference(column) or column[:1] in (NODE_TAG, REST_TAG, MANIFEST_TAG)
 
 
 def is_reference(column: bytes) -> bool:
@@ -60,9 +86,26 @@ def pack_sealed(
 def open_column(keyring: Keyring | None, column: bytes) -> bytes:
     """A column's value with its seal taken off where the keyring can (else as it is: the
     codec names the missing key when it is decoded)."""
-    if keyring is None or column[:1] != SEALED_TAG:
+    if keyring is None or column[:1] != SEALED_TAG or key_id_of(column) not in keyring.keys:
         return column
     return keyring._open(column)
+
+
+def reseal_error(keyring: Keyring, text: str) -> str:
+    """An error record's JSON with its message sealed under the current key (opened from
+    an older key, or taken as it was written in plaintext)."""
+    data = json.loads(text)
+    sealed = data.pop("sealed", None)
+    if isinstance(sealed, str):
+        data["message"] = keyring._open(base64.b64decode(sealed)).decode("utf-8")
+    return seal_error(keyring, json.dumps(data))
+
+
+def reseal_text(keyring: Keyring, text: str) -> str:
+    """A text column sealed under the current key (see ``_keyring.seal_text``)."""
+    if text.startswith("encrypted (key "):
+        text = keyring._open(base64.b64decode(text.partition(") ")[2])).decode("utf-8")
+    return seal_text(keyring, text)
 
 
 def seal_error(keyring: Keyring, text: str) -> str:

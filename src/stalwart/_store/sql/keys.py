@@ -6,7 +6,9 @@ import functools
 from typing import Any
 
 from ..._errors import UsageError
+from ..._keyring import shown
 from ..payloads import REF_TAG
+from ..sealed import reseal_error, reseal_text
 from ._base import SQLBase
 
 __all__ = ["KeyVerbs"]
@@ -24,7 +26,12 @@ _COLUMNS = (
     "shared_writes_value",
     "schedules_input",
     "snapshot_chunks_data",
+    "journal_error",
+    "runs_error",
+    "approvals_reason",
 )
+# Text columns: an error record's message (JSON) and an approval's reason.
+_TEXT = {"journal_error": reseal_error, "runs_error": reseal_error, "approvals_reason": reseal_text}
 # Rows sealed bound to their digest (the last of their keys).
 _BOUND = frozenset({"payloads_data", "snapshot_chunks_data"})
 
@@ -65,13 +72,22 @@ class KeyVerbs(SQLBase):
         assert keyring is not None
         key_id = keyring.current.encode("ascii")
         prefix = b"E" + bytes([len(key_id)]) + key_id
-        params = {"size": len(prefix), "prefix": prefix, "ref": REF_TAG, "limit": limit}
+        shown_now = shown(keyring.current)
+        params: dict[str, Any] = {"limit": limit}
+        if column in _TEXT:
+            params |= {"sealed_now": f'%"message": "{shown_now}"%', "text_now": f"{shown_now} %"}
+        else:
+            params |= {"size": len(prefix), "prefix": prefix, "ref": REF_TAG}
         rows = conn.execute(self._q[f"rekey_page_{column}"], params).fetchall()
         done = 0
         for row in rows:
-            keys, old = row[:-1], bytes(row[-1])
-            aad = bytes(keys[-1]) if column in _BOUND else b""
-            new = keyring._seal(keyring._open(old, aad), aad)
+            keys, old = row[:-1], row[-1]
+            if column in _TEXT:
+                new: Any = _TEXT[column](keyring, old)
+            else:
+                old = bytes(old)
+                aad = bytes(keys[-1]) if column in _BOUND else b""
+                new = keyring._seal(keyring._open(old, aad), aad)
             update = {f"k{i}": key for i, key in enumerate(keys)} | {"new": new, "old": old}
             done += conn.execute(self._q[f"rekey_{column}"], update).rowcount
         return done

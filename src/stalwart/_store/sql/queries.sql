@@ -781,9 +781,33 @@ LIMIT :limit;
 UPDATE schedules SET input = :new WHERE name = :k0 AND input = :old;
 
 -- name: rekey_page_snapshot_chunks_data
-SELECT id AS k0, digest AS k1, data AS value FROM snapshot_chunks
+SELECT digest AS k0, data AS value FROM snapshot_chunks
 WHERE substr(data, 1, :size) <> :prefix
 LIMIT :limit;
 
 -- name: rekey_snapshot_chunks_data
-UPDATE snapshot_chunks SET data = :new WHERE id = :k0 AND digest = :k1 AND data = :old;
+UPDATE snapshot_chunks SET data = :new WHERE digest = :k0 AND data = :old;
+
+-- name: rekey_page_journal_error
+SELECT id AS k0, error AS value FROM journal
+WHERE error LIKE '%"message": "_%' AND error NOT LIKE :sealed_now
+LIMIT :limit;
+
+-- name: rekey_journal_error
+UPDATE journal SET error = :new WHERE id = :k0 AND error = :old;
+
+-- name: rekey_page_runs_error
+SELECT workflow_id AS k0, error AS value FROM runs
+WHERE error LIKE '%"message": "_%' AND error NOT LIKE :sealed_now
+LIMIT :limit;
+
+-- name: rekey_runs_error
+UPDATE runs SET error = :new WHERE workflow_id = :k0 AND error = :old;
+
+-- name: rekey_page_approvals_reason
+SELECT workflow_id AS k0, approval_id AS k1, reason AS value FROM approvals
+WHERE reason IS NOT NULL AND reason NOT LIKE :text_now
+LIMIT :limit;
+
+-- name: rekey_approvals_reason
+UPDATE approvals SET reason = :new WHERE workflow_id = :k0 AND approval_id = :k1 AND reason = :old;
