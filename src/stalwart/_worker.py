@@ -24,7 +24,7 @@ from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
-from ._errors import UsageError
+from ._errors import EncryptionKeyMissing, UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._memory import Trimmer
 from ._shutdown import shut_down
@@ -146,6 +146,8 @@ class Worker:
         self.stopping = threading.Event()
         self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
+        # runs whose payloads this worker has no key for, and until when it leaves them
+        self.keyless: dict[str, float] = {}
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
@@ -347,7 +349,7 @@ class Worker:
                 if free - len(together) <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
-                    if row.workflow_id in self.active:
+                    if row.workflow_id in self.active or self._keyless(row.workflow_id, now):
                         continue
                 if row.queue in refused:
                     continue
@@ -400,12 +402,36 @@ class Worker:
             if self.stopping.is_set():
                 next_inv.releasing.set()
 
+        error: BaseException | None = None
         try:
-            self.driver.drive(inv, row, follow=follow)
-        except Exception:  # logged by the driver, which gave the run's lease back
-            pass
+            error = self.driver.drive(inv, row, follow=follow).error
+        except Exception as exc:  # logged by the driver, which gave the run's lease back
+            error = exc
         finally:
             self.runtime.wakeup.set()
+        if isinstance(error, EncryptionKeyMissing):
+            self._leave_keyless(row.workflow_id, error)
+
+    def _leave_keyless(self, workflow_id: str, error: EncryptionKeyMissing) -> None:
+        """A run whose payloads need a key this worker lacks: left to workers that have it
+        (its lease was given back) and not claimed here again for a lease period."""
+        until = self.runtime.clock.time() + self.runtime.lease_seconds
+        with self._lock:
+            self.keyless[workflow_id] = until
+        log.error(
+            "run %s: %s; left for a worker with that key (not claimed here for %.0f s)",
+            workflow_id,
+            error,
+            self.runtime.lease_seconds,
+        )
+
+    def _keyless(self, workflow_id: str, now: float) -> bool:
+        """Whether this worker still leaves ``workflow_id`` to others (under ``_lock``)."""
+        until = self.keyless.get(workflow_id)
+        if until is not None and until <= now:
+            del self.keyless[workflow_id]
+            return False
+        return until is not None
 
     # -- stopping -------------------------------------------------------------------------
 

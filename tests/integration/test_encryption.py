@@ -278,3 +278,42 @@ def test_the_app_takes_its_keyring_from_the_environment(
     with stalwart.Stalwart(shared_url) as app:
         drive(app, declare(app), "w1")
         assert markers_in(testing.store_of(app)) == []
+
+
+def test_a_worker_without_the_key_leaves_the_run_to_others(
+    shared_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def declare_echo(app: stalwart.Stalwart) -> Any:
+        @app.step
+        def echo(text: str) -> str:
+            return text
+
+        @app.workflow(name="echo")
+        def flow(text: str) -> str:
+            return echo(text)
+
+        return flow
+
+    with stalwart.Stalwart(shared_url, encryption=ring("k1")) as app:
+        app.start(declare_echo(app), f"{MARK} argument", workflow_id="w1")
+    with stalwart.Stalwart(shared_url, encryption=ring("k2"), lease_seconds=30) as app:
+        declare_echo(app)
+        worker = testing.worker(app, concurrency=1)
+        thread = threading.Thread(target=worker.serve, daemon=True)
+        thread.start()
+        try:
+            deadline = time.monotonic() + 20
+            while "w1" not in worker.keyless and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)  # the worker's next looks pass the run by
+        finally:
+            worker.stop()
+            thread.join(10)
+        assert "w1" in worker.keyless
+        (info,) = app.list_workflows()
+        assert info.status in ("pending", "running") and info.workflow_id == "w1"
+        claims = [r for r in caplog.records if "left for a worker with that key" in r.message]
+        assert len(claims) == 1 and claims[0].levelname == "ERROR" and "'k1'" in claims[0].message
+    with stalwart.Stalwart(shared_url, encryption=ring("k1")) as app:
+        flow = declare_echo(app)
+        assert app.run(flow, f"{MARK} argument", workflow_id="w1") == f"{MARK} argument"

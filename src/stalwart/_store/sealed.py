@@ -13,6 +13,7 @@ from .._errors import EncryptionKeyMissing
 from .._keyring import SEALED_TAG, Keyring, key_id_of, seal_text
 from .payloads import (
     DIGEST_SIZE,
+    INLINE_LIMIT,
     MANIFEST_TAG,
     NODE_TAG,
     REF_TAG,
@@ -20,10 +21,12 @@ from .payloads import (
     Dictionary,
     Get,
     Put,
+    column_of,
     pack,
 )
 
 __all__ = [
+    "column_for",
     "is_kept_apart",
     "is_reference",
     "open_column",
@@ -81,6 +84,17 @@ def pack_sealed(
     if column is None or is_reference(column):
         return column
     return keyring._seal(column)
+
+
+def column_for(payload: bytes, keyring: Keyring | None) -> bytes:
+    """The column value the store keeps for encoded ``payload`` (``payloads.column_of``;
+    for a sealed payload, what ``pack_sealed`` keeps), computed without storing anything."""
+    if keyring is None or payload[:1] != SEALED_TAG:
+        return column_of(payload)
+    if len(payload) <= INLINE_LIMIT:
+        return payload
+    column = column_of(keyring._open(payload), keyring._digest)
+    return column if is_reference(column) else keyring._seal(column)
 
 
 def open_column(keyring: Keyring | None, column: bytes) -> bytes:
