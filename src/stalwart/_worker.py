@@ -129,6 +129,37 @@ def _on_stop_signals(note: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
+class Keyless:
+    """The runs whose payloads need a key this worker lacks: each is left to workers that
+    have it (its lease was given back) and not claimed here again for a lease period."""
+
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, workflow_id: str) -> bool:
+        return workflow_id in self.until
+
+    def leave(self, workflow_id: str, error: EncryptionKeyMissing, runtime: Runtime) -> None:
+        with self._lock:
+            self.until[workflow_id] = runtime.clock.time() + runtime.lease_seconds
+        log.error(
+            "run %s: %s; left for a worker with that key (not claimed here for %.0f s)",
+            workflow_id,
+            error,
+            runtime.lease_seconds,
+        )
+
+    def leaves(self, workflow_id: str, now: float) -> bool:
+        """Whether this worker still leaves ``workflow_id`` to others."""
+        with self._lock:
+            until = self.until.get(workflow_id)
+            if until is not None and until <= now:
+                del self.until[workflow_id]
+                return False
+            return until is not None
+
+
 class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
@@ -146,8 +177,7 @@ class Worker:
         self.stopping = threading.Event()
         self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
-        # runs whose payloads this worker has no key for, and until when it leaves them
-        self.keyless: dict[str, float] = {}
+        self.keyless = Keyless()
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
@@ -349,7 +379,7 @@ class Worker:
                 if free - len(together) <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
-                    if row.workflow_id in self.active or self._keyless(row.workflow_id, now):
+                    if row.workflow_id in self.active or self.keyless.leaves(row.workflow_id, now):
                         continue
                 if row.queue in refused:
                     continue
@@ -410,28 +440,7 @@ class Worker:
         finally:
             self.runtime.wakeup.set()
         if isinstance(error, EncryptionKeyMissing):
-            self._leave_keyless(row.workflow_id, error)
-
-    def _leave_keyless(self, workflow_id: str, error: EncryptionKeyMissing) -> None:
-        """A run whose payloads need a key this worker lacks: left to workers that have it
-        (its lease was given back) and not claimed here again for a lease period."""
-        until = self.runtime.clock.time() + self.runtime.lease_seconds
-        with self._lock:
-            self.keyless[workflow_id] = until
-        log.error(
-            "run %s: %s; left for a worker with that key (not claimed here for %.0f s)",
-            workflow_id,
-            error,
-            self.runtime.lease_seconds,
-        )
-
-    def _keyless(self, workflow_id: str, now: float) -> bool:
-        """Whether this worker still leaves ``workflow_id`` to others (under ``_lock``)."""
-        until = self.keyless.get(workflow_id)
-        if until is not None and until <= now:
-            del self.keyless[workflow_id]
-            return False
-        return until is not None
+            self.keyless.leave(row.workflow_id, error, self.runtime)
 
     # -- stopping -------------------------------------------------------------------------
 

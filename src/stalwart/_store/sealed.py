@@ -23,6 +23,7 @@ from .payloads import (
     Put,
     column_of,
     pack,
+    unpack,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "reseal_text",
     "seal_error",
     "sealing",
+    "unpacked",
 ]
 
 
@@ -84,6 +86,22 @@ def pack_sealed(
     if column is None or is_reference(column):
         return column
     return keyring._seal(column)
+
+
+def unpacked(keyring: Keyring | None, stored: bytes, get: Get) -> bytes:
+    """``payloads.unpack`` with sealed columns and rows opened where the keyring can. What
+    was sealed comes back sealed (the codec opens it), so a caller that copies a loaded
+    payload into another row never writes it in plaintext."""
+    trusted: set[bytes] = set()
+    column = open_column(keyring, stored)
+    if column is stored and column[:1] == SEALED_TAG:
+        return column  # no keyring or not its key: the codec names the key
+    if column is not stored and not is_kept_apart(column):
+        return stored  # a sealed value kept in its row
+    payload = unpack(column, opening(keyring, get, trusted), trusted)
+    if keyring is not None and (trusted or column is not stored):
+        return keyring._seal(payload)
+    return payload
 
 
 def column_for(payload: bytes, keyring: Keyring | None) -> bytes:

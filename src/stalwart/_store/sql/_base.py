@@ -14,9 +14,9 @@ from typing import Any, TypeVar, cast
 from ..._errors import CorruptRecord
 from ..._keyring import SEALED_TAG, Keyring
 from ..base import Entry
-from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
+from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack
 from ..queries import has_optional, specialize
-from ..sealed import is_kept_apart, open_column, opening, pack_sealed, seal_error
+from ..sealed import pack_sealed, seal_error, unpacked
 from .call_ids import new_call_id
 from .migrating import Migrating
 
@@ -283,19 +283,8 @@ class SQLBase(Migrating):
         return self._unpack(bytes(stored), fetch)
 
     def _unpack(self, stored: bytes, get: Callable[[list[bytes]], dict[bytes, bytes]]) -> bytes:
-        """``unpack`` with sealed columns and rows opened where the keyring can. What was
-        sealed comes back sealed (the codec opens it), so a caller that copies a loaded
-        payload into another row never writes it in plaintext."""
-        trusted: set[bytes] = set()
-        column = open_column(self.keyring, stored)
-        if column is stored and column[:1] == SEALED_TAG:
-            return column  # no keyring: the codec names the key
-        if column is not stored and not is_kept_apart(column):
-            return stored  # a sealed value kept in its row
-        payload = unpack(column, opening(self.keyring, get, trusted), trusted)
-        if self.keyring is not None and (trusted or column is not stored):
-            return self.keyring._seal(payload)
-        return payload
+        """``unpack``, sealed columns and rows opened (see ``sealed.unpacked``)."""
+        return unpacked(self.keyring, stored, get)
 
     def _loaded(self, stored: bytes | None) -> bytes | None:
         """``load_payload`` for a column that may be empty."""
@@ -373,8 +362,7 @@ class SQLBase(Migrating):
         }
 
     def _error_text(self, text: str | None) -> str | None:
-        """An error record as stored: in an encrypted store its message sealed (see
-        ``ErrorRecord.from_json``), its type and the rest readable."""
+        """An error record as stored (its message sealed in an encrypted store)."""
         return text if text is None or self.keyring is None else seal_error(self.keyring, text)
 
     def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:

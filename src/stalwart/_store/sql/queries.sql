@@ -680,11 +680,10 @@ WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = :workflow_id)
 -- name: drop_snapshots
 DELETE FROM snapshots WHERE workflow_id = :workflow_id;
 
--- Encryption at rest: the wrapped digest key, and rekey's pages of values not sealed under
--- the current key (:prefix is its tag; a column that only refers to a payloads row by its
--- 33-byte digest holds nothing to seal).
-
 -- name: digest_keys
+-- Encryption at rest: the wrapped digest key; below, rekey's pages of values not sealed under
+-- the current key (prefix is its tag; a column that only refers to a payloads row by its
+-- 33-byte digest holds nothing to seal).
 SELECT key_id, wrapped FROM digest_keys;
 
 -- name: add_digest_key
