@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots soak clean
+.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-encryption soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ bench-console: $(STAMP)
 # server): throughput against a bare copy, what the second snapshot stores and takes, peak RSS.
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshots.py
+
+# What encryption at rest costs a step: runs of 2,000 steps (small payloads, and a growing
+# conversation kept apart piece by piece) with a keyring and without, in the same run, on
+# SQLite and PostgreSQL as bench-fleet finds it; target ratio <= 1.15. About a minute.
+bench-encryption: $(STAMP)
+	$(BIN)/python bench/encryption.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)
