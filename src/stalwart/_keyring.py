@@ -46,6 +46,16 @@ def _key_bytes(key: bytes | str, what: str) -> bytes:
     return key
 
 
+class _NoTag(Exception):
+    """Stands for ``InvalidTag`` where cryptography is not installed."""
+
+
+try:
+    from cryptography.exceptions import InvalidTag as _InvalidTag
+except ImportError:  # pragma: no cover - the extra is missing; a Keyring says so when used
+    _InvalidTag = _NoTag  # type: ignore[assignment,misc]
+
+
 def key_id_of(data: bytes) -> str | None:
     """The key id a sealed value names, or ``None`` if ``data`` is not sealed."""
     if data[:1] != SEALED_TAG or len(data) < 2:
@@ -110,7 +120,10 @@ class Keyring:
             None if digest_key is None else _key_bytes(digest_key, "digest_key")
         )
         self._ciphers: dict[str, Any] = {}
+        self._sealer: Any = None  # the current key's cipher, once made
         self._wrapped: list[str] = []  # the key ids the store's digest key is wrapped under
+        current_id = self.current.encode("ascii")
+        self._head = SEALED_TAG + bytes([len(current_id)]) + current_id
 
     def __repr__(self) -> str:
         return f"Keyring(keys={list(self.keys)}, current={self.current!r})"
@@ -147,6 +160,8 @@ class Keyring:
                     "encryption needs the cryptography package: pip install 'stalwart[encryption]'"
                 ) from None
             cipher = self._ciphers[key_id] = AESGCM(self.keys[key_id])
+            if key_id == self.current:
+                self._sealer = cipher
         return cipher
 
     def _digest_key(self) -> bytes:
@@ -164,30 +179,36 @@ class Keyring:
 
     def _digest(self, data: bytes) -> bytes:
         """HMAC-SHA256 of ``data`` under the digest key (what addresses content)."""
-        return hmac.new(self._digest_key(), data, hashlib.sha256).digest()
+        return hmac.digest(self.digest_key or self._digest_key(), data, "sha256")
 
     def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
         """``data`` encrypted under the current key, tagged with its id."""
-        key_id = self.current.encode("ascii")
-        nonce = self._digest(b"nonce\n" + key_id + b"\n" + aad + b"\n" + data)[:_NONCE]
-        sealed: bytes = self._cipher(self.current).encrypt(nonce, data, aad or None)
-        return SEALED_TAG + bytes([len(key_id)]) + key_id + nonce + sealed
+        head = self._head
+        framed = head + len(aad).to_bytes(2, "big") + aad + data
+        key = self.digest_key or self._digest_key()
+        nonce = hashlib.blake2b(
+            framed, digest_size=_NONCE, key=key, person=b"stalwart nonce"
+        ).digest()
+        cipher = self._sealer or self._cipher(self.current)
+        sealed: bytes = cipher.encrypt(nonce, data, aad or None)
+        return head + nonce + sealed
 
     def _open(self, data: bytes, aad: bytes = b"") -> bytes:
         """The plaintext of sealed ``data``: ``EncryptionKeyMissing`` when its key is not
         here, ``CorruptRecord`` when it was changed."""
-        key_id = key_id_of(data)
-        if key_id is None:
+        if data[:1] != SEALED_TAG:
             return data
-        if key_id not in self.keys:
-            raise EncryptionKeyMissing(key_id)
         start = 2 + data[1]
+        key_id = data[2:start].decode("ascii", "replace")
+        cipher = self._ciphers.get(key_id)
+        if cipher is None:
+            if key_id not in self.keys:
+                raise EncryptionKeyMissing(key_id)
+            cipher = self._cipher(key_id)
         nonce, body = data[start : start + _NONCE], data[start + _NONCE :]
         try:
-            from cryptography.exceptions import InvalidTag
-
-            return bytes(self._cipher(key_id).decrypt(nonce, body, aad or None))
-        except InvalidTag:
+            return bytes(cipher.decrypt(nonce, body, aad or None))
+        except _InvalidTag:
             raise CorruptRecord(
                 f"an encrypted payload (key {key_id}) does not decrypt: it was changed "
                 "after it was written"
@@ -222,15 +243,13 @@ class Keyring:
         return {k: v for k, v in self._wrap_digest_key().items() if k not in wrapped}
 
     def _unwrap(self, wrapped: Mapping[str, bytes]) -> bytes:
-        from cryptography.exceptions import InvalidTag
-
         for key_id, row in wrapped.items():
             if key_id in self.keys:
                 try:
                     return bytes(
                         self._cipher(key_id).decrypt(row[:_NONCE], row[_NONCE:], _DIGEST_INFO)
                     )
-                except InvalidTag:
+                except _InvalidTag:
                     raise CorruptRecord(
                         f"the store's digest key wrapped under key {key_id} does not decrypt"
                     ) from None
