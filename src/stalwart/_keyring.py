@@ -25,6 +25,7 @@ __all__ = ["SEALED_TAG", "Keyring", "key_id_of", "new_key_text", "open_text", "s
 
 SEALED_TAG = b"E"
 _NONCE = 12
+_REMEMBERED = 4096  # digests a keyring remembers (pieces are at most 4 KiB)
 _KEY_ID = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _ENV_KEYS = "STALWART_ENCRYPTION_KEYS"
 _ENV_DIGEST = "STALWART_DIGEST_KEY"
@@ -121,6 +122,7 @@ class Keyring:
         )
         self._ciphers: dict[str, Any] = {}
         self._sealer: Any = None  # the current key's cipher, once made
+        self._digests: dict[bytes, bytes] = {}
         self._wrapped: list[str] = []  # the key ids the store's digest key is wrapped under
         current_id = self.current.encode("ascii")
         self._head = SEALED_TAG + bytes([len(current_id)]) + current_id
@@ -178,8 +180,16 @@ class Keyring:
         return self.digest_key
 
     def _digest(self, data: bytes) -> bytes:
-        """HMAC-SHA256 of ``data`` under the digest key (what addresses content)."""
-        return hmac.digest(self.digest_key or self._digest_key(), data, "sha256")
+        """HMAC-SHA256 of ``data`` under the digest key (what addresses content). The
+        pieces of a conversation are keyed again at each step: the last few thousand are
+        remembered."""
+        found = self._digests.get(data)
+        if found is None:
+            found = hmac.digest(self.digest_key or self._digest_key(), data, "sha256")
+            if len(self._digests) >= _REMEMBERED:
+                self._digests.clear()
+            self._digests[data] = found
+        return found
 
     def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
         """``data`` encrypted under the current key, tagged with its id."""
