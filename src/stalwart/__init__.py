@@ -8,8 +8,10 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 from ._app import Handle, Stalwart
 from ._checks import CheckResult
 from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
+from ._chunks import StreamChunk, stream_text
 from ._context import (
     attempt,
+    emit,
     heartbeat,
     idempotency_key,
     now,
@@ -109,6 +111,7 @@ __all__ = [
     "StepError",
     "StepFailed",
     "StepTimeout",
+    "StreamChunk",
     "StoreError",
     "UnsafeFork",
     "Usage",
@@ -121,6 +124,7 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowNotFound",
     "attempt",
+    "emit",
     "heartbeat",
     "idempotency_key",
     "now",
@@ -140,6 +144,7 @@ __all__ = [
     "sleep_async",
     "start_child",
     "start_child_async",
+    "stream_text",
     "uuid4",
     "wait_for_event",
     "wait_for_event_async",

@@ -26,7 +26,8 @@ from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
-from .._store.base import CursorStore
+from .._store.base import CursorStore, NewChunk
+from .buffer import RunStream
 from .interrupted import LastSeen
 
 if TYPE_CHECKING:
@@ -245,6 +246,7 @@ class Invocation:
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         self.deferred: list[Entry] = []
+        self.stream: RunStream | None = None  # its emitted chunks not written yet
         self._lock = threading.Lock()
 
     # -- positions ------------------------------------------------------------------------
@@ -411,7 +413,12 @@ class Invocation:
             raise StoreFailed(exc) from exc
 
     def append(self, entry: Entry) -> None:
-        """Journal ``entry`` while this invocation still holds the run's lease."""
+        """Journal ``entry`` while this invocation still holds the run's lease (with the
+        stream chunks emitted before it, in its transaction)."""
+        if self.stream is not None and self.stream.has_pending():
+            wid, owner = self.workflow_id, self.owner
+            self._with_chunks(lambda c: self.store.append(wid, entry, owner=owner, chunks=c))
+            return
         try:  # inline rather than journaling(): this runs once per step
             held = self.store.append(self.workflow_id, entry, owner=self.owner)
         except CorruptRecord:
@@ -424,11 +431,34 @@ class Invocation:
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
+        wid, owner = self.workflow_id, self.owner
+        if self.stream is not None and self.stream.has_pending():
+            self._with_chunks(lambda c: self.store.append_many(wid, entries, owner=owner, chunks=c))
+            return
         with self.journaling():
-            held = self.store.append_many(self.workflow_id, entries, owner=self.owner)
+            held = self.store.append_many(wid, entries, owner=owner)
         if not held:
             self.lease_lost.set()
             raise LeaseLost()
+
+    def _with_chunks(self, write: Callable[[list[NewChunk]], bool]) -> None:
+        """``write`` the waiting stream chunks with what it journals (one writer of the
+        run's chunks at a time, so they keep their order; put back if it fails)."""
+        stream = self.stream
+        assert stream is not None
+        with stream.writing:
+            chunks = stream.take()
+            try:
+                with self.journaling():
+                    held = write(chunks)
+            except BaseException:
+                stream.put_back(chunks)
+                raise
+            stream.written(chunks)
+        if not held:
+            self.lease_lost.set()
+            raise LeaseLost()
+        self.runtime.store.changes.push()  # readers in this process (it moves no data_version)
 
     def mark_retry(self, marker: str) -> None:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is

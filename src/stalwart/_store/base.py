@@ -28,6 +28,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+- ``StreamStore``: the chunks runs emit, written in batches by lease holders and read by
+  offset (``streams.py``).
 
 Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
 ``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
@@ -101,6 +103,7 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+from .streams import ChunkRow, NewChunk, RunChunks, StreamStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
 # but not written, and its store is opened without being migrated (an older schema is refused),
@@ -138,6 +141,7 @@ __all__ = [
     "BreakerStore",
     "ChildRedrive",
     "ChildStore",
+    "ChunkRow",
     "CompensationRow",
     "CountRow",
     "CursorStore",
@@ -153,12 +157,14 @@ __all__ = [
     "LeaseStore",
     "LiveNameRow",
     "MissingStore",
+    "NewChunk",
     "OperatorStore",
     "QueueLimits",
     "QueueRow",
     "ReadModelStore",
     "ReadStore",
     "RunReads",
+    "RunChunks",
     "RunRow",
     "RunStore",
     "ScheduleRow",
@@ -168,6 +174,7 @@ __all__ = [
     "SharedSet",
     "SharedStore",
     "Store",
+    "StreamStore",
     "UnmigratedStore",
     "UsageRow",
     "WaitDecision",
@@ -176,7 +183,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 
 class RunStore(RunReads, Protocol):
@@ -310,11 +317,27 @@ class LeaseStore(Protocol):
 class JournalStore(JournalReads, Protocol):
     """A run's journal: what its holder appends (and reads, ``JournalReads``)."""
 
-    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
-        """Append a journal entry; with ``owner``, only while that owner holds the lease."""
+    def append(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str | None,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
+        """Append a journal entry; with ``owner``, only while that owner holds the lease, and
+        with the stream ``chunks`` emitted before it in the same transaction."""
 
-    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
-        """Append several entries in one transaction, fenced by the lease."""
+    def append_many(
+        self,
+        workflow_id: str,
+        entries: list[Entry],
+        *,
+        owner: str,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
+        """Append several entries in one transaction, fenced by the lease (with ``chunks``
+        as ``append``)."""
 
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
@@ -541,12 +564,13 @@ class Store(
     ChildStore,
     SharedStore,
     ScheduleStore,
+    StreamStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""
 
 
-class CursorStore(JournalStore, LeaseStore, Protocol):
+class CursorStore(JournalStore, LeaseStore, StreamStore, Protocol):
     """What an invocation's replay cursor needs: its run's journal and its lease."""
 
 

@@ -4,7 +4,7 @@ in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
-``spend``) over the plumbing in ``_base``.
+``spend``, ``streams``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -23,6 +23,7 @@ from .runs import RunVerbs
 from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
 from .spend import SpendVerbs
+from .streams import StreamVerbs
 from .waits import WaitVerbs
 
 __all__ = ["SQLStore"]
@@ -40,5 +41,6 @@ class SQLStore(
     ChildVerbs,
     ScheduleVerbs,
     SpendVerbs,
+    StreamVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

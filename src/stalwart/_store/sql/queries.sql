@@ -600,3 +600,18 @@ SELECT workflow_id, name, input, position FROM journal
 WHERE workflow_id = :workflow_id AND kind = 'step' AND attempt <> 0
   AND status IN ('completed', 'failed') AND input IS NOT NULL AND position IS NOT NULL
 ON CONFLICT DO NOTHING;
+
+-- name: chunk_fence
+-- Whether the caller still holds the run's lease (its chunks are written only then).
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- dialect: append_chunk
+-- One chunk at the stream's next offset; a chunk whose origin is there already (a batch
+-- retried, workflow code replayed) writes nothing. Writers of one run are serialized (SQLite:
+-- one writer; PostgreSQL: the run's row lock, taken first), so the next offset is free.
+-- PostgreSQL needs the types of the values a SELECT list inserts spelled out.
+
+-- name: read_chunks
+SELECT "offset", stream, seq, attempt, data, at FROM stream_chunks
+WHERE workflow_id = :workflow_id AND stream = :stream AND "offset" > :after
+ORDER BY "offset" LIMIT :limit;

@@ -124,3 +124,11 @@ SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, rev
        declared_at
 FROM schedules WHERE next_due <= :now AND workflow = ANY(:names)
 ORDER BY next_due, name;
+
+-- name: append_chunk
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, :stream, COALESCE(MAX(c."offset"), -1) + 1, CAST(:seq AS BIGINT),
+       CAST(:attempt AS INTEGER), CAST(:origin AS TEXT), CAST(:data AS BYTEA),
+       CAST(:at AS DOUBLE PRECISION)
+FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
+ON CONFLICT (workflow_id, origin) DO NOTHING;

@@ -91,3 +91,10 @@ SELECT name, workflow, cron, timezone, catch_up, input, last_tick, next_due, rev
        declared_at
 FROM schedules WHERE next_due <= :now AND workflow IN (SELECT value FROM json_each(:names))
 ORDER BY next_due, name;
+
+-- name: append_chunk
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, :stream, COALESCE(MAX(c."offset"), -1) + 1, :seq, :attempt, :origin,
+       :data, :at
+FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
+ON CONFLICT (workflow_id, origin) DO NOTHING;
