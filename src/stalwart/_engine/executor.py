@@ -357,9 +357,9 @@ def _finish(
     error: ErrorRecord | None,
     exc: BaseException | None,
 ) -> Outcome:
-    if inv.stream is not None and inv.stream.has_pending():
-        if (unflushed := _flushed(runtime, inv)) is not None:
-            return unflushed
+    waiting = inv.stream is not None and inv.stream.has_pending()
+    if waiting and (unflushed := _flushed(runtime, inv)) is not None:
+        return unflushed
     now = runtime.clock.time()
     entry = Entry.ended(status, now, output=output, error=error)
     text = None if error is None else error.to_json()

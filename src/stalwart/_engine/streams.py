@@ -30,7 +30,7 @@ import time
 import weakref
 from typing import Any
 
-from .._errors import InvalidOperation, StoreError
+from .._errors import StoreError
 from .._signals import LeaseLost
 from .._store.base import NewChunk, RunChunks, Store
 from .buffer import RunStream
@@ -173,7 +173,9 @@ class _Flusher:
             for (buffer, chunks), kept in zip(taken, held, strict=True):
                 buffer.written(chunks)
                 if not kept:
-                    log.warning("run %s: stream chunks dropped: its lease is lost", buffer.workflow_id)
+                    log.warning(
+                        "run %s: stream chunks dropped: its lease is lost", buffer.workflow_id
+                    )
             self._store.changes.push()
             return True
         finally:

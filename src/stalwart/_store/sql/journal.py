@@ -9,7 +9,7 @@ from typing import Any
 from ..._errors import CorruptRecord
 from ..base import CompensationRow, Entry, IndexRow, JournalRow, NewChunk
 from ._base import _built, _Fenced, _inline, _typed
-from .pipeline import Pipelined, Write
+from .pipeline import Write
 from .streams import StreamVerbs
 
 __all__ = ["JournalVerbs"]
