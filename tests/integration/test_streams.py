@@ -1,0 +1,171 @@
+"""Durable streams on every backend: what a run emits, read back in order; replay writes
+nothing again; a retried attempt appends after the one before; readers follow a live run."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import stalwart
+from stalwart import StreamChunk, stream_text
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def app(store_url: str) -> Iterator[stalwart.Stalwart]:
+    """Waits and followers need time to pass: the real clock."""
+    with stalwart.Stalwart(store_url) as instance:
+        yield instance
+
+
+def _chunks(app: stalwart.Stalwart, wid: str, stream: str = "default") -> list[StreamChunk]:
+    return list(app.stream(wid, stream=stream, follow=False))
+
+
+def test_a_runs_emits_are_read_back_in_order_with_their_step_and_attempt(
+    app: stalwart.Stalwart,
+) -> None:
+    @app.step
+    def talk(words: list[str]) -> int:
+        for word in words:
+            stalwart.emit(word)
+        stalwart.emit({"tokens": len(words)}, stream="usage")
+        return len(words)
+
+    @app.workflow
+    def agent() -> int:
+        stalwart.emit("> ")
+        return talk(["hello", " ", "world"])
+
+    assert app.run(agent, workflow_id="s1") == 3
+    chunks = _chunks(app, "s1")
+    assert [c.offset for c in chunks] == [0, 1, 2, 3]
+    assert [(c.seq, c.attempt) for c in chunks] == [(None, 0)] + [(1, 1)] * 3
+    assert stream_text(chunks) == "> hello world"
+    assert all(c.at.tzinfo is dt.UTC for c in chunks)
+    assert [c.data for c in _chunks(app, "s1", "usage")] == [{"tokens": 3}]
+    assert [c.offset for c in app.stream("s1", after=1, follow=False)] == [2, 3]
+
+
+def test_replay_writes_nothing_again(app: stalwart.Stalwart) -> None:
+    calls = 0
+
+    @app.step
+    def think() -> None:
+        nonlocal calls
+        calls += 1
+        stalwart.emit("thought ")
+
+    @app.workflow
+    def agent() -> str:
+        stalwart.emit("a ")
+        stalwart.emit("b ")
+        think()
+        stalwart.sleep(dt.timedelta(milliseconds=50))  # resumed by replaying from the top
+        stalwart.emit("c")
+        return "done"
+
+    assert app.run(agent, workflow_id="r1") == "done"
+    assert calls == 1
+    assert stream_text(_chunks(app, "r1")) == "a b thought c"
+    assert [c.offset for c in _chunks(app, "r1")] == [0, 1, 2, 3]
+
+
+def test_a_retried_attempt_appends_after_the_one_before(app: stalwart.Stalwart) -> None:
+    @app.step(retry=stalwart.Retry(max_attempts=3, initial_delay=0.0))
+    def answer() -> str:
+        stalwart.emit(f"try {stalwart.attempt()}: ")
+        if stalwart.attempt() < 2:
+            stalwart.emit("oops")
+            raise RuntimeError("flaky")
+        stalwart.emit("fine")
+        return "ok"
+
+    @app.workflow
+    def agent() -> str:
+        return answer()
+
+    assert app.run(agent, workflow_id="t1") == "ok"
+    chunks = _chunks(app, "t1")
+    assert [(c.offset, c.attempt, c.data) for c in chunks] == [
+        (0, 1, "try 1: "),
+        (1, 1, "oops"),
+        (2, 2, "try 2: "),
+        (3, 2, "fine"),
+    ]
+    assert stream_text(chunks) == "try 2: fine"
+
+
+def test_a_follower_sees_chunks_as_they_come_and_ends_with_the_run(
+    app: stalwart.Stalwart,
+) -> None:
+    release = threading.Event()
+
+    @app.step
+    def slow() -> None:
+        stalwart.emit("first ")
+        assert release.wait(10)
+        stalwart.emit("second")
+
+    @app.workflow
+    def agent() -> None:
+        slow()
+
+    worker = threading.Thread(target=app.run, args=(agent,), kwargs={"workflow_id": "f1"})
+    worker.start()
+    while app.list_workflows() == []:
+        time.sleep(0.005)
+    seen: list[str] = []
+    for chunk in app.stream("f1", timeout=10):
+        seen.append(chunk.data)
+        release.set()  # the first chunk came before the step's outcome: let it go on
+    worker.join(10)
+    assert seen == ["first ", "second"]
+
+
+def test_a_follower_times_out_without_chunks_and_an_unknown_run_is_refused(
+    app: stalwart.Stalwart,
+) -> None:
+    @app.workflow
+    def waits() -> None:
+        stalwart.wait_for_event("go")
+
+    handle = app.start(waits, workflow_id="w1")
+    with pytest.raises(TimeoutError, match="w1"):
+        list(app.stream(handle.workflow_id, timeout=0.2))
+    with pytest.raises(stalwart.WorkflowNotFound):
+        app.stream("nope")
+    with pytest.raises(ValueError, match="after"):
+        app.stream("w1", after=-2)
+
+
+def test_stream_async_reads_like_stream(app: stalwart.Stalwart) -> None:
+    @app.workflow
+    def agent() -> None:
+        for word in ("one ", "two"):
+            stalwart.emit(word)
+
+    app.run(agent, workflow_id="a1")
+
+    async def read() -> list[StreamChunk]:
+        return [chunk async for chunk in app.stream_async("a1", timeout=5)]
+
+    assert stream_text(asyncio.run(read())) == "one two"
+
+
+def test_emit_refuses_what_it_cannot_keep(app: stalwart.Stalwart) -> None:
+    with pytest.raises(stalwart.InvalidOperation, match="inside a workflow or a step"):
+        stalwart.emit("nowhere")
+
+    @app.workflow
+    def big() -> None:
+        stalwart.emit("x" * (1024 * 1024 + 1))
+
+    with pytest.raises(stalwart.WorkflowFailed, match="ValueError: .*over the 1 MiB limit"):
+        app.run(big, workflow_id="b1")
