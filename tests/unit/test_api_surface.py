@@ -77,6 +77,9 @@ CONTRACT = {
     "patched",  # 0.2: safe evolution
     "CheckResult",
     "request_headers",  # 0.3: provider calls
+    "emit",  # 0.3: durable streams
+    "StreamChunk",
+    "stream_text",
 }
 
 

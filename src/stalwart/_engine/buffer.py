@@ -14,10 +14,13 @@ import itertools
 import threading
 import uuid
 from collections.abc import Callable
+from typing import TypeVar
 
 from .._store.base import NewChunk
 
 __all__ = ["MAX_BUFFERED", "RunStream"]
+
+T = TypeVar("T")
 
 MAX_BUFFERED = 8 * 1024 * 1024  # bytes of chunks one run keeps waiting before emit blocks
 
@@ -75,3 +78,16 @@ class RunStream:
         with self._cond:
             self._held -= sum(len(chunk.data) for chunk in chunks)
             self._cond.notify_all()
+
+    def write_with(self, write: Callable[[list[NewChunk]], T]) -> T:
+        """Take the waiting chunks and ``write`` them (``writing`` held throughout, so the
+        run's chunks keep their order); put back when ``write`` raises."""
+        with self.writing:
+            chunks = self.take()
+            try:
+                result = write(chunks)
+            except BaseException:
+                self.put_back(chunks)
+                raise
+            self.written(chunks)
+            return result

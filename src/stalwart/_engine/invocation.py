@@ -15,7 +15,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -415,59 +415,32 @@ class Invocation:
     def append(self, entry: Entry) -> None:
         """Journal ``entry`` while this invocation still holds the run's lease (with the
         stream chunks emitted before it, in its transaction)."""
-        if self.stream is not None and self.stream.has_pending():
-            wid, owner = self.workflow_id, self.owner
-            self._with_chunks(lambda c: self.store.append(wid, entry, owner=owner, chunks=c))
-            return
+        wid, owner = self.workflow_id, self.owner
         try:  # inline rather than journaling(): this runs once per step
-            held = self.store.append(self.workflow_id, entry, owner=self.owner)
+            held = _with_chunks(
+                self, lambda c: self.store.append(wid, entry, owner=owner, chunks=c)
+            )
         except CorruptRecord:
             raise
         except StoreError as exc:
             raise StoreFailed(exc) from exc
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
+        _fenced(self, held)
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
         wid, owner = self.workflow_id, self.owner
-        if self.stream is not None and self.stream.has_pending():
-            self._with_chunks(lambda c: self.store.append_many(wid, entries, owner=owner, chunks=c))
-            return
         with self.journaling():
-            held = self.store.append_many(wid, entries, owner=owner)
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
-
-    def _with_chunks(self, write: Callable[[list[NewChunk]], bool]) -> None:
-        """``write`` the waiting stream chunks with what it journals (one writer of the
-        run's chunks at a time, so they keep their order; put back if it fails)."""
-        stream = self.stream
-        assert stream is not None
-        with stream.writing:
-            chunks = stream.take()
-            try:
-                with self.journaling():
-                    held = write(chunks)
-            except BaseException:
-                stream.put_back(chunks)
-                raise
-            stream.written(chunks)
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
-        self.runtime.store.changes.push()  # readers in this process (it moves no data_version)
+            held = _with_chunks(
+                self, lambda c: self.store.append_many(wid, entries, owner=owner, chunks=c)
+            )
+        _fenced(self, held)
 
     def mark_retry(self, marker: str) -> None:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
         charged and one before it is not."""
         with self.journaling():
             held = self.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
+        _fenced(self, held)
 
     @property
     def event_loop(self) -> asyncio.AbstractEventLoop:
@@ -504,6 +477,23 @@ class Invocation:
             )
         )
         return self.runtime.codec.decode(payload)
+
+
+def _fenced(inv: Invocation, held: bool) -> None:
+    """After a write fenced by the lease: ``LeaseLost`` when it found the lease gone."""
+    if not held:
+        inv.lease_lost.set()
+        raise LeaseLost()
+
+
+def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -> bool:
+    """``write`` a journal entry with the run's waiting stream chunks (none when none wait)."""
+    stream = inv.stream
+    if stream is None or not stream.has_pending():
+        return write(())
+    held = stream.write_with(write)
+    inv.runtime.store.changes.push()  # readers in this process (it moves no data_version)
+    return held
 
 
 def defer_outcome(inv: Invocation, entry: Entry) -> None:

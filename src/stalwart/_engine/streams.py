@@ -75,15 +75,10 @@ def flush_stream(inv: Invocation) -> None:
     buffer = inv.stream
     if buffer is None or not buffer.has_pending():
         return
-    with buffer.writing:
-        chunks = buffer.take()
-        try:
-            with inv.journaling():
-                held = inv.store.append_chunks([RunChunks(inv.workflow_id, inv.owner, chunks)])
-        except BaseException:
-            buffer.put_back(chunks)
-            raise
-        buffer.written(chunks)
+    with inv.journaling():
+        held = buffer.write_with(
+            lambda chunks: inv.store.append_chunks([RunChunks(inv.workflow_id, inv.owner, chunks)])
+        )
     if not held[0]:
         inv.lease_lost.set()
         raise LeaseLost()
