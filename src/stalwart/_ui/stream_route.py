@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import StreamingResponse
 
-from .._chunks import StreamChunk
-from .._wire import iso, jsonable
+from .._wire import chunk_json
 from .api import Reader, RunId
 from .errors import ApiError, declared
 
-__all__ = ["KEEP_ALIVE", "chunk_json", "stream_router"]
+__all__ = ["KEEP_ALIVE", "stream_router"]
 
 KEEP_ALIVE = 15.0
 MAX_OFFSET = 2**63 - 1
@@ -36,18 +35,6 @@ _EVENTS = {
     "run is terminal or in needs_attention.",
     "content": {"text/event-stream": {"schema": {"type": "string"}}},
 }
-
-
-def chunk_json(chunk: StreamChunk) -> dict[str, Any]:
-    """A chunk as the API answers it (``at`` in ISO 8601, UTC)."""
-    return {
-        "offset": chunk.offset,
-        "stream": chunk.stream,
-        "seq": chunk.seq,
-        "attempt": chunk.attempt,
-        "data": jsonable(chunk.data),
-        "at": iso(chunk.at),
-    }
 
 
 def _resume_from(after: int, last_event_id: str | None) -> int:
