@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console soak clean
+.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,13 @@ bench-langgraph: $(STAMP)
 # index. Takes about five minutes on a quiet machine.
 bench-console: $(STAMP)
 	$(BIN)/python bench/console_reads.py
+
+# Durable streams: emit throughput for one run and for 100 runs at once (with the stream-only
+# transactions a worker spends on them) and emit -> reader latency across processes, each
+# beside a floor measured in the same run; on SQLite, and on PostgreSQL as bench-fleet finds
+# it. Takes about half a minute.
+bench-streams: $(STAMP)
+	$(BIN)/python bench/streams.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)
