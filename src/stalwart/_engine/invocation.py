@@ -418,7 +418,7 @@ class Invocation:
         wid, owner = self.workflow_id, self.owner
         try:  # inline rather than journaling(): this runs once per step
             held = _with_chunks(
-                self, lambda c: self.store.append(wid, entry, owner=owner, chunks=c)
+                self, lambda c: self.store.append(wid, entry, owner=owner, **_given(c))
             )
         except CorruptRecord:
             raise
@@ -431,7 +431,7 @@ class Invocation:
         wid, owner = self.workflow_id, self.owner
         with self.journaling():
             held = _with_chunks(
-                self, lambda c: self.store.append_many(wid, entries, owner=owner, chunks=c)
+                self, lambda c: self.store.append_many(wid, entries, owner=owner, **_given(c))
             )
         _fenced(self, held)
 
@@ -484,6 +484,12 @@ def _fenced(inv: Invocation, held: bool) -> None:
     if not held:
         inv.lease_lost.set()
         raise LeaseLost()
+
+
+def _given(chunks: Sequence[NewChunk]) -> dict[str, Sequence[NewChunk]]:
+    """The ``chunks`` keyword of a journal write, when there are any (a store that never
+    streams need not take it)."""
+    return {"chunks": chunks} if chunks else {}
 
 
 def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -> bool:
