@@ -28,12 +28,12 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
-from .base import READ_ONLY_DECLARATIONS
+from .base import READ_ONLY_DECLARATIONS, NewChunk
 from .changes import Changes
 from .queries import load_queries
 from .sql import SQLStore
@@ -467,6 +467,19 @@ class PostgresStore(SQLStore):
     def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         # A batch's appends go out together: one round trip for all, not one each.
         return conn.pipeline()  # type: ignore[no-any-return]
+
+    def _insert_chunks(self, conn: Any, workflow_id: str, chunks: Sequence[NewChunk]) -> None:
+        # A run's chunks in one statement of arrays, not a statement each.
+        params = {
+            "workflow_id": workflow_id,
+            "streams": [chunk.stream for chunk in chunks],
+            "seqs": [chunk.seq for chunk in chunks],
+            "attempts": [chunk.attempt for chunk in chunks],
+            "origins": [chunk.origin for chunk in chunks],
+            "datas": [chunk.data for chunk in chunks],
+            "ats": [chunk.at for chunk in chunks],
+        }
+        conn.execute(self._q["append_chunks"], params)
 
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})

@@ -25,8 +25,15 @@ class StreamVerbs(Pipelined):
         if not batch:
             return []
 
+        # runs locked in one order, so two batches never wait for each other's locks
+        order = sorted(range(len(batch)), key=lambda i: batch[i].workflow_id)
+
         def work(conn: Any) -> list[bool]:
-            return [self._put_chunks(conn, run.workflow_id, run.owner, run.chunks) for run in batch]
+            held = [False] * len(batch)
+            for i in order:
+                run = batch[i]
+                held[i] = self._put_chunks(conn, run.workflow_id, run.owner, run.chunks)
+            return held
 
         def alone() -> list[bool]:
             return self._write(work)
@@ -44,20 +51,25 @@ class StreamVerbs(Pipelined):
         if conn.execute(self._q["chunk_fence"], fence).fetchone() is None:
             return False
         if chunks:
-            rows = [
-                {
-                    "workflow_id": workflow_id,
-                    "stream": chunk.stream,
-                    "seq": chunk.seq,
-                    "attempt": chunk.attempt,
-                    "origin": chunk.origin,
-                    "data": chunk.data,
-                    "at": chunk.at,
-                }
-                for chunk in chunks
-            ]
-            conn.cursor().executemany(self._q["append_chunk"], rows)
+            self._insert_chunks(conn, workflow_id, chunks)
         return True
+
+    def _insert_chunks(self, conn: Any, workflow_id: str, chunks: Sequence[NewChunk]) -> None:
+        """Inside the run's locked transaction: insert ``chunks`` (a backend may do it in one
+        statement)."""
+        rows = [
+            {
+                "workflow_id": workflow_id,
+                "stream": chunk.stream,
+                "seq": chunk.seq,
+                "attempt": chunk.attempt,
+                "origin": chunk.origin,
+                "data": chunk.data,
+                "at": chunk.at,
+            }
+            for chunk in chunks
+        ]
+        conn.cursor().executemany(self._q["append_chunk"], rows)
 
     def read_chunks(
         self, workflow_id: str, *, stream: str, after: int, limit: int
