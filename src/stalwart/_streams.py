@@ -87,7 +87,7 @@ class _Waiting:
 def read_stream(views: Views, read: StreamRead) -> Iterator[StreamChunk]:
     """The chunks of ``read``'s stream past its ``after`` (see ``app.stream``), ``read``
     checked already."""
-    store, changes = views.runtime.store, views.runtime.store.changes
+    store, changes = views.runtime.store, views.runtime.store.stream_changes
     waiting = _Waiting(read)
     after = read.after
     while True:
@@ -110,7 +110,7 @@ def read_stream(views: Views, read: StreamRead) -> Iterator[StreamChunk]:
 async def read_stream_async(views: Views, read: StreamRead) -> AsyncIterator[StreamChunk]:
     """``read_stream`` for a coroutine: the event loop never waits on the store."""
     read = await asyncio.to_thread(_checked, views, read, "app.stream_async")
-    store, changes = views.runtime.store, views.runtime.store.changes
+    store, changes = views.runtime.store, views.runtime.store.stream_changes
     waiting = _Waiting(read)
     after = read.after
     while True:

@@ -169,3 +169,30 @@ def test_emit_refuses_what_it_cannot_keep(app: stalwart.Stalwart) -> None:
 
     with pytest.raises(stalwart.WorkflowFailed, match="ValueError: .*over the 1 MiB limit"):
         app.run(big, workflow_id="b1")
+
+
+def test_on_postgres_chunks_wake_stream_readers_and_not_idle_workers() -> None:
+    """A flush notifies with its own payload: a reader's ``stream_changes`` moves, the
+    ``changes`` idle workers wait on does not (each flush would wake every worker else)."""
+    from stalwart import testing
+    from stalwart._store.base import NewChunk, RunChunks
+    from stalwart._store.rows import Entry
+    from store_urls import postgres_schema_url
+
+    for url in postgres_schema_url():
+        with stalwart.Stalwart(url) as writer, stalwart.Stalwart(url) as reader:
+            store, other = testing.store_of(writer), testing.store_of(reader)
+            started = Entry(kind="run", name="started", status="completed")
+            assert store.create_run(
+                workflow_id="n1", name="agent", status="running", queue="default",
+                priority=0, input=b"Jnull", now=1.0, owner="w1", lease_until=2e9, entry=started,
+            )  # fmt: skip
+            seen = other.changes.current()
+            while other.changes.wait(seen, 5.0) == seen or not other.changes.live:
+                seen = other.changes.version  # the listener is up and saw the run's insert
+            runs, streams = other.changes.version, other.stream_changes.current()
+            chunk = NewChunk("default", 1, 1, "o.0", b'J"x"', 1.0)
+            assert store.append_chunks([RunChunks("n1", "w1", [chunk])]) == [True]
+            assert other.stream_changes.wait(streams, 5.0) != streams
+            time.sleep(0.2)
+            assert other.changes.version == runs

@@ -498,7 +498,7 @@ def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -
     if stream is None or not stream.has_pending():
         return write(())
     held = stream.write_with(write)
-    inv.runtime.store.changes.push()  # readers in this process (it moves no data_version)
+    inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
     return held
 
 

@@ -82,7 +82,7 @@ def flush_stream(inv: Invocation) -> None:
     if not held[0]:
         inv.lease_lost.set()
         raise LeaseLost()
-    inv.runtime.store.changes.push()  # readers in this process (its commits move no version)
+    inv.runtime.store.stream_changes.push()  # readers in this process (no version moves)
 
 
 def close_streams(store: Store) -> None:
@@ -171,7 +171,7 @@ class _Flusher:
                     log.warning(
                         "run %s: stream chunks dropped: its lease is lost", buffer.workflow_id
                     )
-            self._store.changes.push()
+            self._store.stream_changes.push()
             return True
         finally:
             for buffer, _chunks in taken:

@@ -192,6 +192,7 @@ class RunStore(RunReads, Protocol):
     url: str
     durable: bool
     changes: Changes  # how this process's threads wait for the store to change
+    stream_changes: Changes  # what stream readers wait on: chunks written, and ``changes``
 
     def close(self) -> None:
         """Release connections."""

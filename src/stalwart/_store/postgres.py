@@ -150,6 +150,7 @@ class _Listener:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.changes = store.changes
+        self.streams = store.stream_changes
         self.backend_pid: int | None = None  # the server process of its connection, once up
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
@@ -168,18 +169,26 @@ class _Listener:
                     schema = conn.execute("SELECT current_schema()").fetchone()
                     mine = schema[0] if schema else None
                     self.backend_pid = conn.info.backend_pid
-                    self.changes.live = True
-                    self.changes.push()  # (re)connected: anything may have happened meanwhile
+                    self._all(live=True)  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
+                    stream = f"{mine}/stream"
                     while not self.closed.is_set():
                         for note in conn.notifies(timeout=0.25):
                             if note.payload == mine:
-                                self.changes.push()
+                                self._all(live=True)
+                            elif note.payload == stream:  # chunks: only stream readers wake
+                                self.streams.push()
             except psycopg.Error:
-                self.changes.live = False
-                self.changes.push()  # waiters poll until the listener is back
+                self._all(live=False)  # waiters poll until the listener is back
                 self.closed.wait(random.uniform(delay / 2, delay))
                 delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    def _all(self, *, live: bool) -> None:
+        """Wake every waiter: runs' and streams' (a stream reader waits for its run's end
+        too)."""
+        for changes in (self.changes, self.streams):
+            changes.live = live
+            changes.push()
 
     def close(self) -> None:
         self.closed.set()
@@ -216,7 +225,9 @@ class PostgresStore(SQLStore):
         self._outage_logged = False
         self._outage_lock = threading.Lock()
         self._listener: _Listener | None = None
+        self._listen_lock = threading.Lock()
         self.changes = Changes(start=self._listen)
+        self.stream_changes = Changes(start=self._listen)  # pushed by chunks, and by changes
         self._check_reachable(psycopg)
         self._pool_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -485,8 +496,9 @@ class PostgresStore(SQLStore):
         conn.execute(self._q["lock_queue"], {"queue": queue})
 
     def _listen(self) -> None:
-        if self._listener is None:
-            self._listener = _Listener(self)
+        with self._listen_lock:  # started by the first waiter on either change counter
+            if self._listener is None:
+                self._listener = _Listener(self)
 
     def data_version(self) -> int:
         """A number that changes when a run becomes claimable, or one ends or suspends,

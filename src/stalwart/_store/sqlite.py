@@ -90,6 +90,7 @@ class SQLiteStore(SQLStore):
             ) from exc
         self._conn = conn
         self.changes = Changes(self.data_version)
+        self.stream_changes = self.changes  # one file, one change counter
         self._migrate()
         self._open_pipeline()
 
