@@ -56,8 +56,9 @@ class RunStream:
             self._ready(self)
 
     def has_pending(self) -> bool:
-        """Whether chunks wait to be written."""
-        return bool(self._pending)
+        """Whether chunks wait to be written, or are being written (a write that must come
+        after them waits for ``writing``)."""
+        return self._held > 0 or bool(self._pending)
 
     def take(self) -> list[NewChunk]:
         """Every waiting chunk, for a write (the caller holds ``writing``)."""

@@ -76,13 +76,19 @@ def flush_stream(inv: Invocation) -> None:
     if buffer is None or not buffer.has_pending():
         return
     with inv.journaling():
-        held = buffer.write_with(
-            lambda chunks: inv.store.append_chunks([RunChunks(inv.workflow_id, inv.owner, chunks)])
-        )
-    if not held[0]:
+        held = buffer.write_with(lambda chunks: _write(inv, chunks))
+    if not held:
         inv.lease_lost.set()
         raise LeaseLost()
     inv.runtime.store.stream_changes.push()  # readers in this process (no version moves)
+
+
+def _write(inv: Invocation, chunks: list[NewChunk]) -> bool:
+    """``chunks`` written, if any (the background writer may have written them meanwhile);
+    whether the lease still held."""
+    if not chunks:
+        return True
+    return inv.store.append_chunks([RunChunks(inv.workflow_id, inv.owner, chunks)])[0]
 
 
 def close_streams(store: Store) -> None:
