@@ -196,3 +196,19 @@ def test_on_postgres_chunks_wake_stream_readers_and_not_idle_workers() -> None:
             assert other.stream_changes.wait(streams, 5.0) != streams
             time.sleep(0.2)
             assert other.changes.version == runs
+
+
+def test_a_follower_ends_when_the_run_needs_attention(app: stalwart.Stalwart) -> None:
+    @app.step
+    def think(i: int) -> None:
+        stalwart.emit(f"step {i} ")
+
+    @app.workflow(budget=stalwart.Budget(max_steps=1))
+    def agent() -> None:
+        think(1)
+        think(2)  # past the budget: the run waits for an operator
+
+    with pytest.raises(stalwart.NeedsAttention):
+        app.run(agent, workflow_id="n1")
+    assert app.handle("n1").status() == "needs_attention"
+    assert stream_text(app.stream("n1", timeout=5)) == "step 1 "
