@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -212,3 +214,44 @@ def test_a_follower_ends_when_the_run_needs_attention(app: stalwart.Stalwart) ->
         app.run(agent, workflow_id="n1")
     assert app.handle("n1").status() == "needs_attention"
     assert stream_text(app.stream("n1", timeout=5)) == "step 1 "
+
+
+def test_while_the_store_cannot_be_written_emit_buffers_8_mib_then_waits(tmp_path: Path) -> None:
+    """Another connection holds SQLite's write lock (the store is unwritable for now): the
+    step's emits return until 8 MiB wait, then block; once the lock is gone the waiting
+    chunks are written, the emits go on, and the stream is whole and gap-free."""
+    path = tmp_path / "locked.db"
+    started, locked = threading.Event(), threading.Event()
+    emitted: list[int] = []
+    with stalwart.Stalwart(f"sqlite:///{path}") as app:
+
+        @app.step
+        def big() -> int:
+            started.set()
+            assert locked.wait(10)
+            for i in range(100):
+                stalwart.emit("x" * 100_000)  # about 100 KB encoded
+                emitted.append(i)
+            return len(emitted)
+
+        @app.workflow
+        def agent() -> int:
+            return big()
+
+        runner = threading.Thread(target=app.run, args=(agent,), kwargs={"workflow_id": "o1"})
+        runner.start()
+        assert started.wait(10)
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        locked.set()
+        time.sleep(1.0)
+        waiting = len(emitted)
+        time.sleep(0.5)
+        assert len(emitted) == waiting  # blocked, not slowed
+        assert 80 <= waiting <= 85  # 8 MiB of 100 KB chunks
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        runner.join(30)
+        chunks = list(app.stream("o1", follow=False))
+    assert len(emitted) == 100
+    assert [c.offset for c in chunks] == list(range(100))
