@@ -255,3 +255,27 @@ def test_while_the_store_cannot_be_written_emit_buffers_8_mib_then_waits(tmp_pat
         chunks = list(app.stream("o1", follow=False))
     assert len(emitted) == 100
     assert [c.offset for c in chunks] == list(range(100))
+
+
+def test_async_workflows_and_steps_emit_too(app: stalwart.Stalwart) -> None:
+    @app.step
+    async def part(name: str) -> str:
+        stalwart.emit(f"<{name}>")
+        await asyncio.sleep(0)
+        stalwart.emit(f"</{name}>")
+        return name
+
+    @app.workflow
+    async def agent() -> list[str]:
+        stalwart.emit("start ")
+        names = await asyncio.gather(part("a"), part("b"))
+        await stalwart.sleep_async(0.05)  # resumed by replaying: the emits above add nothing
+        stalwart.emit(" end")
+        return list(names)
+
+    assert app.run(agent, workflow_id="as1") == ["a", "b"]
+    chunks = _chunks(app, "as1")
+    assert [c.offset for c in chunks] == list(range(6))
+    data = [c.data for c in chunks]
+    assert data[0] == "start " and data[-1] == " end"
+    assert sorted(data[1:5]) == sorted(["<a>", "</a>", "<b>", "</b>"])
