@@ -279,3 +279,36 @@ def test_async_workflows_and_steps_emit_too(app: stalwart.Stalwart) -> None:
     data = [c.data for c in chunks]
     assert data[0] == "start " and data[-1] == " end"
     assert sorted(data[1:5]) == sorted(["<a>", "</a>", "<b>", "</b>"])
+
+
+def test_a_check_replays_emits_without_writing_them(app: stalwart.Stalwart) -> None:
+    from stalwart import testing
+
+    @app.step
+    def think() -> None:
+        stalwart.emit("thought ")
+
+    @app.workflow
+    def agent() -> None:
+        stalwart.emit("before ")
+        think()
+        stalwart.wait_for_event("go")
+        stalwart.emit("after")
+
+    runner = threading.Thread(target=app.run, args=(agent,), kwargs={"workflow_id": "c1"})
+    runner.start()
+    while not app.list_workflows() or app.handle("c1").status() != "suspended":
+        time.sleep(0.01)
+    store = testing.store_of(app)
+    writes: list[object] = []
+    real = store.append_chunks
+    store.append_chunks = lambda batch: writes.append(batch) or real(batch)  # type: ignore[method-assign]
+    try:
+        assert [r.ok for r in app.check(["c1"])] == [True]
+        time.sleep(0.1)  # what a flush would have written by now
+    finally:
+        store.append_chunks = real  # type: ignore[method-assign]
+    assert writes == []  # the check's replay emitted nothing to write
+    app.send_event("c1", "go")
+    runner.join(10)
+    assert stream_text(_chunks(app, "c1")) == "before thought after"

@@ -183,6 +183,8 @@ def guarded_async(
 class Invocation:
     """State of one execution of a run, from the top of the workflow function."""
 
+    writes_streams = True  # a dry replay's (``stalwart check``) emits write nothing
+
     def __init__(
         self,
         runtime: Runtime,

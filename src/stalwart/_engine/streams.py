@@ -56,6 +56,8 @@ def emit(inv: Invocation, scope: StepScope | None, data: Any, stream: str) -> No
             f"stalwart.emit(): a chunk of {len(payload)} bytes encoded is over the 1 MiB limit; "
             "emit it in smaller pieces (or store it as a step result)"
         )
+    if not inv.writes_streams:
+        return
     buffer = inv.stream
     if buffer is None:
         buffer = inv.stream = RunStream(inv.workflow_id, inv.owner, _flusher(inv).ready)
