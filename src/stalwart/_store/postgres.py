@@ -195,7 +195,25 @@ class _Listener:
         self.thread.join(timeout=2)
 
 
-class PostgresStore(SQLStore):
+class _ChunkArrays:
+    """PostgreSQL writes a run's stream chunks in one statement of arrays, not one each."""
+
+    _q: dict[str, str]
+
+    def _insert_chunks(self, conn: Any, workflow_id: str, chunks: Sequence[NewChunk]) -> None:
+        params = {
+            "workflow_id": workflow_id,
+            "streams": [chunk.stream for chunk in chunks],
+            "seqs": [chunk.seq for chunk in chunks],
+            "attempts": [chunk.attempt for chunk in chunks],
+            "origins": [chunk.origin for chunk in chunks],
+            "datas": [chunk.data for chunk in chunks],
+            "ats": [chunk.at for chunk in chunks],
+        }
+        conn.execute(self._q["append_chunks"], params)
+
+
+class PostgresStore(_ChunkArrays, SQLStore):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:
@@ -478,19 +496,6 @@ class PostgresStore(SQLStore):
     def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         # A batch's appends go out together: one round trip for all, not one each.
         return conn.pipeline()  # type: ignore[no-any-return]
-
-    def _insert_chunks(self, conn: Any, workflow_id: str, chunks: Sequence[NewChunk]) -> None:
-        # A run's chunks in one statement of arrays, not a statement each.
-        params = {
-            "workflow_id": workflow_id,
-            "streams": [chunk.stream for chunk in chunks],
-            "seqs": [chunk.seq for chunk in chunks],
-            "attempts": [chunk.attempt for chunk in chunks],
-            "origins": [chunk.origin for chunk in chunks],
-            "datas": [chunk.data for chunk in chunks],
-            "ats": [chunk.at for chunk in chunks],
-        }
-        conn.execute(self._q["append_chunks"], params)
 
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})
