@@ -30,7 +30,6 @@ import time
 import weakref
 from typing import Any
 
-from .._errors import StoreError
 from .._signals import LeaseLost
 from .._store.base import NewChunk, RunChunks, Store
 from .buffer import RunStream
@@ -168,7 +167,7 @@ class _Flusher:
             batch = [RunChunks(b.workflow_id, b.owner, chunks) for b, chunks in taken]
             try:
                 held = self._store.append_chunks(batch)
-            except StoreError as exc:
+            except Exception as exc:  # the store's outage, or anything else: tried again
                 log.warning("stream chunks not written yet (tried again): %s", exc)
                 for buffer, chunks in taken:
                     buffer.put_back(chunks)
