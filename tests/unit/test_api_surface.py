@@ -83,6 +83,9 @@ CONTRACT = {
     "snapshot",  # 0.3: workspace snapshots
     "restore",
     "SnapshotRef",
+    "emit",  # 0.3: durable streams
+    "StreamChunk",
+    "stream_text",
 }
 
 
