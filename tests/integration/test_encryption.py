@@ -62,6 +62,7 @@ def declare(app: stalwart.Stalwart, workspace: Path | None = None) -> Any:
     @app.workflow
     def agent(text: str) -> dict[str, Any]:
         out = flaky(text)
+        stalwart.emit(f"{MARK} stream chunk ")
         long = conversation(40)
         longer = conversation(44)
         stalwart.shared_set("notes", {"text": f"{MARK} shared value"})
@@ -144,6 +145,8 @@ def test_no_table_holds_a_marker_after_an_encrypted_run(shared_url: str, tmp_pat
         assert result["event"] == {"text": f"{MARK} event payload"}
         assert result["reason"] == f"{MARK} approval reason"
         assert result["turns"] == 84 and result["snap"]
+        chunks = list(app.stream("w1", follow=False))
+        assert [c.data for c in chunks] == [f"{MARK} stream chunk "]
         failures = [e.error for e in app.journal("w1") if e.error]
         assert failures and MARK in failures[0]  # the app with the key reads the message
         assert markers_in(testing.store_of(app)) == []
@@ -209,6 +212,8 @@ def test_a_missing_key_is_named_and_the_rest_still_reads(shared_url: str) -> Non
         assert isinstance(caught.value, stalwart.StoreError)
         entries = app.journal("w1")  # the read model shows what it cannot open
         assert any(e.output == "encrypted (key k1)" for e in entries)
+        chunks = list(app.stream("w1", follow=False))
+        assert [c.data for c in chunks] == ["encrypted (key k1)"]
         errors = [e.error for e in entries if e.error]
         assert errors and "encrypted (key k1)" in errors[0] and MARK not in errors[0]
         assert [r.status for r in app.list_workflows()] == ["completed"]

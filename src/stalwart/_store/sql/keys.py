@@ -26,6 +26,7 @@ _COLUMNS = (
     "shared_writes_value",
     "schedules_input",
     "snapshot_chunks_data",
+    "stream_chunks_data",
     "journal_error",
     "runs_error",
     "approvals_reason",

@@ -825,3 +825,12 @@ LIMIT :limit;
 
 -- name: rekey_approvals_reason
 UPDATE approvals SET reason = :new WHERE workflow_id = :k0 AND approval_id = :k1 AND reason = :old;
+
+-- name: rekey_page_stream_chunks_data
+SELECT workflow_id AS k0, stream AS k1, "offset" AS k2, data AS value FROM stream_chunks
+WHERE substr(data, 1, :size) <> :prefix
+LIMIT :limit;
+
+-- name: rekey_stream_chunks_data
+UPDATE stream_chunks SET data = :new
+WHERE workflow_id = :k0 AND stream = :k1 AND "offset" = :k2 AND data = :old;
