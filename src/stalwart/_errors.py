@@ -119,6 +119,13 @@ class EncryptionKeyMissing(StoreError):
         self.key_id = key_id
         self.workflow_id = workflow_id
         self.seq = seq
+        self.detail = detail
+
+    def at(self, workflow_id: str, seq: int | None) -> EncryptionKeyMissing:
+        """The same error, naming the run and the ``seq`` it was met at."""
+        return EncryptionKeyMissing(
+            self.key_id, workflow_id=workflow_id, seq=seq, detail=self.detail
+        )
 
 
 class RegistrationError(UsageError):

@@ -218,8 +218,7 @@ class Invocation:
         for row in index:
             problem = _damage(row)
             try:
-                opener = self.runtime.codec.opener
-                error = None if row.error is None else ErrorRecord.from_json(row.error, opener)
+                error = _error_of(row.error, self.runtime.codec.opener)
             except ValueError as exc:
                 problem, error = problem or str(exc), None
             if problem is None:
@@ -404,9 +403,7 @@ class Invocation:
                 payload = self.store.load_payload(stored)
             return self.runtime.codec.decode(payload)
         except EncryptionKeyMissing as exc:
-            raise EncryptionKeyMissing(
-                exc.key_id, workflow_id=self.workflow_id, seq=rec.seq
-            ) from None
+            raise exc.at(self.workflow_id, rec.seq) from None
         except (ValueError, CorruptRecord) as exc:
             raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
 
@@ -515,6 +512,11 @@ def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -
     held = stream.write_with(write)
     inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
     return held
+
+
+def _error_of(text: str | None, opener: Callable[[bytes], bytes] | None) -> ErrorRecord | None:
+    """A journal row's recorded error (its sealed message opened where ``opener`` can)."""
+    return None if text is None else ErrorRecord.from_json(text, opener)
 
 
 def defer_outcome(inv: Invocation, entry: Entry) -> None:
