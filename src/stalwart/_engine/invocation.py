@@ -398,14 +398,7 @@ class Invocation:
 
     def decode_recorded(self, rec: Recorded, label: str, stored: bytes) -> Any:
         """A stored payload of ``rec``, decoded; a bad one aborts with ``CorruptRecord``."""
-        try:
-            with self.journaling():
-                payload = self.store.load_payload(stored)
-            return self.runtime.codec.decode(payload)
-        except EncryptionKeyMissing as exc:
-            raise exc.at(self.workflow_id, rec.seq) from None
-        except (ValueError, CorruptRecord) as exc:
-            raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
+        return _decode_recorded(self, rec, label, stored)
 
     def load_value(self, rec: Recorded) -> Any:
         """The recorded output of ``rec``, decoded; a bad row aborts with ``CorruptRecord``."""
@@ -512,6 +505,17 @@ def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -
     held = stream.write_with(write)
     inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
     return held
+
+
+def _decode_recorded(inv: Invocation, rec: Recorded, label: str, stored: bytes) -> Any:
+    try:
+        with inv.journaling():
+            payload = inv.store.load_payload(stored)
+        return inv.runtime.codec.decode(payload)
+    except EncryptionKeyMissing as exc:  # named: the run and the seq
+        raise exc.at(inv.workflow_id, rec.seq) from None
+    except (ValueError, CorruptRecord) as exc:
+        raise inv.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
 
 
 def _error_of(text: str | None, opener: Callable[[bytes], bytes] | None) -> ErrorRecord | None:
