@@ -80,9 +80,10 @@ bench-snapshots: $(STAMP)
 bench-streams: $(STAMP)
 	$(BIN)/python bench/streams.py
 
-# What encryption at rest costs a step: runs of 2,000 steps (small payloads, and a growing
-# conversation kept apart piece by piece) with a keyring and without, in the same run, on
-# SQLite and PostgreSQL as bench-fleet finds it; target ratio <= 1.15. About a minute.
+# What encryption at rest costs a step: runs of 2,000 steps of small payloads and of 300 steps
+# of a growing conversation (kept apart piece by piece), with a keyring and without, in the
+# same run, on SQLite and PostgreSQL as bench-fleet finds it; target ratio <= 1.15. About five
+# minutes.
 bench-encryption: $(STAMP)
 	$(BIN)/python bench/encryption.py
 

@@ -1,17 +1,19 @@
 """What encryption at rest costs a step: the per-step overhead with a keyring and without.
 
-Two runs of ``--steps`` steps on each store, the best of five each, interleaved, in
-wall-clock time and in this process's CPU time (which a shared machine disturbs far less):
+Two runs on each store, the best of five each, interleaved, in wall-clock time and in this
+process's CPU time (which a shared machine disturbs far less):
 
-1. small payloads: each step takes a short text and returns a small dict (both kept in the
-   journal row, sealed whole);
-2. a conversation: each step takes the conversation so far (a list of messages that grows by
-   one ~300-byte message a step) and returns the next message, so the store keeps the input
-   apart piece by piece (each piece sealed on its own, shared with the step before).
+1. small payloads, ``--steps`` steps: each step takes a short text and returns a small dict
+   (both kept in the journal row, sealed whole);
+2. a conversation, ``--chat-steps`` steps: each step takes the conversation so far (a list of
+   messages that grows by two ~300-byte messages a step) and returns the next message, so the
+   store keeps the input apart piece by piece (each piece sealed on its own, shared with the
+   step before).
 
 The floor is the same run without a keyring. Target: ratio at most 1.15.
 
-    python bench/encryption.py [--steps 2000] [--stores sqlite,postgres] [--postgres-url URL]
+    python bench/encryption.py [--steps 2000] [--chat-steps 300] [--stores sqlite,postgres]
+                               [--postgres-url URL]
 
 PostgreSQL needs a reachable server (``--postgres-url``, default $STALWART_TEST_POSTGRES_URL or
 postgresql://postgres@127.0.0.1:5432/test); without one its rows are skipped with a note. It is
@@ -75,13 +77,13 @@ def timed(app: stalwart.Stalwart, flow: Any, steps: int, workflow_id: str) -> tu
     )
 
 
-def bench_store(stores: Stores, label: str, steps: int) -> None:
+def bench_store(stores: Stores, label: str, steps: int, chat_steps: int) -> None:
     """Every figure on fresh stores of one kind (one plain, one encrypted)."""
     plain = stalwart.Stalwart(stores.fresh())
     sealed = stalwart.Stalwart(stores.fresh(), encryption=KEYRING)
     try:
         apps = {"plain": (plain, define(plain)), "sealed": (sealed, define(sealed))}
-        for what in ("small payloads", "a conversation"):
+        for what, steps in (("small payloads", steps), ("a conversation", chat_steps)):
             best: dict[str, tuple[float, float]] = {}
             for round_ in range(ROUNDS):
                 order = ("plain", "sealed") if round_ % 2 == 0 else ("sealed", "plain")
@@ -107,17 +109,18 @@ def bench_store(stores: Stores, label: str, steps: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0] if __doc__ else None)
     parser.add_argument("--steps", type=int, default=2_000, help="steps of each run")
+    parser.add_argument("--chat-steps", type=int, default=300, help="steps of the chat")
     parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated")
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("STALWART_TEST_POSTGRES_URL", DEFAULT_POSTGRES_URL),
     )
     args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error("--steps must be >= 1")
+    if args.steps < 1 or args.chat_steps < 1:
+        parser.error("--steps and --chat-steps must be >= 1")
     print(
-        f"stalwart {stalwart.__version__} encryption at rest: runs of {args.steps:,} steps, "
-        f"Python {sys.version.split()[0]}"
+        f"stalwart {stalwart.__version__} encryption at rest: runs of {args.steps:,} steps "
+        f"(a conversation: {args.chat_steps:,}), Python {sys.version.split()[0]}"
     )
     with tempfile.TemporaryDirectory(prefix="stalwart-bench-") as folder:
         for kind in args.stores.split(","):
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             stores = Stores(kind, folder, args.postgres_url)
             try:
-                bench_store(stores, kind, args.steps)
+                bench_store(stores, kind, args.steps, args.chat_steps)
             finally:
                 stores.drop()
     return 0

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_the_encryption_bench_runs_at_a_small_size() -> None:
     done = subprocess.run(
-        [sys.executable, str(BENCH), "--steps", "20", "--stores", "sqlite"],
+        [sys.executable, str(BENCH), "--steps", "20", "--chat-steps", "10", "--stores", "sqlite"],
         capture_output=True,
         text=True,
         timeout=100,
