@@ -83,19 +83,19 @@ def bench_store(stores: Stores, label: str, steps: int, chat_steps: int) -> None
     sealed = stalwart.Stalwart(stores.fresh(), encryption=KEYRING)
     try:
         apps = {"plain": (plain, define(plain)), "sealed": (sealed, define(sealed))}
-        for what, steps in (("small payloads", steps), ("a conversation", chat_steps)):
+        for what, count in (("small payloads", steps), ("a conversation", chat_steps)):
             best: dict[str, tuple[float, float]] = {}
             for round_ in range(ROUNDS):
                 order = ("plain", "sealed") if round_ % 2 == 0 else ("sealed", "plain")
                 for kind in order:
                     app, flows = apps[kind]
-                    wall, cpu = timed(app, flows[what], steps, f"{what}-{round_}")
+                    wall, cpu = timed(app, flows[what], count, f"{what}-{round_}")
                     was = best.get(kind, (wall, cpu))
                     best[kind] = (min(was[0], wall), min(was[1], cpu))
             ratio = best["sealed"][0] / best["plain"][0]
             cpu_ratio = best["sealed"][1] / best["plain"][1]
             print(
-                f"{label:<9}{what}, {steps:,} steps: {best['sealed'][0]:.1f} µs a step "
+                f"{label:<9}{what}, {count:,} steps: {best['sealed'][0]:.1f} µs a step "
                 f"encrypted, floor (plaintext, same run) {best['plain'][0]:.1f} µs, ratio "
                 f"{ratio:.2f}; CPU {best['sealed'][1]:.1f} against {best['plain'][1]:.1f} µs, "
                 f"ratio {cpu_ratio:.2f} (target <= {TARGET_RATIO})",
