@@ -25,9 +25,7 @@ def _step_runtime(call: str) -> tuple[Runtime, str]:
     if scope is None:
         where = "in workflow code" if CURRENT_RUN.get() is not None else "outside a run"
         hint = "" if call == "snapshot" else "; outside a step use app.restore(ref, path)"
-        raise InvalidOperation(
-            f"stalwart.{call}() was called {where}; call it inside a step{hint}"
-        )
+        raise InvalidOperation(f"stalwart.{call}() was called {where}; call it inside a step{hint}")
     return scope.invocation.runtime, scope.invocation.workflow_id
 
 
