@@ -58,7 +58,7 @@ def export_command(
     missing: list[str] = []
     count = 0
     with open_app(ctx) as app:
-        out: IO[str] = sys.stdout if output is None else Path(output).open("w", encoding="utf-8")
+        out: IO[str] = sys.stdout if output is None else open(output, "w", encoding="utf-8")  # noqa: SIM115  (closed below; stdout is not)
         try:
             for workflow_id, line, run_status in export_runs(app._runtime.store, selection):
                 if line is None:
@@ -92,7 +92,7 @@ def import_command(ctx: click.Context, file: str) -> None:
         raise CliError(f"no file {file}; give the file `stalwart export -o FILE` wrote")
     counts = {"imported": 0, "skipped": 0, "unreadable": 0}
     with open_app(ctx, write=True) as app:
-        stream = sys.stdin if file == "-" else Path(file).open(encoding="utf-8")
+        stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115  (closed below)
         try:
             for outcome in import_lines(app._runtime.store, stream):
                 counts[outcome.outcome] += 1
@@ -142,9 +142,13 @@ def _create_extensions(source: Bulk, target_app: Any) -> None:
         ExtensionStore(target_app, namespace, migrations)
 
 
+def _shown(value: int | str) -> str:
+    return f"sha256:{value[:16]}" if isinstance(value, str) else str(value)
+
+
 def _print(report: Report) -> None:
     table = [("TABLE", "SOURCE", "TARGET", "")] + [
-        (c.table, str(c.source), str(c.target), "" if c.same else "MISMATCH")
+        (c.table, _shown(c.source), _shown(c.target), "" if c.same else "MISMATCH")
         for c in report.counts
     ]
     widths = [max(len(row[i]) for row in table) for i in range(3)]

@@ -23,6 +23,10 @@ def quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _fetch_all(sql: str, params: dict[str, Any]) -> Callable[[Any], list[Any]]:
+    return lambda conn: list(conn.execute(sql, params).fetchall())
+
+
 class Bulk:
     """Bulk access to one open SQL store (``memory://``, SQLite or PostgreSQL)."""
 
@@ -38,11 +42,11 @@ class Bulk:
 
     def write(self, work: Callable[[Any], T]) -> T:
         """``work(conn)`` in one write transaction of the store."""
-        return self.store._write(work)  # noqa: SLF001  (the bulk port is the store's own)
+        return self.store._write(work)
 
     def read(self, work: Callable[[Any], T]) -> T:
         """``work(conn)`` outside a transaction."""
-        return self.store._run(work)  # noqa: SLF001
+        return self.store._run(work)
 
     def param(self, name: str) -> str:
         """A named placeholder."""
@@ -127,7 +131,7 @@ class Bulk:
             bound = dict(params or {})
             if last is not None:
                 bound.update({f"k{i}": v for i, v in enumerate(last[: len(key)])})
-            page = self.read(lambda c, s=sql, b=bound: c.execute(s, b).fetchall())
+            page: list[Any] = self.read(_fetch_all(sql, bound))
             if not page:
                 return
             rows = [self._plain(r) for r in page]

@@ -56,7 +56,8 @@ def _run_ids(bulk: Bulk, selection: Selection) -> Iterator[str]:
     if selection.ids:
         yield from dict.fromkeys(selection.ids)
         return
-    clauses, params = [], {}
+    clauses: list[str] = []
+    params: dict[str, Any] = {}
     for column, value in (("status", selection.status), ("name", selection.name)):
         if value is not None:
             clauses.append(f"{column} = {bulk.param(column)}")
@@ -99,7 +100,7 @@ def _referenced(bulk: Bulk, values: Sequence[bytes]) -> dict[bytes, bytes]:
     def get(digests: list[bytes]) -> dict[bytes, bytes]:
         wanted = [d for d in digests if d not in seen]
         if wanted:
-            seen.update(bulk.read(lambda c: store._fetch_found(c, wanted)))  # noqa: SLF001
+            seen.update(bulk.read(lambda c: store._fetch_found(c, wanted)))
         return {d: seen[d] for d in digests if d in seen}
 
     for value in values:
@@ -139,7 +140,7 @@ def _export_one(bulk: Bulk, workflow_id: str, with_snapshots: bool) -> dict[str,
 
 def _chunks(bulk: Bulk, digests: list[bytes]) -> list[dict[str, Any]]:
     columns = [c for c in bulk.columns("snapshot_chunks") if c != "id"]
-    out = []
+    out: list[dict[str, Any]] = []
     for digest in dict.fromkeys(digests):
         where = f"digest = {bulk.param('d')}"
         for page in bulk.pages("snapshot_chunks", columns, (), where, {"d": digest}):

@@ -20,7 +20,7 @@ from ..._errors import StoreError, UsageError, mask_url
 from ..base import Store
 from .access import Bulk
 from .extensions import extension_tables
-from .tables import COPIED, Table, table
+from .tables import COPIED, Table
 
 __all__ = ["Count", "Report", "check_empty", "copy_store", "live_workers", "verify"]
 
@@ -146,15 +146,17 @@ def verify(source: Bulk, target: Bulk, extensions: list[str]) -> list[Count]:
     for entry in COPIED:
         if not source.columns(entry.name):
             continue
-        theirs = (
-            _merged_count(source, target, entry) if entry.merge else target.count(entry.name)
-        )
+        theirs = _merged_count(source, target, entry) if entry.merge else target.count(entry.name)
         counts.append(Count(entry.name, source.count(entry.name), theirs))
     counts.extend(Count(n, source.count(n), target.count(n)) for n in extensions)
     for name, key in (("payloads", "digest"), ("snapshot_chunks", "digest")):
         if source.columns(name):
             counts.append(
-                Count(f"{name} digest", source.digest(name, key, "data"), target.digest(name, key, "data"))
+                Count(
+                    f"{name} digest",
+                    source.digest(name, key, "data"),
+                    target.digest(name, key, "data"),
+                )
             )
     return counts
 
@@ -162,6 +164,10 @@ def verify(source: Bulk, target: Bulk, extensions: list[str]) -> list[Count]:
 def _merged_count(source: Bulk, target: Bulk, entry: Table) -> int:
     """How many of the source's rows of a merged table the target holds (the target may
     hold more, its own declarations)."""
-    mine = {row[: len(entry.key)] for page in source.pages(entry.name, entry.key, entry.key) for row in page}
+    mine = {
+        row[: len(entry.key)]
+        for page in source.pages(entry.name, entry.key, entry.key)
+        for row in page
+    }
     theirs = {row for page in target.pages(entry.name, entry.key, entry.key) for row in page}
     return len(mine & theirs)

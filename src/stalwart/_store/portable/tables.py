@@ -42,21 +42,31 @@ class Table:
 # In dependency order: a run before what belongs to it, a snapshot before its files.
 COPIED: tuple[Table, ...] = (
     Table("runs", ("workflow_id",), run="workflow_id", payloads=("input", "output", "progress")),
-    Table(
-        "journal", ("id",), run="workflow_id", payloads=("input", "output"), identity="id"
-    ),
+    Table("journal", ("id",), run="workflow_id", payloads=("input", "output"), identity="id"),
     Table("events", ("id",), run="workflow_id", payloads=("payload",), identity="id"),
     Table("approvals", ("workflow_id", "approval_id"), run="workflow_id", payloads=("details",)),
     Table("run_spend", ("workflow_id",), run="workflow_id"),
-    Table("run_calls", ("workflow_id", "name", "input", "position"), run="workflow_id",
-          payloads=("input",)),
+    Table(
+        "run_calls",
+        ("workflow_id", "name", "input", "position"),
+        run="workflow_id",
+        payloads=("input",),
+    ),
     Table("run_spend_steps", ("workflow_id", "name"), run="workflow_id"),
     Table("stream_chunks", ("workflow_id", "stream", "offset"), run="workflow_id"),
     Table("snapshots", ("id",), run="workflow_id", snapshot=True),
-    Table("snapshot_files", ("snapshot_id", "path"), run=("snapshot_id", "snapshots", "id"),
-          snapshot=True),
-    Table("snapshot_uses", ("snapshot_id", "digest"), run=("snapshot_id", "snapshots", "id"),
-          snapshot=True),
+    Table(
+        "snapshot_files",
+        ("snapshot_id", "path"),
+        run=("snapshot_id", "snapshots", "id"),
+        snapshot=True,
+    ),
+    Table(
+        "snapshot_uses",
+        ("snapshot_id", "digest"),
+        run=("snapshot_id", "snapshots", "id"),
+        snapshot=True,
+    ),
     Table("snapshot_chunks", ("digest",), identity="id"),
     Table("payloads", ("digest",)),
     Table("shared_writes", ("key", "version"), payloads=("value",)),
