@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import stalwart
 from portable_agent import declare
+
+import stalwart
 
 app = stalwart.Stalwart()
 declare(app)

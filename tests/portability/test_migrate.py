@@ -4,24 +4,18 @@ resumed and completed by a real worker process of the target; its refusals."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_process import stalwart as cli
-from portable_agent import declare, seed
-from store_urls import postgres_schema_url
+from portable_agent import declare
+from portable_stores import contents, resumes_on_a_worker, seeded, start_worker, stop, words
 
 import stalwart
-from stalwart import testing
-from stalwart._store.portable.access import Bulk
-from stalwart._store.portable.tables import COPIED
+from cli_process import stalwart as cli
+from store_urls import postgres_schema_url
 
 pytestmark = pytest.mark.timeout(180)
 HERE = Path(__file__).parent
@@ -37,82 +31,16 @@ def _sqlite(tmp_path: Path, name: str) -> str:
     return f"sqlite:///{tmp_path / name}"
 
 
-def _seeded(url: str, folder: Path) -> None:
-    folder.mkdir()
-    with stalwart.Stalwart(url) as app:
-        declare(app)
-        seed(app, folder)
-        # The worker thread has stopped: the store's workers are gone.
-        testing.execute_sql(testing.store_of(app), "DELETE FROM workers")
-
-
-def _contents(url: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every copied table's rows, by the columns both backends have, sorted."""
-    with stalwart.Stalwart(url) as app:
-        bulk = Bulk(testing.store_of(app))
-        out: dict[str, list[tuple[Any, ...]]] = {}
-        for entry in COPIED:
-            # snapshot_chunks' id is SQLite's alone
-            columns = sorted(
-                c for c in bulk.columns(entry.name) if c != "id" or entry.key == ("id",)
-            )
-            if not columns:
-                continue
-            rows = [r for page in bulk.pages(entry.name, columns, ()) for r in page]
-            out[entry.name] = sorted((tuple(_same(v) for v in r) for r in rows), key=repr)
-        return out
-
-
-def _same(value: Any) -> Any:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
-
-
-def _worker(url: str, cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "STALWART_URL": url, "PYTHONPATH": f"{HERE}{os.pathsep}{cwd}"}
-    return subprocess.Popen(
-        [sys.executable, "-m", "stalwart", "worker", "portable_worker:app"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def _stop(worker: subprocess.Popen[str]) -> str:
-    worker.send_signal(signal.SIGTERM)
-    return worker.communicate(timeout=30)[0]
-
-
-def _resumes_on_a_worker(url: str, cwd: Path) -> None:
-    """The migrated suspended run completes on a worker process of ``url``; the approval
-    too."""
-    worker = _worker(url, cwd)
-    try:
-        with stalwart.Stalwart(url) as app:
-            app.send_event("talk-1", "go", "now")
-            app.approve("ask-1", by="tester")
-            assert app.handle("talk-1").result(timeout=60) == f"{len(_words(400))}:now"
-            assert app.handle("ask-1").result(timeout=60) == "approved"
-    finally:
-        output = _stop(worker)
-    assert worker.returncode == 0, output
-
-
-def _words(n: int) -> str:
-    return " ".join(f"word{i}" for i in range(n))
-
-
 def _migrated(source: str, target: str, tmp_path: Path) -> None:
-    before = _contents(source)
+    before = contents(source)
     done = cli("--url", source, "migrate", "--to", target, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "MISMATCH" not in done.stdout
     assert "payloads digest" in done.stdout
-    assert _contents(source) == before  # the source is never changed
-    assert _contents(target) == before
+    assert contents(source) == before  # the source is never changed
+    assert contents(target) == before
     with stalwart.Stalwart(target) as app:
-        assert app.handle("done-1").result(timeout=5) == _words(2000)
+        assert app.handle("done-1").result(timeout=5) == words(2000)
         assert app.handle("talk-1").status() == "suspended"
         assert app.shared_get("plan").value == {"steps": ["a", "b", "c"]}
         assert len(app.shared_history("plan")) == 2
@@ -130,23 +58,23 @@ def _usage(url: str, workflow_id: str) -> Any:
 
 def test_migrate_sqlite_to_postgres_and_resume_there(tmp_path: Path, pg_url: str) -> None:
     source = _sqlite(tmp_path, "source.db")
-    _seeded(source, tmp_path / "tree")
+    seeded(source, tmp_path / "tree")
     _migrated(source, pg_url, tmp_path)
-    _resumes_on_a_worker(pg_url, tmp_path)
+    resumes_on_a_worker(pg_url, tmp_path)
     with stalwart.Stalwart(source) as app:
         assert app.handle("talk-1").status() == "suspended"  # the source went on with nothing
 
 
 def test_migrate_postgres_to_sqlite_and_resume_there(tmp_path: Path, pg_url: str) -> None:
-    _seeded(pg_url, tmp_path / "tree")
+    seeded(pg_url, tmp_path / "tree")
     target = _sqlite(tmp_path, "target.db")
     _migrated(pg_url, target, tmp_path)
-    _resumes_on_a_worker(target, tmp_path)
+    resumes_on_a_worker(target, tmp_path)
 
 
 def test_migrate_refuses_a_target_with_data(tmp_path: Path, pg_url: str) -> None:
     source = _sqlite(tmp_path, "source.db")
-    _seeded(source, tmp_path / "tree")
+    seeded(source, tmp_path / "tree")
     with stalwart.Stalwart(pg_url) as other:
         other.shared_set("mine", 1)
     refused = cli("--url", source, "migrate", "--to", pg_url, cwd=tmp_path)
@@ -160,7 +88,7 @@ def test_migrate_refuses_a_target_with_data(tmp_path: Path, pg_url: str) -> None
 
 def test_migrate_into_a_store_an_app_opened_with_its_queues(tmp_path: Path) -> None:
     source = _sqlite(tmp_path, "source.db")
-    _seeded(source, tmp_path / "tree")
+    seeded(source, tmp_path / "tree")
     target = _sqlite(tmp_path, "target.db")
     with stalwart.Stalwart(target) as app:
         declare(app)  # its queue declarations do not make it a store with data
@@ -170,8 +98,8 @@ def test_migrate_into_a_store_an_app_opened_with_its_queues(tmp_path: Path) -> N
 
 def test_migrate_refuses_while_a_worker_of_the_source_is_seen(tmp_path: Path) -> None:
     source = _sqlite(tmp_path, "source.db")
-    _seeded(source, tmp_path / "tree")
-    worker = _worker(source, tmp_path)
+    seeded(source, tmp_path / "tree")
+    worker = start_worker(source, tmp_path)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -189,7 +117,7 @@ def test_migrate_refuses_while_a_worker_of_the_source_is_seen(tmp_path: Path) ->
         forced = cli("--url", source, "migrate", "--to", target, "--force", cwd=tmp_path)
         assert forced.returncode == 0, forced.stderr
     finally:
-        _stop(worker)
+        stop(worker)
 
 
 def test_migrate_refuses_its_own_store(tmp_path: Path) -> None:
