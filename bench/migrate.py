@@ -30,13 +30,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from console_seed import Rows, Shape, drop_schema, seed_sqlite  # noqa: E402
+from console_seed import Rows, Shape, drop_schema, seed_sqlite
 
-import stalwart  # noqa: E402
-from stalwart import testing  # noqa: E402
-from stalwart._store.portable.access import quoted  # noqa: E402
-from stalwart._store.portable.migrate import copy_store  # noqa: E402
-from stalwart._store.portable.tables import COPIED  # noqa: E402
+import stalwart
+from stalwart import testing
+from stalwart._store.portable.access import quoted
+from stalwart._store.portable.migrate import copy_store
+from stalwart._store.portable.tables import COPIED
 
 GOAL = 20_000.0  # journal entries per second
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"

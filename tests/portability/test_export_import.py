@@ -9,11 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cli_process import stalwart as cli
 from portable_stores import contents, resumes_on_a_worker, seeded
-from store_urls import postgres_schema_url
 
 import stalwart
+from cli_process import stalwart as cli
+from store_urls import postgres_schema_url
 
 pytestmark = pytest.mark.timeout(180)
 RUNS = ["ask-1", "done-1", "done-2", "fails-1", "snap-1", "talk-1"]

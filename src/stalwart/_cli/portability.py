@@ -37,7 +37,13 @@ _EXTENSIONS = {
 @click.option("--name", default=None, help="Runs of workflow N.")
 @click.option("--since", default=None, help="Runs created at or after T (ISO 8601, or 7d).")
 @click.option("--with-snapshots", is_flag=True, help="Include the runs' workspace snapshots.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="FILE.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write to FILE, not stdout.",
+)
 @url_option
 @click.pass_context
 def export_command(
