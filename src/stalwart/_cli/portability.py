@@ -96,7 +96,7 @@ def import_command(ctx: click.Context, file: str) -> None:
     store holds is skipped, never overwritten. Exit 1 if a line cannot be read."""
     if file != "-" and not Path(file).is_file():
         raise CliError(f"no file {file}; give the file `stalwart export -o FILE` wrote")
-    counts = {"imported": 0, "skipped": 0, "unreadable": 0}
+    counts = {"imported": 0, "skipped": 0, "unreadable": 0, "failed": 0}
     with open_app(ctx, write=True) as app:
         stream = sys.stdin if file == "-" else open(file, encoding="utf-8")  # noqa: SIM115  (closed below)
         try:
@@ -105,6 +105,12 @@ def import_command(ctx: click.Context, file: str) -> None:
                 if outcome.outcome == "skipped":
                     click.echo(
                         f"skipped {outcome.workflow_id}: a run with this id is in the store",
+                        err=True,
+                    )
+                elif outcome.outcome == "failed":
+                    click.echo(
+                        f"error: {file} line {outcome.line}: run {outcome.workflow_id} was not "
+                        f"imported: {outcome.why}",
                         err=True,
                     )
                 elif outcome.outcome == "unreadable":
@@ -116,7 +122,7 @@ def import_command(ctx: click.Context, file: str) -> None:
             if stream is not sys.stdin:
                 stream.close()
     click.echo(f"imported {counts['imported']} runs, skipped {counts['skipped']}")
-    if counts["unreadable"]:
+    if counts["unreadable"] or counts["failed"]:
         ctx.exit(1)
 
 

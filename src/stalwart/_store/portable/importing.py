@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..._errors import StoreError
 from ..base import Store
 from .access import Bulk
 from .exporting import FORMAT, decoded
@@ -32,8 +33,8 @@ class UnreadableLine(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What became of one line: ``imported``, ``skipped`` (the id exists) or ``unreadable``
-    (``why`` says how)."""
+    """What became of one line: ``imported``, ``skipped`` (the id exists), ``unreadable`` or
+    ``failed`` (the store refused it; ``why`` says how)."""
 
     line: int
     workflow_id: str | None
@@ -136,5 +137,9 @@ def import_lines(store: Store, lines: Iterable[str]) -> Iterator[Outcome]:
             yield Outcome(number, None, "unreadable", str(exc))
             continue
         workflow_id = str(line.get("workflow_id"))
-        done = importer.run(line)
+        try:
+            done = importer.run(line)
+        except StoreError as exc:  # rolled back: the run is not in the store
+            yield Outcome(number, workflow_id, "failed", str(exc))
+            continue
         yield Outcome(number, workflow_id, "imported" if done else "skipped")
