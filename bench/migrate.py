@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import console_seed
 from console_seed import Rows, Shape, drop_schema, seed_sqlite
 
 import stalwart
@@ -108,7 +109,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=Shape.runs)
     parser.add_argument("--entries", type=int, default=Shape.entries)
     parser.add_argument("--reseed", action="store_true", help="seed the cached SQLite file again")
+    parser.add_argument("--cache", type=Path, default=console_seed.CACHE, help="where it is cached")
     args = parser.parse_args()
+    console_seed.CACHE = args.cache
     # a smaller store keeps the default's ten big runs in proportion
     big = max(1, min(Shape.big_runs, args.runs // 10_000))
     shape = Shape(runs=args.runs, entries=args.entries, big_runs=big)
