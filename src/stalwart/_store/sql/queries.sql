@@ -679,3 +679,18 @@ WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = :workflow_id)
 
 -- name: drop_snapshots
 DELETE FROM snapshots WHERE workflow_id = :workflow_id;
+
+-- name: chunk_fence
+-- Whether the caller still holds the run's lease (its chunks are written only then).
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- dialect: append_chunk
+-- One chunk at the stream's next offset; a chunk whose origin is there already (a batch
+-- retried, workflow code replayed) writes nothing. Writers of one run are serialized (SQLite:
+-- one writer; PostgreSQL: the run's row lock, taken first), so the next offset is free.
+-- PostgreSQL needs the types of the values a SELECT list inserts spelled out.
+
+-- name: read_chunks
+SELECT "offset", stream, seq, attempt, data, at FROM stream_chunks
+WHERE workflow_id = :workflow_id AND stream = :stream AND "offset" > :after
+ORDER BY "offset" LIMIT :limit;

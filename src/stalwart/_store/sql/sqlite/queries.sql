@@ -95,3 +95,10 @@ ORDER BY next_due, name;
 -- name: chunk_held
 -- Writers are serial (BEGIN IMMEDIATE): no delete can come between this and the commit.
 SELECT 1 FROM snapshot_chunks WHERE digest = :digest;
+
+-- name: append_chunk
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, :stream, COALESCE(MAX(c."offset"), -1) + 1, :seq, :attempt, :origin,
+       :data, :at
+FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
+ON CONFLICT (workflow_id, origin) DO NOTHING;
