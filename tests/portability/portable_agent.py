@@ -1,5 +1,5 @@
 """The agent the portability tests move between stores: a run of each kind a store keeps
-(completed with a big result, suspended on an event, waiting on an approval, failed, one
+(completed with a big result and streams, suspended on an event, waiting on an approval, failed, one
 with a workspace snapshot), a queue, a schedule and a shared key. ``stalwart worker
 portable_worker:app`` serves it on ``$STALWART_URL``."""
 
@@ -16,6 +16,9 @@ def declare(app: stalwart.Stalwart) -> None:
 
     @app.step
     def write(n: int) -> str:
+        for i in range(3):
+            stalwart.emit(f"part {i} ")
+        stalwart.emit({"done": n}, stream="events")
         return " ".join(f"word{i}" for i in range(n))
 
     @app.step
@@ -28,6 +31,7 @@ def declare(app: stalwart.Stalwart) -> None:
 
     @app.workflow(name="talk")
     def talk(n: int) -> str:
+        stalwart.emit("thinking ")
         text = write(n)
         got = stalwart.wait_for_event("go")
         return f"{len(text)}:{got}"

@@ -59,6 +59,7 @@ def test_round_trip_sqlite_to_postgres_keeps_every_row(tmp_path: Path, pg_url: s
         assert theirs[table] == mine[table], table
     # a payload the runs reference came along; the source's others (shared values) did not
     assert set(theirs["payloads"]) <= set(mine["payloads"])
+    assert len(theirs["stream_chunks"]) == 3 * 4 + 1  # three runs write, talk-1 thinks
     resumes_on_a_worker(pg_url, tmp_path)
 
 

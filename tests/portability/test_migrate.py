@@ -42,6 +42,11 @@ def _migrated(source: str, target: str, tmp_path: Path) -> None:
     with stalwart.Stalwart(target) as app:
         assert app.handle("done-1").result(timeout=5) == words(2000)
         assert app.handle("talk-1").status() == "suspended"
+        chunks = list(app.stream("talk-1", follow=False))
+        assert stalwart.stream_text(chunks) == "thinking part 0 part 1 part 2 "
+        assert [c.data for c in app.stream("done-1", stream="events", follow=False)] == [
+            {"done": 2000}
+        ]
         assert app.shared_get("plan").value == {"steps": ["a", "b", "c"]}
         assert len(app.shared_history("plan")) == 2
         assert [s.name for s in app.schedules()] == ["nightly"]
