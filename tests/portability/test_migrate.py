@@ -133,3 +133,13 @@ def test_migrate_refuses_its_own_store(tmp_path: Path) -> None:
     assert refused.stderr.splitlines()[-1] == (
         "error: --to names the source store itself; give a new store's URL"
     )
+
+
+def test_migrate_refuses_a_memory_target(tmp_path: Path) -> None:
+    source = f"sqlite:///{tmp_path / 'source.db'}"
+    stalwart.Stalwart(source).close()
+    refused = cli("--url", source, "migrate", "--to", "memory://", cwd=tmp_path)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        "error: --to memory:// keeps nothing after this command; give a real store's URL"
+    )

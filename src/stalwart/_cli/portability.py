@@ -182,6 +182,8 @@ def migrate_command(ctx: click.Context, to_url: str, force: bool) -> None:
     mismatch, a target that holds data, or a worker of the source seen within a lease."""
     from .._app import Stalwart
 
+    if to_url.startswith("memory:"):
+        raise CliError("--to memory:// keeps nothing after this command; give a real store's URL")
     with open_app(ctx) as app:
         source = Bulk(app._runtime.store)
         if store_name(to_url) == app._runtime.name:
