@@ -117,9 +117,9 @@ class Bulk:
         base = f"SELECT {cols} FROM {quoted(table)}"
         if not key:
             sql = base + (f" WHERE {where}" if where else "")
-            rows = self.read(lambda c: [tuple(r) for r in c.execute(sql, params or {})])
+            rows: list[tuple[Any, ...]] = self.read(_fetch_all(sql, params or {}))
             for start in range(0, len(rows), PAGE):
-                yield [self._plain(r) for r in rows[start : start + PAGE]]
+                yield rows[start : start + PAGE]
             return
         keys = ", ".join(quoted(k) for k in key)
         order = f" ORDER BY {keys} LIMIT {PAGE}"
@@ -131,18 +131,13 @@ class Bulk:
             bound = dict(params or {})
             if last is not None:
                 bound.update({f"k{i}": v for i, v in enumerate(last[: len(key)])})
-            page: list[Any] = self.read(_fetch_all(sql, bound))
+            page: list[tuple[Any, ...]] = self.read(_fetch_all(sql, bound))
             if not page:
                 return
-            rows = [self._plain(r) for r in page]
-            yield rows
+            yield page  # both drivers give tuples, bytes for blobs
             if len(page) < PAGE:
                 return
-            last = rows[-1]
-
-    @staticmethod
-    def _plain(row: Sequence[Any]) -> tuple[Any, ...]:
-        return tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)
+            last = page[-1]
 
     def digest(self, table: str, key: str, data: str) -> str:
         """SHA-256 over ``table``'s rows in ``key`` order (key and data bytes): the same on
