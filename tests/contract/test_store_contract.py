@@ -32,7 +32,6 @@ from stalwart._store.base import (
     ForkCandidate,
     HeldRun,
     QueueLimits,
-    ReadModelStore,
     ScheduledRun,
     WaitDecision,
     WorkerRow,
