@@ -250,12 +250,24 @@ def _words(e: Any, previous: Any, width: int | None) -> tuple[str, str]:
     return e.status, e.error if e.error else short(e.output, width)
 
 
-def timeline(entries: list[Any], *, full: bool = False) -> Table:
+def _detached(e: Any, detached: frozenset[str]) -> str | None:
+    """The id of the detached child a ``child`` entry started (its row stays ``scheduled``:
+    the parent never waits on it), else ``None``."""
+    if e.kind != "child" or e.status != "scheduled" or not isinstance(e.input, dict):
+        return None
+    child = e.input.get("workflow_id")
+    return child if isinstance(child, str) and child in detached else None
+
+
+def timeline(
+    entries: list[Any], *, full: bool = False, detached: frozenset[str] = frozenset()
+) -> Table:
     """A run's journal as a table: seq, what happened in words, when, for how long, the
     idempotency key of each step. On a terminal its ``NAME``, ``FINISHED``, ``KEY`` and
     ``DETAIL`` wrap (``DETAIL`` gets the most room, however long the key); in plain text
     ``DETAIL`` is cut to 90 characters; its values are cut to 200. With ``full`` nothing is
-    cut: every column wraps on a terminal."""
+    cut: every column wraps on a terminal. A child entry of a run in ``detached`` (the ids of
+    the run's detached children) says ``detached``."""
     headers = ("SEQ", "KIND", "NAME", "STATUS", "TRY", "FINISHED", "DURATION", "KEY", "DETAIL")
     table = Table(
         *headers,
@@ -268,6 +280,11 @@ def timeline(entries: list[Any], *, full: bool = False) -> Table:
     previous = None
     for e in entries:
         status, detail = _words(e, previous, None if full else 200)
+        if (child := _detached(e, detached)) is not None:
+            status, detail = (
+                "detached",
+                f"{child}: its parent's end, cancel and retry leave it alone",
+            )
         took = None
         if e.started_at is not None and e.finished_at is not None and e.kind == "step":
             took = (e.finished_at - e.started_at).total_seconds()

@@ -79,3 +79,17 @@ def test_dropping_a_runs_snapshots_keeps_the_chunks(store: Store) -> None:
     assert store.snapshot_files("s1@r1", after="", limit=10) == []
     assert store.snapshot_chunk(a.digest) == a.data
     assert store.drop_snapshots("r1") == 0
+
+
+def test_bulk_writes_pace_big_writes_and_lose_none(store: Store) -> None:
+    """Inside ``bulk_writes`` (nested, as snapshots nest it) every write commits and reads back,
+    and the store is its plain self after it."""
+    _create(store)
+    store.begin_snapshot("s1@r1", workflow_id="r1", name="w", now=1.0)
+    chunks = [_chunk(bytes([i]) * 300_000) for i in range(8)]
+    with store.bulk_writes():
+        with store.bulk_writes():
+            assert store.put_chunks("s1@r1", chunks[:4], now=1.0).stored_bytes > 0
+        assert store.put_chunks("s1@r1", chunks[4:], now=1.0).stored_bytes > 0
+    assert all(store.snapshot_chunk(c.digest) == c.data for c in chunks)
+    assert store.finish_snapshot("s1@r1", files=0, bytes=0, stored_bytes=0)

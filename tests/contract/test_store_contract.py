@@ -32,7 +32,6 @@ from stalwart._store.base import (
     ForkCandidate,
     HeldRun,
     QueueLimits,
-    ReadModelStore,
     ScheduledRun,
     WaitDecision,
     WorkerRow,
@@ -1328,7 +1327,7 @@ def _protocol_verbs() -> list[str]:
     return sorted(
         name
         for role in Store.__mro__
-        if role.__module__ in {Store.__module__, ReadModelStore.__module__}
+        if role.__module__.startswith("stalwart._store.")
         for name, value in vars(role).items()
         if callable(value) and not name.startswith("_")
     )

@@ -91,3 +91,26 @@ def test_unschedule_removes_a_schedule_and_exits_1_for_an_unknown_one(
     again = _cli(shared_url, "unschedule", "nightly-report", cwd=tmp_path)
     assert again.returncode == 1
     assert again.stderr.splitlines()[-1].startswith("error: no schedule named 'nightly-report'")
+
+
+def test_unschedule_on_a_store_that_is_not_there_creates_none(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.db"
+    gone = _cli(f"sqlite:///{typo}", "unschedule", "x", cwd=tmp_path)
+    assert gone.returncode == 1 and not typo.exists()
+    assert gone.stderr.strip() == (
+        f"error: no store at {typo} (from --url); give --url sqlite:///PATH of an existing store"
+    )
+
+
+def test_shared_alone_prints_its_help_and_an_empty_key_is_a_usage_error(tmp_path: Path) -> None:
+    alone = _stalwart("shared", cwd=tmp_path, clean=True)
+    assert alone.returncode == 2 and alone.stdout == ""
+    assert alone.stderr.startswith("Usage: ") and "error:" not in alone.stderr
+    assert alone.stderr.splitlines()[-3:][0].split()[0] == "get"
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    for args in (("set", "", "1"), ("get", ""), ("history", "")):
+        empty = _cli(url, "shared", *args, cwd=tmp_path)
+        assert empty.returncode == 2, empty.stderr
+        assert empty.stderr.startswith("error: Invalid value for 'KEY': it is empty; give the")
+        assert "app.shared" not in empty.stderr
+    assert not (tmp_path / "shared.db").exists()

@@ -52,6 +52,13 @@ def test_tail_prints_the_text_and_json_lines_of_an_ended_run(tmp_path: Path) -> 
     assert [(c["offset"], c["attempt"], c["data"]) for c in chunks] == [(2, 2, "a "), (3, 2, "b")]
     stats = _stalwart("--url", url, "tail", "t1", "--stream", "stats", "--json", cwd=tmp_path)
     assert [json.loads(line)["data"] for line in stats.stdout.splitlines()] == [{"words": 2}] * 2
+    assert "skipped" not in text.stderr
+    dicts = _stalwart("--url", url, "tail", "t1", "--stream", "stats", cwd=tmp_path)
+    assert dicts.returncode == 0 and dicts.stdout == "\n"
+    assert dicts.stderr.splitlines()[-1] == (
+        "tail: skipped 2 chunk(s) of stream 'stats' whose data is not text; "
+        "use --json to print every chunk"
+    )
     missing = _stalwart("--url", url, "tail", "nope", cwd=tmp_path)
     assert missing.returncode == 1
     assert "error: no run with workflow_id 'nope'" in missing.stderr

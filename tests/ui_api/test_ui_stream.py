@@ -115,6 +115,11 @@ def _refusals(app: stalwart.Stalwart, client: httpx.Client, workflows: dict[str,
     assert missing.json()["error"]["type"] == "WorkflowNotFound"
     bad = client.get("/api/v1/runs/nope/stream", params={"after": -2})
     assert bad.status_code == 400
+    word = client.get("/api/v1/runs/nope/stream", params={"after": "x"})
+    assert word.status_code == 400
+    for refused in (bad, word):
+        message = refused.json()["error"]["message"]
+        assert message.endswith(": give the offset of a chunk (a whole number from -1)"), message
     app.start(workflows["talker"], workflow_id="talk/3")
     wrong = client.get("/api/v1/runs/talk/3/stream", headers={"Last-Event-ID": "x"})
     assert wrong.status_code == 400

@@ -30,6 +30,9 @@ class StalwartGroup(click.Group):
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
             _fail("aborted", None, 1)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a group with no command: its help
+            click.echo(exc.format_message(), err=True)
+            sys.exit(exc.exit_code)
         except click.UsageError as exc:
             _fail(exc.format_message(), exc.ctx, 2)
         except click.ClickException as exc:

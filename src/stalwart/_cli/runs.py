@@ -148,7 +148,7 @@ def show_command(
         for line in children_lines(app, workflow_id):
             click.echo(line)
         click.echo("")
-        timeline(entries, full=full).echo()
+        timeline(entries, full=full, detached=detached_children(app, workflow_id)).echo()
         if not follow:
             return
         seen = len(entries)
@@ -157,7 +157,8 @@ def show_command(
             detail = app.describe(workflow_id)
             entries = app.journal(workflow_id)
             if len(entries) > seen:
-                table = timeline(entries[seen:], full=full)
+                detached = detached_children(app, workflow_id)
+                table = timeline(entries[seen:], full=full, detached=detached)
                 for row in table.rows:
                     click.echo("  ".join(cell for cell in table.plain(row) if cell))
                 seen = len(entries)
@@ -218,12 +219,24 @@ def header(detail: Any, *, show: str = "stalwart show", full: bool = False) -> l
     return lines
 
 
+def detached_children(app: Any, workflow_id: str) -> frozenset[str]:
+    """The ids of run ``workflow_id``'s detached children."""
+    store = app._runtime.store
+    attached = {r.workflow_id for r in store.child_runs(workflow_id, attached=True)}
+    return frozenset(r.workflow_id for r in store.child_runs(workflow_id)) - attached
+
+
 def children_lines(app: Any, workflow_id: str, limit: int = 20) -> list[str]:
-    """The header lines naming a run's child runs (the newest ``limit``) and their status."""
+    """The header lines naming a run's child runs (the newest ``limit``) and their status
+    (``, detached`` for a detached one)."""
     children = app.list_workflows(parent_id=workflow_id, limit=limit + 1)
     if not children:
         return []
-    shown = ", ".join(f"{c.workflow_id} ({c.status})" for c in reversed(children[:limit]))
+    detached = detached_children(app, workflow_id)
+    shown = ", ".join(
+        f"{c.workflow_id} ({c.status}{', detached' if c.workflow_id in detached else ''})"
+        for c in reversed(children[:limit])
+    )
     more = (
         f", and more (app.list_workflows(parent_id={workflow_id!r}))"
         if len(children) > limit

@@ -41,6 +41,6 @@ def schedules_command(ctx: click.Context, as_json: bool) -> None:
 def unschedule_command(ctx: click.Context, name: str, as_json: bool) -> None:
     """Remove schedule NAME: no tick of it starts after this (its runs already started are
     left as they are); exit 1 if there is none."""
-    with open_app(ctx, write=True) as app:
+    with open_app(ctx) as app:  # a store that is not there has no schedule: never create one
         app.unschedule(name)
     click.echo(dumps({"removed": name}) if as_json else f"removed schedule {name!r}")

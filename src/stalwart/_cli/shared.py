@@ -15,13 +15,20 @@ from .operate import _by_option, _json_argument
 __all__: list[str] = []
 
 
+def _key(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """KEY checked on the command line, so that a mistake there exits 2."""
+    if not value:
+        raise click.BadParameter("it is empty; give the shared key's name, for example plan")
+    return value
+
+
 @cli.group("shared")
 def shared_group() -> None:
     """Read and write the shared context: versioned keys that runs and clients share."""
 
 
 @shared_group.command("get")
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @url_option
 @click.pass_context
@@ -36,7 +43,7 @@ def get_command(ctx: click.Context, key: str, as_json: bool) -> None:
 
 
 @shared_group.command("set")
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.argument("value", metavar="JSON")
 @click.option(
     "--if-version",
@@ -74,7 +81,7 @@ def set_command(
 
 
 @shared_group.command("history")
-@click.argument("key")
+@click.argument("key", callback=_key)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON Lines, oldest first.")
 @url_option
 @click.pass_context

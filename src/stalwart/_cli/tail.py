@@ -20,14 +20,17 @@ class _Text:
     """Prints a stream's text as ``stream_text`` reads it: what was written before the tail
     began exactly so; after that, each chunk as it comes, and when a step's later attempt
     starts streaming again, a line on stderr says so (what the earlier attempt printed cannot
-    be taken back from a terminal)."""
+    be taken back from a terminal). Chunks whose data is not a ``str`` print nothing; they
+    are counted, for the hint ``end`` prints."""
 
     def __init__(self) -> None:
         self.latest: dict[int, int] = {}
+        self.skipped = 0
 
     def backlog(self, chunks: list[StreamChunk]) -> None:
         for chunk in chunks:
             self._note(chunk)
+            self.skipped += not isinstance(chunk.data, str)
         self._write(stream_text(chunks))
 
     def live(self, chunk: StreamChunk) -> None:
@@ -37,6 +40,18 @@ class _Text:
             return
         if isinstance(chunk.data, str):
             self._write(chunk.data)
+        else:
+            self.skipped += 1
+
+    def end(self, stream: str) -> None:
+        """The closing newline, and on stderr a hint if chunks were not text."""
+        click.echo()
+        if self.skipped:
+            click.echo(
+                f"tail: skipped {self.skipped} chunk(s) of stream {stream!r} whose data is not "
+                "text; use --json to print every chunk",
+                err=True,
+            )
 
     def _note(self, chunk: StreamChunk) -> bool:
         """Record the chunk's attempt; whether it is a later attempt of a seq seen before."""
@@ -90,4 +105,4 @@ def tail_command(
         for chunk in app.stream(workflow_id, stream=stream, after=after):
             emit(chunk)
         if not as_json:
-            click.echo()
+            text.end(stream)

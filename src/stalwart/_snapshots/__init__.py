@@ -23,11 +23,9 @@ __all__ = ["Snapshots", "restore", "restore_with", "snapshot", "snapshots_of"]
 def _step_runtime(call: str) -> tuple[Runtime, str]:
     scope = CURRENT_STEP.get()
     if scope is None:
-        where = "workflow code" if CURRENT_RUN.get() is not None else "outside a run"
+        where = "in workflow code" if CURRENT_RUN.get() is not None else "outside a run"
         hint = "" if call == "snapshot" else "; outside a step use app.restore(ref, path)"
-        raise InvalidOperation(
-            f"stalwart.{call}() was called in {where}; call it inside a step{hint}"
-        )
+        raise InvalidOperation(f"stalwart.{call}() was called {where}; call it inside a step{hint}")
     return scope.invocation.runtime, scope.invocation.workflow_id
 
 

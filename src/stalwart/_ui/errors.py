@@ -111,8 +111,12 @@ def _query_message(request: Request, name: str, error: dict[str, Any]) -> str:
         return f"{name}: required"
     if kind.startswith("int_") or kind in _NUMBER_ERRORS:
         low, high = _bounds(request, name)
-        if name == "after":  # a journal cursor: its top is a row id's, no bound a reader needs
-            return f"{shown}: give the id of a journal entry (a whole number from {low})"
+        if name == "after":  # a cursor: its top is a row id's or an offset's, no bound to read
+            path = str(getattr(request.scope.get("route"), "path", ""))
+            what = (
+                "the offset of a chunk" if path.endswith("/stream") else "the id of a journal entry"
+            )
+            return f"{shown}: give {what} (a whole number from {low})"
         span = f" from {low} to {high}" if low is not None and high is not None else ""
         return f"{shown}: give a whole number{span}"
     if kind.startswith("bool_"):
