@@ -75,6 +75,9 @@ COPIED: tuple[Table, ...] = (
     Table("queue_starts", ()),
     Table("breakers", ("name",)),
     Table("breaker_failures", ()),
+    # the digest key of an encrypted store, wrapped under each key (a target that has its own
+    # keeps it: open the target with the source's keys only)
+    Table("digest_keys", ("key_id",), merge=True),
 )
 
 NOT_COPIED: dict[str, str] = {
