@@ -32,6 +32,7 @@ from ._declare import run_step, run_step_async
 from ._errors import (
     BudgetExceeded,
     CorruptRecord,
+    EncryptionKeyMissing,
     InvalidOperation,
     LoopDetected,
     NeedsAttention,
@@ -55,6 +56,7 @@ from ._errors import (
     WorkflowFailed,
     WorkflowNotFound,
 )
+from ._keyring import Keyring
 from ._messages import send_event
 from ._model import (
     Approval,
@@ -91,9 +93,11 @@ __all__ = [
     "ChildHandle",
     "CorruptRecord",
     "CurrentStep",
+    "EncryptionKeyMissing",
     "Handle",
     "InvalidOperation",
     "JournalEntry",
+    "Keyring",
     "LoopDetected",
     "NeedsAttention",
     "NonDeterminismError",

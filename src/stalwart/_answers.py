@@ -14,6 +14,7 @@ import dataclasses
 import datetime as _dt
 from typing import Any
 
+from ._keyring import open_text
 from ._model import Usage
 from ._serde import JSON_TAG, Codec
 from ._store.base import ApprovalRow, JournalRow
@@ -86,7 +87,7 @@ def _approval(codec: Codec, row: ApprovalRow) -> dict[str, Any]:
         "decision": {
             "approved": bool(row.approved),
             "by": row.by or "",
-            "reason": row.reason,
+            "reason": open_text(codec.opener, row.reason),
             "decided_at": _iso(row.decided_at),
         }
         if decided
@@ -117,7 +118,7 @@ def _entry(codec: Codec, workflow_id: str, row: JournalRow) -> dict[str, Any]:
         "finished_at": _iso(row.finished_at),
         "input": _value(codec, workflow_id, row, "input", row.input),
         "output": _value(codec, workflow_id, row, "output", row.output),
-        "error": error_text(row.error),
+        "error": error_text(row.error, codec.opener),
         "by": row.by,
         "usage": None if usage is None else {f: getattr(usage, f) for f in _USAGE_FIELDS},
         "idempotency_key": journal_key(workflow_id, row.kind, row.status, row.position),

@@ -22,7 +22,9 @@ from ._declare import (
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
 from ._engine.streams import close_streams
+from ._errors import UsageError
 from ._handle import Handle
+from ._keyring import Keyring
 from ._loop import AppLoop
 from ._model import (
     Breaker,
@@ -39,6 +41,7 @@ from ._serde import make_codec
 from ._shared import SharedContext
 from ._snapshots import Snapshots
 from ._store import Store, open_store, resolve_url, store_name
+from ._store.keys import attach_keyring
 from ._streams import StreamReads
 from ._tracing import Tracing
 from ._views import Views
@@ -72,11 +75,15 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         serializer: str = "json",
         clock: Clock | None = None,
         prices: dict[str, tuple[float, float]] | None = None,
+        encryption: Keyring | None = None,
     ) -> None:
         check_app_options(lease_seconds, max_recoveries, prices)
-        codec = make_codec(serializer)
+        keyring = encryption if encryption is not None else Keyring.from_env()
+        codec = make_codec(serializer, keyring)
         self.url = resolve_url(url)
         store = open_store(self.url, durability=durability)
+        if keyring is not None:
+            attach_keyring(store, keyring)
         self._runtime = Runtime(
             url=self.url,
             name=store_name(self.url),
@@ -106,6 +113,13 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         self._runtime.loop.close()
         close_streams(self._runtime.store)
         self._runtime.store.close()
+
+    def rekey(self, batch: int = 500) -> int:
+        """Re-encrypt at most ``batch`` stored payloads held under older keys, or in
+        plaintext, with the keyring's current key; how many it did (0: none is left)."""
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise UsageError(f"batch={batch!r}: pass a positive int")
+        return self._runtime.store.rekey(batch)
 
     def __enter__(self) -> Stalwart:
         return self

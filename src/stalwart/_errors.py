@@ -20,7 +20,8 @@
     │   ├── StepTimeout
     │   └── OutputInvalid
     ├── StoreError
-    │   └── CorruptRecord
+    │   ├── CorruptRecord
+    │   └── EncryptionKeyMissing
     ├── NonRetryableError          (raise it in a step to stop retrying)
     ├── RetryAfter                 (raise it in a step to retry after a given delay)
     ├── NonDeterminismError
@@ -39,6 +40,7 @@ import re
 __all__ = [
     "BudgetExceeded",
     "CorruptRecord",
+    "EncryptionKeyMissing",
     "InvalidOperation",
     "LoopDetected",
     "NeedsAttention",
@@ -93,6 +95,37 @@ class CorruptRecord(StoreError):
         super().__init__(message)
         self.workflow_id = workflow_id
         self.seq = seq
+
+
+class EncryptionKeyMissing(StoreError):
+    """A payload is encrypted under a key the keyring lacks; names the key id, and the run
+    and ``seq`` where there is one."""
+
+    def __init__(
+        self,
+        key_id: str,
+        *,
+        workflow_id: str | None = None,
+        seq: int | None = None,
+        detail: str | None = None,
+    ):
+        where = ""
+        if workflow_id is not None:
+            where = f" (run {workflow_id!r}" + ("" if seq is None else f", seq {seq}") + ")"
+        super().__init__(
+            f"a payload{where} is encrypted under key {key_id!r}, which the keyring lacks: "
+            + (detail or f"add key {key_id!r} to Keyring(...) or STALWART_ENCRYPTION_KEYS")
+        )
+        self.key_id = key_id
+        self.workflow_id = workflow_id
+        self.seq = seq
+        self.detail = detail
+
+    def at(self, workflow_id: str, seq: int | None) -> EncryptionKeyMissing:
+        """The same error, naming the run and the ``seq`` it was met at."""
+        return EncryptionKeyMissing(
+            self.key_id, workflow_id=workflow_id, seq=seq, detail=self.detail
+        )
 
 
 class RegistrationError(UsageError):

@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 from urllib.parse import urlsplit
 
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP
-from ._errors import StoreError, UsageError, mask_url
+from ._errors import EncryptionKeyMissing, StoreError, UsageError, mask_url
+from ._keyring import key_id_of
 from ._store import Store
 
 if TYPE_CHECKING:
@@ -105,9 +106,24 @@ class Migration(NamedTuple):
 class Transaction:
     """Statements inside one store transaction (``:name`` placeholders on both dialects)."""
 
-    def __init__(self, conn: Any, translate: Callable[[str], str]) -> None:
+    def __init__(self, conn: Any, translate: Callable[[str], str], keyring: Any = None) -> None:
         self._conn = conn
         self._translate = translate
+        self._keyring = keyring  # the app's (encryption at rest), or None
+
+    def seal(self, data: bytes | None) -> bytes | None:
+        """``data`` as a column should keep it: encrypted under the app's current key when it
+        has a keyring (docs/encryption.md), else as it is. Seal every value that holds what
+        users or models said."""
+        return data if data is None or self._keyring is None else self._keyring._seal(data)
+
+    def open(self, data: bytes | None) -> bytes | None:
+        """What ``seal`` was given (``EncryptionKeyMissing`` without the key it names)."""
+        if data is None or bytes(data[:1]) != b"E":
+            return None if data is None else bytes(data)
+        if self._keyring is None:
+            raise EncryptionKeyMissing(key_id_of(bytes(data)) or "?")
+        return bytes(self._keyring._open(bytes(data)))
 
     def _cursor(self, sql: str, params: Params) -> Any:
         return self._conn.execute(self._translate(sql), dict(params or {}))
@@ -221,14 +237,16 @@ class ExtensionStore:
         try:
             held = _hold_sqlite if self.dialect == "sqlite" else _hold_postgres
             with held(self._store) as conn:
-                yield Transaction(conn, self._translate)
+                yield Transaction(conn, self._translate, self._store.keyring)
         except errors as exc:
             raise StoreError(f"{mask_url(self.url)}: {_first_line(exc)}") from exc
 
     def run(self, fn: Callable[[Transaction], T]) -> T:
         """``fn(tx)`` in one transaction, retried whole while the store is busy or reconnecting
         (so ``fn`` may run more than once: it must only run SQL)."""
-        result: T = self._store._write(lambda conn: fn(Transaction(conn, self._translate)))
+        result: T = self._store._write(
+            lambda conn: fn(Transaction(conn, self._translate, self._store.keyring))
+        )
         return result
 
     async def arun(self, fn: Callable[[Transaction], T]) -> T:
@@ -236,7 +254,9 @@ class ExtensionStore:
         return await asyncio.to_thread(self.run, fn)
 
     def _one(self, use: Callable[[Transaction], T]) -> T:
-        result: T = self._store._run(lambda conn: use(Transaction(conn, self._translate)))
+        result: T = self._store._run(
+            lambda conn: use(Transaction(conn, self._translate, self._store.keyring))
+        )
         return result
 
     def execute(self, sql: str, params: Params = None) -> int:

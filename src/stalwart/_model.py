@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
 import math
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from . import _inputs
-from ._errors import UsageError
+from ._errors import StoreError, UsageError
 
 __all__ = [
     "ENDED",
@@ -164,14 +167,21 @@ class ErrorRecord:
         return json.dumps(data)
 
     @classmethod
-    def from_json(cls, text: str) -> ErrorRecord:
-        """Decode a stored record; ``ValueError`` saying why when it is not one."""
+    def from_json(cls, text: str, opener: Callable[[bytes], bytes] | None = None) -> ErrorRecord:
+        """Decode a stored record; ``ValueError`` saying why when it is not one.
+
+        An encrypted store keeps the message sealed (``sealed``, base64) and ``encrypted
+        (key k1)`` as the message; ``opener`` (a keyring's) restores it where it can."""
         try:
             data = json.loads(text)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"the recorded error is not JSON ({exc})") from None
         if not isinstance(data, dict):
             raise ValueError(f"the recorded error {data!r} is not an error record")
+        sealed = data.get("sealed")
+        if opener is not None and isinstance(sealed, str):
+            with contextlib.suppress(StoreError, ValueError):  # the key is not here: as stored
+                data["message"] = opener(base64.b64decode(sealed)).decode("utf-8", "replace")
         fields: dict[str, Any] = {}
         for name, types in _ERROR_FIELDS.items():
             value = data.get(name)

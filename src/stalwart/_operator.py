@@ -371,7 +371,7 @@ class Operator:
                 f"run {workflow_id!r} is {row.status}; only failed and needs_attention runs "
                 "can be retried"
             )
-        error = run_error(row)
+        error = run_error(row, self.runtime.codec.opener)
         if error.type == ErrorType.IN_DOUBT:
             raise InvalidOperation(
                 f"run {workflow_id!r} waits on an in-doubt irreversible step (seq "
@@ -389,7 +389,8 @@ class Operator:
 
             def plan(child: RunRow) -> list[Entry]:
                 about = {"from_status": child.status, "with_parent": workflow_id}
-                return self._redrive_entries(child, run_error(child), about, now=now, who=who)
+                failure = run_error(child, self.runtime.codec.opener)
+                return self._redrive_entries(child, failure, about, now=now, who=who)
 
             through = failed_through(error)
             children, reopen = retry_children(self.runtime, workflow_id, plan, through=through)
@@ -426,7 +427,7 @@ class Operator:
         if (result is MISSING) == (not rerun):
             raise UsageError("resolve() takes exactly one of result=... or rerun=True")
         row = self.views.row(workflow_id)
-        error = run_error(row)
+        error = run_error(row, self.runtime.codec.opener)
         if row.status != RunStatus.NEEDS_ATTENTION or error.type != ErrorType.IN_DOUBT:
             raise InvalidOperation(f"run {workflow_id!r} has no in-doubt step to resolve")
         if error.seq != seq:
@@ -485,7 +486,8 @@ class Operator:
             )
         through = None
         with contextlib.suppress(CorruptRecord):  # an unreadable error names no failure
-            through = failed_through(run_error(row)) if row.status == RunStatus.FAILED else None
+            if row.status == RunStatus.FAILED:
+                through = failed_through(run_error(row, self.runtime.codec.opener))
         reuse, rerun_irreversible, in_doubt = fork_plan(rows, from_seq, through=through)
         if in_doubt and not allow_reexecute:
             names = ", ".join(f"{name!r} (seq {seq})" for seq, name in in_doubt)

@@ -23,7 +23,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from ._errors import SerializationError
+from ._errors import EncryptionKeyMissing, SerializationError
+from ._keyring import SEALED_TAG, Keyring, key_id_of
 
 __all__ = ["Codec", "argument_path", "make_codec", "restore", "restorer_for"]
 
@@ -211,13 +212,30 @@ def _from_tree(node: Any) -> Any:
 
 
 class Codec:
-    """Encodes values to payload bytes; JSON unless the app opted in to pickle."""
+    """Encodes values to payload bytes; JSON unless the app opted in to pickle. With a
+    ``keyring`` every payload it writes is sealed (see ``_keyring``)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, keyring: Keyring | None = None):
         self.name = name
+        self.keyring = keyring
+        self._last = (b"", b"")  # the last value sealed, and its plaintext
+
+    @property
+    def opener(self) -> Callable[[bytes], bytes] | None:
+        """What opens a sealed value (``None`` without a keyring)."""
+        return None if self.keyring is None else self.keyring._open
 
     def encode(self, value: Any) -> bytes:
         """Payload bytes for ``value``; raises :class:`UnsupportedValue` naming type and path."""
+        keyring = self.keyring
+        if keyring is not None:
+            plain = self._plain(value)
+            sealed = keyring._seal(plain)
+            self._last = (sealed, plain)  # decoded again at once, often (a step's result)
+            return sealed
+        return self._plain(value)
+
+    def _plain(self, value: Any) -> bytes:
         if self.name == "pickle":
             try:
                 return PICKLE_TAG + pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
@@ -241,6 +259,11 @@ class Codec:
 
         The JSON codec refuses a payload tagged as pickle instead of unpickling it.
         """
+        if payload[:1] == SEALED_TAG:
+            if self.keyring is None:
+                raise EncryptionKeyMissing(key_id_of(payload) or "?")
+            last = self._last
+            payload = last[1] if last[0] == payload else self.keyring._open(payload)
         if payload == b"Jnull":
             return None
         tag, body = payload[:1], payload[1:]
@@ -259,13 +282,14 @@ class Codec:
         raise ValueError(f"unknown payload codec {tag!r}")
 
 
-def make_codec(name: str) -> Codec:
-    """The codec for the ``serializer=`` setting (``"json"`` or ``"pickle"``)."""
+def make_codec(name: str, keyring: Keyring | None = None) -> Codec:
+    """The codec for the ``serializer=`` setting (``"json"`` or ``"pickle"``), sealing what
+    it writes with ``keyring`` when one is given."""
     if name not in ("json", "pickle"):
         raise ValueError(
             f"serializer={name!r} is not supported: use 'json' (the default) or 'pickle'"
         )
-    return Codec(name)
+    return Codec(name, keyring)
 
 
 def _decode_json(body: bytes) -> Any:

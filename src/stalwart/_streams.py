@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from . import _inputs
 from ._chunks import StreamChunk
+from ._errors import EncryptionKeyMissing
+from ._keyring import shown
 from ._model import TERMINAL, RunStatus, from_epoch
 from ._store.base import ChunkRow
 from ._views import Views
@@ -53,7 +55,10 @@ def _checked(views: Views, read: StreamRead, call: str) -> StreamRead:
 
 
 def _chunk(views: Views, row: ChunkRow) -> StreamChunk:
-    data = views.runtime.codec.decode(row.data)
+    try:
+        data = views.runtime.codec.decode(row.data)
+    except EncryptionKeyMissing as exc:  # a reader without the key sees what it is
+        data = shown(exc.key_id)
     at = from_epoch(row.at)
     assert at is not None
     return StreamChunk(row.offset, row.stream, row.seq, row.attempt, data, at)

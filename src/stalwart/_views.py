@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -13,6 +14,7 @@ from ._engine.invocation import step_key
 from ._errors import (
     BudgetExceeded,
     CorruptRecord,
+    EncryptionKeyMissing,
     LoopDetected,
     NeedsAttention,
     UsageError,
@@ -21,6 +23,7 @@ from ._errors import (
     WorkflowNotFound,
 )
 from ._fleet_views import FleetViews
+from ._keyring import open_text, shown
 from ._leases import worker_of
 from ._model import (
     STATUSES,
@@ -69,12 +72,13 @@ def journal_key(workflow_id: str, kind: str, status: str, position: str | None) 
     return None
 
 
-def run_error(row: RunRow) -> ErrorRecord:
-    """The run's recorded error (one of type ``""`` when it has none)."""
+def run_error(row: RunRow, opener: Callable[[bytes], bytes] | None = None) -> ErrorRecord:
+    """The run's recorded error (one of type ``""`` when it has none); ``opener`` restores
+    a sealed message."""
     if not row.error:
         return ErrorRecord("")
     try:
-        return ErrorRecord.from_json(row.error)
+        return ErrorRecord.from_json(row.error, opener)
     except ValueError:
         raise CorruptRecord(
             f"run {row.workflow_id!r}: its recorded error {row.error[:80]!r} cannot be decoded; "
@@ -83,11 +87,11 @@ def run_error(row: RunRow) -> ErrorRecord:
         ) from None
 
 
-def error_text(error: str | None) -> str | None:
+def error_text(error: str | None, opener: Callable[[bytes], bytes] | None = None) -> str | None:
     if error is None:
         return None
     try:
-        return ErrorRecord.from_json(error).text()
+        return ErrorRecord.from_json(error, opener).text()
     except ValueError:
         return error
 
@@ -224,6 +228,8 @@ def decoded(codec: Codec, workflow_id: str, row: JournalRow, label: str, stored:
     the run and the seq when it cannot be."""
     try:
         return codec.decode(stored)
+    except EncryptionKeyMissing as exc:  # a read model shows it without the key
+        return shown(exc.key_id)
     except ValueError as exc:
         raise CorruptRecord(
             f"run {workflow_id!r}, seq {row.seq} ({row.kind} {row.name!r}): the "
@@ -249,7 +255,7 @@ def entry_of(codec: Codec, workflow_id: str, row: JournalRow) -> JournalEntry:
         finished_at=from_epoch(row.finished_at),
         input=values[0],
         output=values[1],
-        error=error_text(row.error),
+        error=error_text(row.error, codec.opener),
         by=row.by,
         usage=usage_of(workflow_id, row),
         idempotency_key=journal_key(workflow_id, row.kind, row.status, row.position),
@@ -261,6 +267,8 @@ def approval_details(codec: Codec, row: ApprovalRow) -> Any:
     """An approval request's details, decoded."""
     try:
         return codec.decode(row.details) if row.details is not None else None
+    except EncryptionKeyMissing as exc:  # a read model shows it without the key
+        return shown(exc.key_id)
     except ValueError as exc:
         raise CorruptRecord(
             f"run {row.workflow_id!r}: approval {row.approval_id} has undecodable details "
@@ -301,7 +309,7 @@ class Views(FleetViews):
                 ) from exc
             wf = self.runtime.registry.workflows.get(row.name)
             return wf.restore(value) if wf is not None and wf.restore else value
-        error = run_error(row)
+        error = run_error(row, self.runtime.codec.opener)
         if row.status == RunStatus.FAILED:
             raise WorkflowFailed(row.workflow_id, error.type or "Error", error.message)
         if row.status == RunStatus.CANCELLED:  # its deadline, an operator, its parent: why
@@ -492,7 +500,7 @@ class Views(FleetViews):
             decision = Approval(
                 approved=bool(row.approved),
                 by=row.by or "",
-                reason=row.reason,
+                reason=open_text(self.runtime.codec.opener, row.reason),
                 decided_at=from_epoch(row.decided_at),  # type: ignore[arg-type]
             )
         return ApprovalRequest(

@@ -24,7 +24,7 @@ from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
 from ._engine.invocation import Invocation
 from ._engine.observe import fields
-from ._errors import UsageError
+from ._errors import EncryptionKeyMissing, UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._memory import Trimmer
 from ._shutdown import shut_down
@@ -129,6 +129,37 @@ def _on_stop_signals(note: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
+class Keyless:
+    """The runs whose payloads need a key this worker lacks: each is left to workers that
+    have it (its lease was given back) and not claimed here again for a lease period."""
+
+    def __init__(self) -> None:
+        self.until: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def __contains__(self, workflow_id: str) -> bool:
+        return workflow_id in self.until
+
+    def leave(self, workflow_id: str, error: EncryptionKeyMissing, runtime: Runtime) -> None:
+        with self._lock:
+            self.until[workflow_id] = runtime.clock.time() + runtime.lease_seconds
+        log.error(
+            "run %s: %s; left for a worker with that key (not claimed here for %.0f s)",
+            workflow_id,
+            error,
+            runtime.lease_seconds,
+        )
+
+    def leaves(self, workflow_id: str, now: float) -> bool:
+        """Whether this worker still leaves ``workflow_id`` to others."""
+        with self._lock:
+            until = self.until.get(workflow_id)
+            if until is not None and until <= now:
+                del self.until[workflow_id]
+                return False
+            return until is not None
+
+
 class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
@@ -146,6 +177,7 @@ class Worker:
         self.stopping = threading.Event()
         self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
+        self.keyless = Keyless()
         self._lock = threading.Lock()
         self._started_at = 0.0
         self._next_beat = 0.0
@@ -347,7 +379,7 @@ class Worker:
                 if free - len(together) <= 0 or self.stopping.is_set():
                     break
                 with self._lock:
-                    if row.workflow_id in self.active:
+                    if row.workflow_id in self.active or self.keyless.leaves(row.workflow_id, now):
                         continue
                 if row.queue in refused:
                     continue
@@ -400,12 +432,15 @@ class Worker:
             if self.stopping.is_set():
                 next_inv.releasing.set()
 
+        error: BaseException | None = None
         try:
-            self.driver.drive(inv, row, follow=follow)
-        except Exception:  # logged by the driver, which gave the run's lease back
-            pass
+            error = self.driver.drive(inv, row, follow=follow).error
+        except Exception as exc:  # logged by the driver, which gave the run's lease back
+            error = exc
         finally:
             self.runtime.wakeup.set()
+        if isinstance(error, EncryptionKeyMissing):
+            self.keyless.leave(row.workflow_id, error, self.runtime)
 
     # -- stopping -------------------------------------------------------------------------
 

@@ -220,3 +220,34 @@ def test_a_value_whose_base_is_missing_is_an_error_not_a_short_list(
     saver._ext.execute("DELETE FROM ext_langgraph_blobs WHERE channel = 'messages' AND depth = 1")
     with pytest.raises(stalwart.StoreError, match="cannot be rebuilt"):
         chat_graph(StalwartSaver(app)).get_state(thread("c"))
+
+
+def test_an_encrypted_store_keeps_no_message_in_plaintext(shared_url: str) -> None:
+    """With a keyring, checkpoints, channel values and pending writes are sealed: no column of
+    the integration's tables holds a message's text (their metadata stays readable)."""
+    import os
+
+    from stalwart import testing
+
+    ring = stalwart.Keyring({"k1": os.urandom(32)})
+    with stalwart.Stalwart(shared_url, encryption=ring) as app:
+        graph = chat_graph(StalwartSaver(app))
+        for turn in range(6):
+            graph.invoke({"messages": [HumanMessage(content=f"ZQXSECRET{turn}")]}, thread("t"))
+        fresh = chat_graph(StalwartSaver(app))
+        assert contents(fresh.get_state(thread("t")))[-1] == "re: ZQXSECRET5"
+        store = testing.store_of(app)
+        for table in ("ext_langgraph_checkpoints", "ext_langgraph_blobs", "ext_langgraph_writes"):
+            for row in testing.execute_sql(store, f"SELECT * FROM {table}"):
+                for value in row:
+                    data = bytes(value) if isinstance(value, bytes | memoryview) else str(value)
+                    text = data if isinstance(data, str) else data.decode("latin-1")
+                    assert "ZQXSECRET" not in text, (table, text[:80])
+        sealed = [
+            ("ext_langgraph_checkpoints", "checkpoint"),
+            ("ext_langgraph_blobs", "data"),
+            ("ext_langgraph_writes", "value"),
+        ]
+        for table, column in sealed:
+            values = testing.execute_sql(store, f"SELECT {column} FROM {table}")
+            assert values and all(v is None or bytes(v)[:2] == b"E\x02" for (v,) in values)

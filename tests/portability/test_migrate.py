@@ -143,3 +143,29 @@ def test_migrate_refuses_a_memory_target(tmp_path: Path) -> None:
     assert refused.stderr.splitlines()[-1] == (
         "error: --to memory:// keeps nothing after this command; give a real store's URL"
     )
+
+
+def test_migrate_an_encrypted_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Everything moves sealed as it is, the digest key with it (the one the target's app
+    derived on opening it gives way), and the target reads it with the same keys, and after a
+    rekey without the first."""
+    import base64
+    import os
+
+    k1, k2 = (base64.b64encode(os.urandom(32)).decode() for _ in range(2))
+    monkeypatch.setenv("STALWART_ENCRYPTION_KEYS", f"k1:{k1}")
+    source = _sqlite(tmp_path, "source.db")
+    seeded(source, tmp_path / "tree")
+    monkeypatch.setenv("STALWART_ENCRYPTION_KEYS", f"k2:{k2},k1:{k1}")
+    with stalwart.Stalwart(source):
+        pass  # the digest key is wrapped under k2 too
+    target = _sqlite(tmp_path, "target.db")
+    _migrated(source, target, tmp_path)
+    with stalwart.Stalwart(target) as app:
+        assert app.handle("done-1").result(timeout=5) == words(2000)
+        while app.rekey():
+            pass
+    monkeypatch.setenv("STALWART_ENCRYPTION_KEYS", f"k2:{k2}")  # k1 dropped after the rekey
+    with stalwart.Stalwart(target) as app:
+        assert app.handle("done-1").result(timeout=5) == words(2000)
+        assert app.shared_set("plan2", {"x": 1}) is not None  # writes: the digest key is there

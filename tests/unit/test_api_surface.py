@@ -45,6 +45,8 @@ CONTRACT = {
     "StalwartError",
     "StoreError",
     "CorruptRecord",
+    "EncryptionKeyMissing",
+    "Keyring",
     "RegistrationError",
     "NeedsAttention",
     "SerializationError",
@@ -138,6 +140,7 @@ def test_constructor_signature_matches_contract() -> None:
         "serializer",
         "clock",
         "prices",  # 0.2: usage
+        "encryption",  # 0.3: encryption at rest
     ]
     assert params["durability"].default == "process"
     assert params["lease_seconds"].default == 30.0

@@ -15,9 +15,10 @@ from dataclasses import replace
 from typing import Any
 
 from .._errors import BudgetExceeded, LoopDetected, NeedsAttention
+from .._keyring import Keyring
 from .._model import Budget, EntryKind, EntryStatus, Usage
 from .._runtime import Runtime
-from .._store.payloads import column_of
+from .._store.sealed import column_for
 from .invocation import Invocation
 
 __all__ = ["Spend", "spend_of"]
@@ -36,6 +37,7 @@ class Spend:
         self.tokens_in, self.tokens_out, self.cost, self.attempts = 0, 0, 0.0, 0
         self.calls: Counter[tuple[str, bytes | None]] = Counter()
         self.recorded = recorded  # reads how often a call was recorded, when first needed
+        self.keyring: Keyring | None = None  # an encrypted store's, to find stored inputs
 
     @property
     def used(self) -> Usage:
@@ -56,6 +58,7 @@ class Spend:
             return cls.of_journal(runtime, workflow_id, declared)
         store = runtime.store
         spend = cls(declared, lambda name, encoded: store.run_calls(workflow_id, name, encoded))
+        spend.keyring = runtime.codec.keyring
         if totals is not None:
             spend.used = Usage(
                 totals.input_tokens, totals.output_tokens, totals.cost, totals.attempts
@@ -91,7 +94,8 @@ class Spend:
     def _repeats(self, name: str, encoded_input: bytes | None) -> int:
         key = (name, encoded_input)
         if key not in self.calls and self.recorded is not None:
-            self.calls[key] = self.recorded(name, column_of(encoded_input or b""))
+            column = column_for(encoded_input or b"", self.keyring)
+            self.calls[key] = self.recorded(name, column)
         return self.calls[key]
 
     def new_call(self, name: str, encoded_input: bytes | None) -> None:

@@ -249,7 +249,7 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
         output = runtime.codec.encode({"workflow_id": ref.workflow_id, "cancelled": cancelled})
         status = EntryStatus.FAILED
         error = (
-            ErrorRecord.from_json(row.error)
+            ErrorRecord.from_json(row.error, runtime.codec.opener)
             if row.error
             else ErrorRecord(
                 ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"

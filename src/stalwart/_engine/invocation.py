@@ -20,7 +20,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from .._errors import CorruptRecord, EngineError, NonDeterminismError, StalwartError, StoreError
+from .._errors import (
+    CorruptRecord,
+    EncryptionKeyMissing,
+    EngineError,
+    NonDeterminismError,
+    StalwartError,
+    StoreError,
+)
 from .._hooks import RunHooks
 from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
@@ -211,7 +218,7 @@ class Invocation:
         for row in index:
             problem = _damage(row)
             try:
-                error = None if row.error is None else ErrorRecord.from_json(row.error)
+                error = _error_of(row.error, self.runtime.codec.opener)
             except ValueError as exc:
                 problem, error = problem or str(exc), None
             if problem is None:
@@ -391,12 +398,7 @@ class Invocation:
 
     def decode_recorded(self, rec: Recorded, label: str, stored: bytes) -> Any:
         """A stored payload of ``rec``, decoded; a bad one aborts with ``CorruptRecord``."""
-        try:
-            with self.journaling():
-                payload = self.store.load_payload(stored)
-            return self.runtime.codec.decode(payload)
-        except (ValueError, CorruptRecord) as exc:
-            raise self.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
+        return _decode_recorded(self, rec, label, stored)
 
     def load_value(self, rec: Recorded) -> Any:
         """The recorded output of ``rec``, decoded; a bad row aborts with ``CorruptRecord``."""
@@ -503,6 +505,22 @@ def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -
     held = stream.write_with(write)
     inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
     return held
+
+
+def _decode_recorded(inv: Invocation, rec: Recorded, label: str, stored: bytes) -> Any:
+    try:
+        with inv.journaling():
+            payload = inv.store.load_payload(stored)
+        return inv.runtime.codec.decode(payload)
+    except EncryptionKeyMissing as exc:  # named: the run and the seq
+        raise exc.at(inv.workflow_id, rec.seq) from None
+    except (ValueError, CorruptRecord) as exc:
+        raise inv.corrupt(rec, f"the recorded {label} cannot be decoded ({exc})") from exc
+
+
+def _error_of(text: str | None, opener: Callable[[bytes], bytes] | None) -> ErrorRecord | None:
+    """A journal row's recorded error (its sealed message opened where ``opener`` can)."""
+    return None if text is None else ErrorRecord.from_json(text, opener)
 
 
 def defer_outcome(inv: Invocation, entry: Entry) -> None:

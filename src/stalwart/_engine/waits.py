@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .. import _inputs
+from .._keyring import open_text
 from .._model import Approval, EntryKind, EntryStatus, from_epoch
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
@@ -148,7 +150,9 @@ class _Wait:
                 approval_id=approval_id,
                 time_out=time_out,
                 now=self.now,
-                encode_decision=lambda row: inv.runtime.codec.encode(_decision(row)),
+                encode_decision=lambda row: inv.runtime.codec.encode(
+                    _decision(row, inv.runtime.codec.opener)
+                ),
                 until=until,
             )
         winner, data = decision.winner, decision.data
@@ -164,11 +168,11 @@ class _Wait:
         return self.inv.suspend(wake_at=wake_at, waiting_for=waiting_for)
 
 
-def _decision(row: ApprovalRow) -> dict[str, Any]:
+def _decision(row: ApprovalRow, opener: Callable[[bytes], bytes] | None) -> dict[str, Any]:
     return {
         "approved": bool(row.approved),
         "by": row.by,
-        "reason": row.reason,
+        "reason": open_text(opener, row.reason),
         "decided_at": from_epoch(row.decided_at),
     }
 

@@ -17,7 +17,8 @@ from typing import BinaryIO
 
 import zstandard
 
-from .._errors import CorruptRecord
+from .._errors import CorruptRecord, EncryptionKeyMissing
+from .._keyring import SEALED_TAG, Keyring, key_id_of
 
 __all__ = ["AVERAGE", "MAXIMUM", "MINIMUM", "chunks", "compress", "digest_of", "opened"]
 
@@ -65,22 +66,31 @@ def chunks(file: BinaryIO) -> Iterator[bytes]:
         del buffer[:taken]
 
 
-def digest_of(data: bytes) -> bytes:
-    """A chunk's key: the SHA-256 of its bytes."""
-    return hashlib.sha256(data).digest()
+def digest_of(data: bytes, keyring: Keyring | None = None) -> bytes:
+    """A chunk's key: the SHA-256 of its bytes (HMAC-SHA256 under the digest key of an
+    encrypted store)."""
+    return hashlib.sha256(data).digest() if keyring is None else keyring._digest(data)
 
 
-def compress(data: bytes) -> bytes:
-    """A chunk as stored (one compressor per thread: they are not thread-safe)."""
+def compress(data: bytes, keyring: Keyring | None = None, digest: bytes = b"") -> bytes:
+    """A chunk as stored (one compressor per thread: they are not thread-safe), sealed and
+    bound to its ``digest`` in an encrypted store."""
     compressor = getattr(_local, "compressor", None)
     if compressor is None:
         compressor = _local.compressor = zstandard.ZstdCompressor(level=_LEVEL)
-    return bytes(compressor.compress(data))
+    packed = bytes(compressor.compress(data))
+    return packed if keyring is None else keyring._seal(packed, digest)
 
 
-def opened(stored: bytes, digest: bytes, where: str) -> bytes:
+def opened(stored: bytes, digest: bytes, where: str, keyring: Keyring | None = None) -> bytes:
     """A stored chunk's bytes, checked against its digest (``CorruptRecord`` naming
-    ``where`` when they differ or cannot be decompressed)."""
+    ``where`` when they differ or cannot be decompressed); a sealed chunk is opened first
+    (its tag proves it, ``EncryptionKeyMissing`` without its key)."""
+    sealed = stored[:1] == SEALED_TAG
+    if sealed:
+        if keyring is None:
+            raise EncryptionKeyMissing(key_id_of(stored) or "?")
+        stored = keyring._open(stored, digest)
     decompressor = getattr(_local, "decompressor", None)
     if decompressor is None:
         decompressor = _local.decompressor = zstandard.ZstdDecompressor()
@@ -90,7 +100,7 @@ def opened(stored: bytes, digest: bytes, where: str) -> bytes:
         raise CorruptRecord(
             f"{where}: chunk {digest.hex()} cannot be decompressed ({exc})"
         ) from exc
-    if hashlib.sha256(data).digest() != digest:
+    if not sealed and hashlib.sha256(data).digest() != digest:
         raise CorruptRecord(
             f"{where}: chunk {digest.hex()} does not match its digest; the store was changed "
             "outside stalwart"

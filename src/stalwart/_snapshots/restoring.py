@@ -119,7 +119,8 @@ class _Building:
         stored = self.store.snapshot_chunk(digest)
         if stored is None:
             raise self.corrupt(row, f"chunk {digest.hex()} is not in the store")
-        return opened(stored, digest, f"snapshot {self.snapshot.id!r}, file {row.path!r}")
+        where = f"snapshot {self.snapshot.id!r}, file {row.path!r}"
+        return opened(stored, digest, where, self.store.keyring)
 
     def write_next(self) -> None:
         file, future = self.pending.popleft()

@@ -73,8 +73,11 @@ class _Writer:
         the store has already is compressed all the same: asking the store first would wait
         for the writer, which holds SQLite's one connection). The batch keeps no raw bytes
         once they are handed to a compressor."""
+        keyring = self.store.keyring
         sealing = {
-            d: self._squeeze.submit(compress, raw) for d, _, raw in batch.items if raw is not None
+            d: self._squeeze.submit(compress, raw, keyring, d)
+            for d, _, raw in batch.items
+            if raw is not None
         }
         plan = [(d, n) for d, n, _ in batch.items]
         batch.items.clear()
@@ -153,7 +156,7 @@ class _Taking:
         size = 0
         with open(entry.full, "rb", buffering=0) as file:
             for piece in chunks(file):
-                digest = digest_of(piece)
+                digest = digest_of(piece, self.writer.store.keyring)
                 digests.append(digest)
                 size += len(piece)
                 self.use(digest, len(piece), piece)

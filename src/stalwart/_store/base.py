@@ -75,6 +75,7 @@ from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
 from .coordination import ChildStore, MessageStore, SharedStore
+from .keys import KeyStore
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -191,7 +192,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 23
 
 
 class RunStore(RunReads, Protocol):
@@ -521,6 +522,7 @@ class Store(
     ScheduleStore,
     SnapshotStore,
     VersionStore,
+    KeyStore,
     StreamStore,
     Protocol,
 ):

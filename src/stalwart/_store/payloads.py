@@ -87,6 +87,7 @@ _NODE_OF = {REST_TAG: NODE_TAG, _LONG_REST: _LONG_NODE}
 _ELEMENT_END = re.compile(rb"[\"}\]](?=[,}\]])")
 
 Put = Callable[[bytes, bytes], bool]
+Hash = Callable[[bytes], bytes]  # SHA-256, or HMAC-SHA256 under a keyring's digest key
 Get = Callable[[list[bytes]], dict[bytes, bytes]]
 Dictionary = tuple[bytes, bytes]  # a stored row's digest and its bytes
 
@@ -121,12 +122,16 @@ def chunk(data: bytes) -> list[bytes]:
     return pieces
 
 
-def _piece_key(piece: bytes, width: int = _KEY) -> bytes:
-    return hashlib.sha256(_PIECE_DOMAIN + piece).digest()[:width]
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
 
 
-def _key(node: bytes) -> bytes:
-    return hashlib.sha256(node).digest()[:_KEY]
+def _piece_key(piece: bytes, width: int = _KEY, digest: Hash = _sha256) -> bytes:
+    return digest(_PIECE_DOMAIN + piece)[:width]
+
+
+def _key(node: bytes, digest: Hash = _sha256) -> bytes:
+    return digest(node)[:_KEY]
 
 
 def _node(level: int, children: list[bytes]) -> bytes:
@@ -161,10 +166,10 @@ class _Tree:
     changes only when a group below it closes, so a payload that grew at its end shares
     everything but its root and a node or two with the one before it."""
 
-    def __init__(self, payload: bytes) -> None:
+    def __init__(self, payload: bytes, digest: Hash = _sha256) -> None:
         pieces = chunk(payload)
         tail = pieces.pop() if len(pieces[-1]) < _MIN_PIECE else b""
-        keys = [_piece_key(piece) for piece in pieces]
+        keys = [_piece_key(piece, _KEY, digest) for piece in pieces]
         self.pieces = dict(zip(keys, pieces, strict=True))
         self.nodes: dict[bytes, bytes] = {}
         rests: list[tuple[int, list[bytes]]] = []
@@ -177,14 +182,14 @@ class _Tree:
             keys = []
             for group in groups:
                 node = _node(level, group)
-                key = _key(node)
+                key = _key(node, digest)
                 self.nodes[key] = node
                 keys.append(key)
             level += 1
         up: bytes | None = None
         for level, rest in reversed(rests[1:]):
             node = _rest(level, up, rest)
-            up = _key(node)
+            up = _key(node, digest)
             self.nodes[up] = node
         self.root = _rest(0, up, rests[0][1], tail)
 
@@ -229,7 +234,12 @@ def _compressed(piece: bytes, dictionary: Dictionary | None) -> bytes:
 
 
 def pack(
-    payload: bytes | None, put: Put, *, tree: bool = True, dictionary: Dictionary | None = None
+    payload: bytes | None,
+    put: Put,
+    *,
+    tree: bool = True,
+    dictionary: Dictionary | None = None,
+    digest: Hash = _sha256,
 ) -> bytes | None:
     """The column value for ``payload``; ``put(digest, data)`` stores what lives apart and says
     whether it was new (``False``: the store already had it). The new pieces of a tree may be
@@ -239,39 +249,40 @@ def pack(
     the flat manifest of earlier releases, which they can still read: for the values an older
     worker may decode while it executes a run (results, a run's input, event payloads) during
     a rolling deploy. With ``tree=True`` every payload kept apart is a tree, so its pieces are
-    compressed and shared from the first one (a conversation's first turns too)."""
+    compressed and shared from the first one (a conversation's first turns too). ``digest``
+    computes the keys (HMAC under a keyring's digest key for an encrypted store)."""
     if payload is None or len(payload) <= INLINE_LIMIT:
         return payload
     if len(payload) > CHUNK_LIMIT and not tree:
         digests = []
         for piece in chunk(payload):
-            digest = hashlib.sha256(piece).digest()
-            put(digest, piece)
-            digests.append(digest)
+            flat = hashlib.sha256(piece).digest()
+            put(flat, piece)
+            digests.append(flat)
         payload = MANIFEST_TAG + b"".join(digests)
         if len(payload) <= INLINE_LIMIT:
             return payload
     if not tree:
-        digest = hashlib.sha256(payload).digest()
-        put(digest, payload)
-        return REF_TAG + digest
-    built = _Tree(payload)
+        whole = hashlib.sha256(payload).digest()
+        put(whole, payload)
+        return REF_TAG + whole
+    built = _Tree(payload, digest)
     if len(built.root) <= INLINE_LIMIT:
         built.store_below(built.root, put, dictionary)
         return built.root
-    digest = hashlib.sha256(built.root).digest()
-    if put(digest, built.root):
+    key = digest(built.root)
+    if put(key, built.root):
         built.store_below(built.root, put, dictionary)
-    return REF_TAG + digest
+    return REF_TAG + key
 
 
-def column_of(payload: bytes) -> bytes:
+def column_of(payload: bytes, digest: Hash = _sha256) -> bytes:
     """The column value ``pack(payload, put, tree=True)`` stores, computed without storing or
     compressing anything: a key for the payload as a row keeps it."""
     if len(payload) <= INLINE_LIMIT:
         return payload
-    root = _Tree(payload).root
-    return root if len(root) <= INLINE_LIMIT else REF_TAG + hashlib.sha256(root).digest()
+    root = _Tree(payload, digest).root
+    return root if len(root) <= INLINE_LIMIT else REF_TAG + digest(root)
 
 
 def _parts(node: bytes) -> tuple[bytes | None, list[bytes], bytes]:
@@ -302,7 +313,15 @@ def _fetch(get: Get, keys: list[bytes]) -> dict[bytes, bytes]:
     return found
 
 
-def _checked(key: bytes, node: bytes, tag: bytes, level: int, *, root: bool = False) -> bytes:
+def _checked(
+    key: bytes,
+    node: bytes,
+    tag: bytes,
+    level: int,
+    *,
+    root: bool = False,
+    trusted: frozenset[bytes] | set[bytes] = frozenset(),
+) -> bytes:
     """``node`` if it is a well-formed node of kind ``tag`` and ``level`` stored under ``key``
     (the root is not stored under a key of its own when it is inline)."""
     if node[:1] != tag:
@@ -320,7 +339,7 @@ def _checked(key: bytes, node: bytes, tag: bytes, level: int, *, root: bool = Fa
         raise _corrupt(key, "cut short or malformed")
     if node[1] != level:
         raise _corrupt(key, f"a node of level {node[1]} where level {level} belongs")
-    if not root and hashlib.sha256(node).digest()[: len(key)] != key:
+    if not root and key not in trusted and hashlib.sha256(node).digest()[: len(key)] != key:
         raise _corrupt(key, "its digest does not match")
     return node
 
@@ -330,7 +349,9 @@ def _dictionary_of(stored: bytes) -> bytes | None:
     return stored[1 : 1 + _DIGEST] if stored[:1] == _AGAINST else None
 
 
-def _checked_piece(key: bytes, stored: bytes, dictionaries: dict[bytes, bytes]) -> bytes:
+def _checked_piece(
+    key: bytes, stored: bytes, dictionaries: dict[bytes, bytes], trusted: set[bytes]
+) -> bytes:
     tag, body = stored[:1], stored[1:]
     if tag in (_DEFLATED, _STATIC, _AGAINST):
         try:
@@ -346,46 +367,54 @@ def _checked_piece(key: bytes, stored: bytes, dictionaries: dict[bytes, bytes]) 
         piece = body
     else:
         raise _corrupt(key, f"unknown piece tag {tag!r}")
-    if _piece_key(piece, len(key)) != key:
+    if key not in trusted and _piece_key(piece, len(key)) != key:
         raise _corrupt(key, "its digest does not match")
     return piece
 
 
-def _expand(rest: bytes, get: Get) -> list[bytes]:
+def _expand(rest: bytes, get: Get, trusted: set[bytes]) -> list[bytes]:
     """The keys a rest node stands for at its level, in order (one fetch for each level up
     and one for each level down)."""
     up, keys, _tail = _parts(rest)
     if up is None:
         return keys
     level, tag = rest[1], rest[:1]
-    groups = _expand(_checked(up, _fetch(get, [up])[up], tag, level + 1), get)
+    above = _checked(up, _fetch(get, [up])[up], tag, level + 1, trusted=trusted)
+    groups = _expand(above, get, trusted)
     found = _fetch(get, groups)
-    below = [k for g in groups for k in _parts(_checked(g, found[g], _NODE_OF[tag], level))[1]]
+    below = [
+        k
+        for g in groups
+        for k in _parts(_checked(g, found[g], _NODE_OF[tag], level, trusted=trusted))[1]
+    ]
     return below + keys
 
 
-def _unpack_tree(root: bytes, get: Get) -> bytes:
+def _unpack_tree(root: bytes, get: Get, trusted: set[bytes]) -> bytes:
     _checked(b"", root, root[:1], 0, root=True)
-    keys = _expand(root, get)
+    keys = _expand(root, get, trusted)
     found = _fetch(get, keys)
     wanted = {d for d in map(_dictionary_of, found.values()) if d is not None}
     dictionaries = _fetch(get, sorted(wanted)) if wanted else {}
-    pieces = (_checked_piece(key, found[key], dictionaries) for key in keys)
+    pieces = (_checked_piece(key, found[key], dictionaries, trusted) for key in keys)
     return b"".join(pieces) + _parts(root)[2]
 
 
-def unpack(stored: bytes, get: Get) -> bytes:
+def unpack(stored: bytes, get: Get, trusted: set[bytes] | None = None) -> bytes:
     """The payload behind a column value; ``get(digests)`` fetches stored pieces.
 
-    Raises ``CorruptRecord`` naming a piece that is missing or does not decode.
+    ``trusted`` holds the keys of rows ``get`` decrypted (their authentication tag proved
+    them, so their keyed digests are not recomputed). Raises ``CorruptRecord`` naming a
+    piece that is missing or does not decode.
     """
+    trusted = set() if trusted is None else trusted
     if stored[:1] == REF_TAG and len(stored) == 1 + _DIGEST:
         key = stored[1:]
         stored = _fetch(get, [key])[key]
-        if stored[:1] in _NODE_OF and hashlib.sha256(stored).digest() != key:
+        if stored[:1] in _NODE_OF and key not in trusted and hashlib.sha256(stored).digest() != key:
             raise _corrupt(key, "its digest does not match")
     if stored[:1] in _NODE_OF:
-        return _unpack_tree(stored, get)
+        return _unpack_tree(stored, get, trusted)
     if stored[:1] != MANIFEST_TAG:
         return stored
     digests = [stored[i : i + _DIGEST] for i in range(1, len(stored), _DIGEST)]

@@ -66,7 +66,9 @@ def check_empty(target: Bulk) -> None:
     """Refuse a target holding data (``UsageError`` naming the table); what an app writes
     when it opens a store (its queue declarations) does not count."""
     for entry in COPIED:
-        if not entry.merge and target.columns(entry.name) and target.count(entry.name):
+        if entry.merge or entry.replace:
+            continue
+        if target.columns(entry.name) and target.count(entry.name):
             raise UsageError(
                 f"the target store {mask_url(target.url)} is not empty (its {entry.name} table "
                 "has rows); migrate only into a new store: give --to a new SQLite file or an "
@@ -96,6 +98,8 @@ def _copy_table(
 ) -> int:
     columns = _shared_columns(source, target, entry)
     done = 0
+    if entry.replace:
+        conn.execute(f"DELETE FROM {entry.name}")  # a name from tables.COPIED
     for page in source.pages(entry.name, columns, entry.key):
         if entry.merge:
             target.insert_new(conn, entry.name, columns, page, entry.key)

@@ -15,6 +15,8 @@ copies those the target has too, so a column a migration adds moves with no chan
   rows of ``payloads``), whose referenced rows an export carries along.
 - ``merge``: rows an app writes when it opens a store (its queue declarations): a target may
   hold some already; the target's row is kept.
+- ``replace``: rows an app writes when it opens an empty store with a keyring (a digest key of
+  its own): the source's replace them.
 - ``identity``: a column the database numbers (PostgreSQL's identity), set past the highest
   copied value after a copy; a row imported into a store that has rows is numbered anew.
 """
@@ -37,6 +39,7 @@ class Table:
     merge: bool = False
     identity: str | None = None
     snapshot: bool = False  # exported only with --with-snapshots
+    replace: bool = False  # what the target's app wrote on opening it, replaced by the source's
 
 
 # In dependency order: a run before what belongs to it, a snapshot before its files.
@@ -75,6 +78,9 @@ COPIED: tuple[Table, ...] = (
     Table("queue_starts", ()),
     Table("breakers", ("name",)),
     Table("breaker_failures", ()),
+    # the digest key of an encrypted store, wrapped under each key: one the target's app
+    # derived when it opened the (empty) target gives way to the source's
+    Table("digest_keys", ("key_id",), replace=True),
 )
 
 NOT_COPIED: dict[str, str] = {

@@ -17,6 +17,7 @@ from .admin import AdminVerbs
 from .breakers import BreakerVerbs
 from .children import ChildVerbs
 from .journal import JournalVerbs
+from .keys import KeyVerbs
 from .leases import LeaseVerbs
 from .messages import MessageVerbs
 from .reads import ReadVerbs
@@ -47,6 +48,7 @@ class SQLStore(
     SpendVerbs,
     SnapshotVerbs,
     VersionVerbs,
+    KeyVerbs,
     StreamVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -12,9 +12,11 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord
+from ..._keyring import SEALED_TAG, Keyring, key_id_of
 from ..base import Entry
-from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
+from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack
 from ..queries import has_optional, specialize
+from ..sealed import pack_sealed, seal_error, unpacked
 from .call_ids import new_call_id
 from .migrating import Migrating
 
@@ -80,6 +82,7 @@ class SQLBase(Migrating):
     url: str
     durable: bool
     _q: dict[str, str]
+    keyring: Keyring | None = None  # set by the app that opened it with encryption=
 
     # -- what a backend provides ----------------------------------------------------------
 
@@ -248,6 +251,8 @@ class SQLBase(Migrating):
 
         big = len(payload) > CHUNK_LIMIT
         dictionary = _last_result(self, conn, run) if big and run is not None else None
+        if self.keyring is not None and payload[:1] == SEALED_TAG:
+            return pack_sealed(self.keyring, payload, put, dictionary)
         return pack(payload, put, tree=run is not None or (tree and big), dictionary=dictionary)
 
     def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
@@ -275,7 +280,11 @@ class SQLBase(Migrating):
                 return self._fetch_on(conn, digests)
             return self._run(lambda c: self._fetch_on(c, digests))
 
-        return unpack(bytes(stored), fetch)
+        return self._unpack(bytes(stored), fetch)
+
+    def _unpack(self, stored: bytes, get: Callable[[list[bytes]], dict[bytes, bytes]]) -> bytes:
+        """``unpack``, sealed columns and rows opened (see ``sealed.unpacked``)."""
+        return unpacked(self.keyring, stored, get)
 
     def _loaded(self, stored: bytes | None) -> bytes | None:
         """``load_payload`` for a column that may be empty."""
@@ -310,7 +319,7 @@ class SQLBase(Migrating):
             waiting = []
             for i in todo:
                 try:
-                    out[i] = unpack(bytes(columns[i]), cached)  # type: ignore[arg-type]
+                    out[i] = self._unpack(bytes(columns[i]), cached)  # type: ignore[arg-type]
                 except _Miss as miss:
                     wanted.update(dict.fromkeys(miss.digests))
                     waiting.append(i)
@@ -345,12 +354,16 @@ class SQLBase(Migrating):
             "output": output
             if output is None or len(output) <= INLINE_LIMIT
             else stash(conn, output, tree=entry.kind == "run"),
-            "error": None if entry.error is None else entry.error.to_json(),
+            "error": None if entry.error is None else self._error_text(entry.error.to_json()),
             "by": entry.by,
             "compensable": int(entry.compensable),
             "call_id": CALL_ID.get(),
             "usage": None if entry.usage is None else entry.usage.to_json(entry.model),
         }
+
+    def _error_text(self, text: str | None) -> str | None:
+        """An error record as stored (its message sealed in an encrypted store)."""
+        return text if text is None or self.keyring is None else seal_error(self.keyring, text)
 
     def _wake_parent(self, conn: Any, workflow_id: str, now: float) -> None:
         """Inside the transaction that ends a run: wake its parent if it waits on it."""
@@ -368,5 +381,13 @@ def _last_result(base: SQLBase, conn: Any, workflow_id: str) -> tuple[bytes, byt
     stored = None if row is None or row[0] is None else bytes(row[0])
     if stored is None or stored[:1] != REF_TAG or len(stored) != 1 + DIGEST_SIZE:
         return None
-    found = base._fetch_found(conn, [stored[1:]])
-    return (stored[1:], found[stored[1:]]) if stored[1:] in found else None
+    key = stored[1:]
+    found = base._fetch_found(conn, [key])
+    if key not in found:
+        return None
+    data = found[key]
+    if base.keyring is not None and data[:1] == SEALED_TAG:
+        if key_id_of(data) not in base.keyring.keys:
+            return None  # under a key this keyring lacks: compress without it
+        data = base.keyring._open(data, key)
+    return (key, data)

@@ -27,7 +27,8 @@ class AdminVerbs(SQLBase):
 
         def work(conn: Any) -> str:
             self._lock_run(conn, workflow_id)
-            params = {"workflow_id": workflow_id, "now": now, "error": error.to_json()}
+            text = self._error_text(error.to_json())
+            params = {"workflow_id": workflow_id, "now": now, "error": text}
             key = {"workflow_id": workflow_id, "now": now}
             if conn.execute(self._q["cancel_waiting_run"], params).rowcount == 1:
                 verdict = "cancelled"

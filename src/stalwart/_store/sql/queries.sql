@@ -694,3 +694,143 @@ SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
 SELECT "offset", stream, seq, attempt, data, at FROM stream_chunks
 WHERE workflow_id = :workflow_id AND stream = :stream AND "offset" > :after
 ORDER BY "offset" LIMIT :limit;
+
+-- name: digest_keys
+-- Encryption at rest: the wrapped digest key; below, rekey's pages of values not sealed under
+-- the current key (prefix is its tag; a column that only refers to a payloads row by its
+-- 33-byte digest holds nothing to seal).
+SELECT key_id, wrapped FROM digest_keys;
+
+-- name: add_digest_key
+INSERT INTO digest_keys (key_id, wrapped) VALUES (:key_id, :wrapped)
+ON CONFLICT (key_id) DO NOTHING;
+
+-- name: rekey_page_payloads_data
+SELECT digest AS k0, data AS value FROM payloads
+WHERE data IS NOT NULL AND substr(data, 1, :size) <> :prefix
+LIMIT :limit;
+
+-- name: rekey_payloads_data
+UPDATE payloads SET data = :new WHERE digest = :k0 AND data = :old;
+
+-- name: rekey_page_journal_input
+SELECT id AS k0, input AS value FROM journal
+WHERE input IS NOT NULL AND substr(input, 1, :size) <> :prefix
+  AND NOT (substr(input, 1, 1) = :ref AND length(input) = 33)
+LIMIT :limit;
+
+-- name: rekey_journal_input
+UPDATE journal SET input = :new WHERE id = :k0 AND input = :old;
+
+-- name: rekey_page_journal_output
+SELECT id AS k0, output AS value FROM journal
+WHERE output IS NOT NULL AND substr(output, 1, :size) <> :prefix
+  AND NOT (substr(output, 1, 1) = :ref AND length(output) = 33)
+LIMIT :limit;
+
+-- name: rekey_journal_output
+UPDATE journal SET output = :new WHERE id = :k0 AND output = :old;
+
+-- name: rekey_page_runs_input
+SELECT workflow_id AS k0, input AS value FROM runs
+WHERE input IS NOT NULL AND substr(input, 1, :size) <> :prefix
+  AND NOT (substr(input, 1, 1) = :ref AND length(input) = 33)
+LIMIT :limit;
+
+-- name: rekey_runs_input
+UPDATE runs SET input = :new WHERE workflow_id = :k0 AND input = :old;
+
+-- name: rekey_page_runs_output
+SELECT workflow_id AS k0, output AS value FROM runs
+WHERE output IS NOT NULL AND substr(output, 1, :size) <> :prefix
+  AND NOT (substr(output, 1, 1) = :ref AND length(output) = 33)
+LIMIT :limit;
+
+-- name: rekey_runs_output
+UPDATE runs SET output = :new WHERE workflow_id = :k0 AND output = :old;
+
+-- name: rekey_page_runs_progress
+SELECT workflow_id AS k0, progress AS value FROM runs
+WHERE progress IS NOT NULL AND substr(progress, 1, :size) <> :prefix
+  AND NOT (substr(progress, 1, 1) = :ref AND length(progress) = 33)
+LIMIT :limit;
+
+-- name: rekey_runs_progress
+UPDATE runs SET progress = :new WHERE workflow_id = :k0 AND progress = :old;
+
+-- name: rekey_page_events_payload
+SELECT id AS k0, payload AS value FROM events
+WHERE payload IS NOT NULL AND substr(payload, 1, :size) <> :prefix
+  AND NOT (substr(payload, 1, 1) = :ref AND length(payload) = 33)
+LIMIT :limit;
+
+-- name: rekey_events_payload
+UPDATE events SET payload = :new WHERE id = :k0 AND payload = :old;
+
+-- name: rekey_page_approvals_details
+SELECT workflow_id AS k0, approval_id AS k1, details AS value FROM approvals
+WHERE details IS NOT NULL AND substr(details, 1, :size) <> :prefix
+  AND NOT (substr(details, 1, 1) = :ref AND length(details) = 33)
+LIMIT :limit;
+
+-- name: rekey_approvals_details
+UPDATE approvals SET details = :new WHERE workflow_id = :k0 AND approval_id = :k1 AND details = :old;
+
+-- name: rekey_page_shared_writes_value
+SELECT key AS k0, version AS k1, value AS value FROM shared_writes
+WHERE value IS NOT NULL AND substr(value, 1, :size) <> :prefix
+  AND NOT (substr(value, 1, 1) = :ref AND length(value) = 33)
+LIMIT :limit;
+
+-- name: rekey_shared_writes_value
+UPDATE shared_writes SET value = :new WHERE key = :k0 AND version = :k1 AND value = :old;
+
+-- name: rekey_page_schedules_input
+SELECT name AS k0, input AS value FROM schedules
+WHERE input IS NOT NULL AND substr(input, 1, :size) <> :prefix
+  AND NOT (substr(input, 1, 1) = :ref AND length(input) = 33)
+LIMIT :limit;
+
+-- name: rekey_schedules_input
+UPDATE schedules SET input = :new WHERE name = :k0 AND input = :old;
+
+-- name: rekey_page_snapshot_chunks_data
+SELECT digest AS k0, data AS value FROM snapshot_chunks
+WHERE substr(data, 1, :size) <> :prefix
+LIMIT :limit;
+
+-- name: rekey_snapshot_chunks_data
+UPDATE snapshot_chunks SET data = :new WHERE digest = :k0 AND data = :old;
+
+-- name: rekey_page_journal_error
+SELECT id AS k0, error AS value FROM journal
+WHERE error LIKE '%"message": "_%' AND error NOT LIKE :sealed_now
+LIMIT :limit;
+
+-- name: rekey_journal_error
+UPDATE journal SET error = :new WHERE id = :k0 AND error = :old;
+
+-- name: rekey_page_runs_error
+SELECT workflow_id AS k0, error AS value FROM runs
+WHERE error LIKE '%"message": "_%' AND error NOT LIKE :sealed_now
+LIMIT :limit;
+
+-- name: rekey_runs_error
+UPDATE runs SET error = :new WHERE workflow_id = :k0 AND error = :old;
+
+-- name: rekey_page_approvals_reason
+SELECT workflow_id AS k0, approval_id AS k1, reason AS value FROM approvals
+WHERE reason IS NOT NULL AND reason NOT LIKE :text_now
+LIMIT :limit;
+
+-- name: rekey_approvals_reason
+UPDATE approvals SET reason = :new WHERE workflow_id = :k0 AND approval_id = :k1 AND reason = :old;
+
+-- name: rekey_page_stream_chunks_data
+SELECT workflow_id AS k0, stream AS k1, "offset" AS k2, data AS value FROM stream_chunks
+WHERE substr(data, 1, :size) <> :prefix
+LIMIT :limit;
+
+-- name: rekey_stream_chunks_data
+UPDATE stream_chunks SET data = :new
+WHERE workflow_id = :k0 AND stream = :k1 AND "offset" = :k2 AND data = :old;

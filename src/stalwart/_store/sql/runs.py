@@ -128,7 +128,7 @@ class RunVerbs(Pipelined):
                 "owner": owner,
                 "status": str(status),
                 "output": output if inline else self._stash(conn, output, tree=True),
-                "error": error,
+                "error": self._error_text(error),
                 "now": now,
             }
             return conn.execute(self._q[query], params)

@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from ..._errors import InvalidOperation
+from ..._keyring import seal_text
 from ..._model import RunStatus
 from ..base import ApprovalRow, Entry, WaitDecision
 from ._base import SQLBase, _inline, _typed
@@ -279,7 +280,9 @@ class WaitVerbs(SQLBase):
                     "now": now,
                     "approved": int(approved),
                     "by": by,
-                    "reason": reason,
+                    "reason": reason
+                    if reason is None or self.keyring is None
+                    else seal_text(self.keyring, reason),
                 },
             )
             if cur.rowcount != 1:

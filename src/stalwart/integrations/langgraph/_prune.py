@@ -28,8 +28,8 @@ class Pruner:
     serde: SerializerProtocol
     postgres: bool
 
-    def _versions(self, kind: str, data: bytes) -> dict[str, str]:
-        checkpoint = self.serde.loads_typed((kind, unpack(bytes(data))))
+    def _versions(self, tx: Transaction, kind: str, data: bytes) -> dict[str, str]:
+        checkpoint = self.serde.loads_typed((kind, unpack(tx.open(data) or b"")))
         return {channel: str(v) for channel, v in checkpoint["channel_versions"].items()}
 
     def _lineage(self, tx: Transaction, thread_id: str, ns: str) -> list[Any]:
@@ -42,7 +42,7 @@ class Pruner:
         wanted = [
             (channel, version)
             for _id, _parent, kind, data, _md in self._lineage(tx, thread_id, ns)
-            for channel, version in self._versions(kind, data).items()
+            for channel, version in self._versions(tx, kind, data).items()
         ]
         bases = {(c, v): b for c, v, b in tx.fetchall(q.BLOB_EDGES, where)}
         reached: set[tuple[str, str]] = set()
@@ -70,7 +70,7 @@ class Pruner:
         while remaining and current is not None:
             checkpoint_id, parent_id, kind, data, _md = current
             kept.add(checkpoint_id)
-            versions = self._versions(kind, data)
+            versions = self._versions(tx, kind, data)
             for channel in list(remaining):
                 if channel not in versions:
                     continue

@@ -116,6 +116,12 @@ def _to_blob(
     return _Blob(channel, version, kind, pack(data), None, [])
 
 
+def _some(data: bytes | None) -> bytes:
+    if data is None:
+        raise stalwart.StoreError("a LangGraph checkpoint row has no data")
+    return data
+
+
 def _put_blob(
     tx: Transaction,
     thread_id: str,
@@ -134,7 +140,7 @@ def _put_blob(
         "keep": 0,
         "depth": 0,
         "digest": None,
-        "data": blob.data,
+        "data": tx.seal(blob.data),
     }
     if blob.elements is not None:
         tail: Sequence[Element] = blob.elements
@@ -159,7 +165,7 @@ def _put_blob(
                 tail = step.tail
                 params.update(base_version=step.base, keep=step.keep, depth=int(found[0]) + 1)
         params["digest"] = list_digest(blob.digests)
-        params["data"] = pack(frame(tail))
+        params["data"] = tx.seal(pack(frame(tail)))
     return tx.execute(q.PUT_BLOB, params) == 1
 
 
@@ -173,6 +179,12 @@ def _elements(
             f"{version} cannot be rebuilt (a version it extends is missing)"
         )
     return rebuild((int(keep), bytes(data)) for _kind, keep, data in chain)
+
+
+def _opened(tx: Transaction, chain: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A chain of links ``(type, keep, data)`` with each link's data opened (see
+    ``Transaction.open``)."""
+    return [(kind, keep, tx.open(data)) for kind, keep, data in chain]
 
 
 class StalwartSaver(ThreadedAsyncSaver):
@@ -234,7 +246,7 @@ class StalwartSaver(ThreadedAsyncSaver):
         thread_id, ns, checkpoint_id, parent_id, type_, data, metadata = row
         checkpoint = cast(
             Checkpoint,
-            {**self.serde.loads_typed((type_, unpack(bytes(data)))), "id": checkpoint_id},
+            {**self.serde.loads_typed((type_, unpack(_some(tx.open(data))))), "id": checkpoint_id},
         )
         values = {}
         for channel, version in checkpoint["channel_versions"].items():
@@ -247,7 +259,7 @@ class StalwartSaver(ThreadedAsyncSaver):
         )
         writes.sort(key=lambda w: writes_sort_key(w[4], w[0], w[5]))
         pending: list[PendingWrite] = [
-            (task_id, channel, self._loads(kind, value))
+            (task_id, channel, self._loads(kind, tx.open(value)))
             for task_id, channel, kind, value, _path, _idx in writes
         ]
         return CheckpointTuple(
@@ -274,6 +286,7 @@ class StalwartSaver(ThreadedAsyncSaver):
         )
         if not chain or chain[-1][0] == _EMPTY:
             return False, None
+        chain = _opened(tx, chain)
         kind, _keep, data = chain[-1]
         if kind != LIST_TYPE:
             return True, self._loads(kind, data)
@@ -319,7 +332,8 @@ class StalwartSaver(ThreadedAsyncSaver):
 
         def write(tx: Transaction) -> list[bool]:
             added = [_put_blob(tx, thread_id, ns, blob, bases[blob.channel]) for blob in blobs]
-            tx.execute(q.PUT_CHECKPOINT_POSTGRES if self._pg else q.PUT_CHECKPOINT_SQLITE, row)
+            sealed = {**row, "checkpoint": tx.seal(cast(bytes, row["checkpoint"]))}
+            tx.execute(q.PUT_CHECKPOINT_POSTGRES if self._pg else q.PUT_CHECKPOINT_SQLITE, sealed)
             return added
 
         for blob, added in zip(blobs, self._ext.run(write), strict=True):
@@ -363,7 +377,7 @@ class StalwartSaver(ThreadedAsyncSaver):
 
         def write(tx: Transaction) -> None:
             for row in rows:
-                tx.execute(sql, row)
+                tx.execute(sql, {**row, "value": tx.seal(cast(bytes, row["value"]))})
 
         self._ext.run(write)
 

@@ -1,0 +1,152 @@
+"""Payloads of an encrypted store: the codec hands the store sealed values (``_keyring``);
+one too big to keep in its row is opened here and kept apart as a tree whose pieces and
+nodes are each sealed under the current key, keyed by HMAC under the digest key, so the
+unchanged prefix of a conversation still shares its pieces. A column keeps either a sealed
+value or a reference (``b"H"`` + a keyed digest); no plaintext reaches the SQL."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+from .._errors import EncryptionKeyMissing
+from .._keyring import SEALED_TAG, Keyring, key_id_of, seal_text
+from .payloads import (
+    DIGEST_SIZE,
+    INLINE_LIMIT,
+    MANIFEST_TAG,
+    NODE_TAG,
+    REF_TAG,
+    REST_TAG,
+    Dictionary,
+    Get,
+    Put,
+    column_of,
+    pack,
+    unpack,
+)
+
+__all__ = [
+    "column_for",
+    "is_kept_apart",
+    "is_reference",
+    "open_column",
+    "opening",
+    "pack_sealed",
+    "reseal_error",
+    "reseal_text",
+    "seal_error",
+    "sealing",
+    "unpacked",
+]
+
+
+def sealing(keyring: Keyring, put: Put) -> Put:
+    """``put`` that stores each row sealed, bound to its key."""
+    return lambda key, data: put(key, keyring._seal(data, key))
+
+
+def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
+    """``get`` that opens sealed rows (adding their keys to ``trusted``)."""
+
+    def fetch(keys: list[bytes]) -> dict[bytes, bytes]:
+        found = get(keys)
+        for key, data in found.items():
+            if data[:1] == SEALED_TAG:
+                if keyring is None:
+                    raise EncryptionKeyMissing(key_id_of(data) or "?")
+                found[key] = keyring._open(data, key)
+                trusted.add(key)
+        return found
+
+    return fetch
+
+
+def is_kept_apart(column: bytes) -> bool:
+    """Whether a column value stands for a payload kept apart (a reference or a tree's root),
+    not the payload itself."""
+    return is_reference(column) or column[:1] in (NODE_TAG, REST_TAG, MANIFEST_TAG)
+
+
+def is_reference(column: bytes) -> bool:
+    """Whether a column value only refers to a row by digest (nothing to seal)."""
+    return column[:1] == REF_TAG and len(column) == 1 + DIGEST_SIZE
+
+
+def pack_sealed(
+    keyring: Keyring, sealed: bytes, put: Put, dictionary: Dictionary | None
+) -> bytes | None:
+    """The column value for the sealed payload ``sealed``, kept apart piece by piece."""
+    column = pack(
+        keyring._open(sealed),
+        sealing(keyring, put),
+        dictionary=dictionary,
+        digest=keyring._digest,
+    )
+    if column is None or is_reference(column):
+        return column
+    return keyring._seal(column)
+
+
+def unpacked(keyring: Keyring | None, stored: bytes, get: Get) -> bytes:
+    """``payloads.unpack`` with sealed columns and rows opened where the keyring can. What
+    was sealed comes back sealed (the codec opens it), so a caller that copies a loaded
+    payload into another row never writes it in plaintext."""
+    trusted: set[bytes] = set()
+    column = open_column(keyring, stored)
+    if column is stored and column[:1] == SEALED_TAG:
+        return column  # no keyring or not its key: the codec names the key
+    if column is not stored and not is_kept_apart(column):
+        return stored  # a sealed value kept in its row
+    payload = unpack(column, opening(keyring, get, trusted), trusted)
+    if keyring is not None and (trusted or column is not stored):
+        return keyring._seal(payload)
+    return payload
+
+
+def column_for(payload: bytes, keyring: Keyring | None) -> bytes:
+    """The column value the store keeps for encoded ``payload`` (``payloads.column_of``;
+    for a sealed payload, what ``pack_sealed`` keeps), computed without storing anything."""
+    if keyring is None or payload[:1] != SEALED_TAG:
+        return column_of(payload)
+    if len(payload) <= INLINE_LIMIT:
+        return payload
+    column = column_of(keyring._open(payload), keyring._digest)
+    return column if is_reference(column) else keyring._seal(column)
+
+
+def open_column(keyring: Keyring | None, column: bytes) -> bytes:
+    """A column's value with its seal taken off where the keyring can (else as it is: the
+    codec names the missing key when it is decoded)."""
+    if keyring is None or column[:1] != SEALED_TAG or key_id_of(column) not in keyring.keys:
+        return column
+    return keyring._open(column)
+
+
+def reseal_error(keyring: Keyring, text: str) -> str:
+    """An error record's JSON with its message sealed under the current key (opened from
+    an older key, or taken as it was written in plaintext)."""
+    data = json.loads(text)
+    sealed = data.pop("sealed", None)
+    if isinstance(sealed, str):
+        data["message"] = keyring._open(base64.b64decode(sealed)).decode("utf-8")
+    return seal_error(keyring, json.dumps(data))
+
+
+def reseal_text(keyring: Keyring, text: str) -> str:
+    """A text column sealed under the current key (see ``_keyring.seal_text``)."""
+    if text.startswith("encrypted (key "):
+        text = keyring._open(base64.b64decode(text.partition(") ")[2])).decode("utf-8")
+    return seal_text(keyring, text)
+
+
+def seal_error(keyring: Keyring, text: str) -> str:
+    """An error record's JSON with its message sealed: ``message`` says which key, and
+    ``sealed`` holds it (base64)."""
+    data = json.loads(text)
+    message = data.get("message")
+    if not isinstance(message, str) or not message or "sealed" in data:
+        return text
+    data["sealed"] = base64.b64encode(keyring._seal(message.encode("utf-8"))).decode("ascii")
+    data["message"] = f"encrypted (key {keyring.current})"
+    return json.dumps(data)
