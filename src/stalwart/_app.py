@@ -29,6 +29,7 @@ from ._model import (
     run_id,
 )
 from ._operator import MISSING, Operator
+from ._prune import Pruning, retention_of
 from ._reads import Reads
 from ._registry import Registry
 from ._retry import Retry
@@ -57,7 +58,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset, first=offset)
 
 
-class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
+class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(
@@ -70,8 +71,10 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
         serializer: str = "json",
         clock: Clock | None = None,
         prices: dict[str, tuple[float, float]] | None = None,
+        retention: Any = None,
     ) -> None:
         check_app_options(lease_seconds, max_recoveries, prices)
+        kept = retention_of(retention, "Stalwart")
         codec = make_codec(serializer)
         self.url = resolve_url(url)
         store = open_store(self.url, durability=durability)
@@ -87,6 +90,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
             loop=AppLoop(install_task_factory),
             prices=dict(prices or {}),
             observers=[Tracing()],
+            retention=kept,
         )
         self._runtime.app = weakref.ref(self)
         self._driver = Driver(self._runtime)
@@ -170,6 +174,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
+        retention: Any = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -181,11 +186,14 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
+        retention: Any = None,
     ) -> Any:
         """Declare a workflow: durable, replayed from its journal after any interruption;
-        ``budget`` caps what each run may spend."""
+        ``budget`` caps what each run may spend; ended runs are kept for ``retention`` (seconds
+        or a ``timedelta``; ``None``: the app's)."""
+        kept = retention_of(retention, "@app.workflow")
         return declare_workflow(
-            self._runtime, fn, name=name, queue=queue, timeout=timeout, budget=budget
+            self._runtime, fn, name=name, queue=queue, timeout=timeout, budget=budget, retention=kept
         )
 
     def queue(

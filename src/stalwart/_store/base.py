@@ -28,6 +28,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+- ``PruneStore`` (``prunes.py``): deleting ended runs with everything kept for them, and
+  collecting the content-addressed rows no run uses any more.
 - ``SnapshotStore`` (``snapshots.py``): workspace snapshots: content-addressed chunks, a row
   per snapshot found by its run, its tree's entries and the chunks it uses.
 
@@ -103,6 +105,7 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
+from .prunes import PruneStore
 from .snapshots import SnapshotStore
 from .versions import SchemaVersion, VersionStore
 
@@ -172,6 +175,7 @@ __all__ = [
     "SharedRow",
     "SharedSet",
     "SharedStore",
+    "PruneStore",
     "SnapshotStore",
     "Store",
     "UnmigratedStore",
@@ -183,7 +187,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 
 
 class RunStore(RunReads, Protocol):
@@ -575,6 +579,7 @@ class Store(
     ScheduleStore,
     SnapshotStore,
     VersionStore,
+    PruneStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -4,7 +4,7 @@ in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
-``spend``, ``snapshots``, ``versions``) over the plumbing in ``_base``.
+``spend``, ``snapshots``, ``versions``, ``prune``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -19,6 +19,7 @@ from .children import ChildVerbs
 from .journal import JournalVerbs
 from .leases import LeaseVerbs
 from .messages import MessageVerbs
+from .prune import PruneVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
 from .schedules import ScheduleVerbs
@@ -46,5 +47,6 @@ class SQLStore(
     SpendVerbs,
     SnapshotVerbs,
     VersionVerbs,
+    PruneVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

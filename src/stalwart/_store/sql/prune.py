@@ -1,0 +1,169 @@
+"""Prune and garbage collection over SQL (see ``stalwart._store.prunes``): a batch of ended
+runs deleted with every row kept for them in one transaction; payload rows and snapshot chunks
+no run uses any more collected in short transactions of their own."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..garbage import GRACE_SECONDS, Graph, batches, referenced_by
+from ..prunes import PruneFilter
+from ._base import SQLBase
+
+__all__ = ["PruneVerbs"]
+
+# What deleting a run deletes with it, in the order the statements run.
+_DEPENDENTS = (
+    "delete_journal",
+    "delete_events",
+    "delete_approvals",
+    "delete_run_spend",
+    "delete_run_calls",
+    "delete_run_spend_steps",
+    "delete_snapshot_uses",
+    "delete_snapshot_files",
+    "delete_snapshots",
+)
+
+
+class PruneVerbs(SQLBase):
+    """The ``PruneStore`` verbs over SQL."""
+
+    # -- what a backend may refine ----------------------------------------------------
+
+    def _reading(self, work: Callable[[Any], Any]) -> Any:
+        """Run a long read (the collector's mark) where it delays no writer of this process
+        (SQLite: a connection of its own)."""
+        return self._run(work)
+
+    def _reclaim(self) -> None:
+        """Give the space freed by deletes back (SQLite: an incremental vacuum step)."""
+
+    # -- runs ---------------------------------------------------------------------------
+
+    def _filter_params(self, where: PruneFilter) -> dict[str, Any]:
+        return {
+            "before": where.before,
+            "status": where.status,
+            "name": where.name,
+            "exclude": self._list(list(where.exclude)),
+        }
+
+    def prunable_runs(self, where: PruneFilter, *, limit: int) -> list[str]:
+        """Up to ``limit`` ids of runs ``where`` selects, oldest change first."""
+        params = {**self._filter_params(where), "limit": limit}
+        return [str(row[0]) for row in self._rows("prunable_runs", params)]
+
+    def count_prunable(self, where: PruneFilter) -> int:
+        """How many runs ``where`` selects now."""
+        return int(self._rows("count_prunable", self._filter_params(where))[0][0])
+
+    def prune_runs(self, ids: Sequence[str], where: PruneFilter) -> list[str]:
+        """Delete the runs among ``ids`` that ``where`` still selects, with every row kept for
+        them, in one transaction; the ids deleted."""
+        params = {**self._filter_params(where), "ids": self._list(list(ids))}
+        query = self._sql("delete_runs", params)
+
+        def work(conn: Any) -> list[str]:
+            deleted = [str(row[0]) for row in conn.execute(query, params).fetchall()]
+            if deleted:
+                gone = {"ids": self._list(deleted)}
+                for name in _DEPENDENTS:
+                    conn.execute(self._q[name], gone)
+            return deleted
+
+        deleted: list[str] = self._write(work)
+        if deleted:
+            self._reclaim()
+        return deleted
+
+    # -- garbage --------------------------------------------------------------------------
+
+    def _mark(self, cutoff: float) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
+        """The payload rows no column reaches and no writer touched since ``cutoff``, parents
+        before children, and what each row refers to."""
+
+        def read(conn: Any) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
+            graph = Graph()
+            for digest, touched_at, head in conn.execute(self._q["payload_graph"]):
+                recent = touched_at is not None and touched_at >= cutoff
+                graph.add(bytes(digest), bytes(head), recent=recent)
+            references: list[bytes] = []
+            for (column,) in conn.execute(self._q["payload_references"]):
+                references.extend(referenced_by(bytes(column)))
+            return graph.garbage(references), graph.children
+
+        marked: tuple[list[bytes], dict[bytes, list[bytes]]] = self._reading(read)
+        return marked
+
+    def collect_payloads(
+        self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500
+    ) -> int:
+        """Delete the payload rows no run uses, in transactions of at most ``batch`` rows;
+        how many it deleted."""
+        cutoff = now - grace
+        order, children = self._mark(cutoff)
+        graph_kept: set[bytes] = set()
+        deleted = 0
+        for part in batches(order, batch):
+            todo = [digest for digest in part if digest not in graph_kept]
+            if not todo:
+                continue
+
+            def work(conn: Any, todo: list[bytes] = todo) -> tuple[list[bytes], list[bytes]]:
+                revived = []
+                for digest in todo:
+                    row = conn.execute(self._q["payload_touched"], {"digest": digest}).fetchone()
+                    if row is None:
+                        continue
+                    if row[0] is not None and row[0] >= cutoff:
+                        revived.append(digest)
+                kept = _below(revived, children)
+                gone = [digest for digest in todo if digest not in kept]
+                self._bound_many(
+                    conn, self._q["delete_payload"], [{"digest": digest} for digest in gone]
+                )
+                return gone, revived
+
+            gone, revived = self._write(work)
+            graph_kept |= _below(revived, children)
+            deleted += len(gone)
+        if deleted:
+            self._reclaim()
+        return deleted
+
+    def collect_chunks(self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500) -> int:
+        """Delete snapshot chunks no snapshot uses, stored before the grace window, in
+        transactions of at most ``batch``; how many it deleted."""
+        params = {"before": now - grace, "limit": batch}
+        deleted = 0
+        while True:
+
+            def work(conn: Any) -> tuple[int, int]:
+                ids = [row[0] for row in conn.execute(self._q["unused_chunks"], params)]
+                gone = 0
+                for digest in ids:
+                    key = {"digest": bytes(digest)}
+                    gone += conn.execute(self._q["delete_unused_chunk"], key).rowcount
+                return len(ids), gone
+
+            found, gone = self._write(work)
+            deleted += gone
+            if found < batch:
+                break
+        if deleted:
+            self._reclaim()
+        return deleted
+
+
+def _below(roots: list[bytes], children: dict[bytes, list[bytes]]) -> set[bytes]:
+    """``roots`` and every row they reach through ``children``."""
+    seen = set(roots)
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in seen:
+                seen.add(child)
+                todo.append(child)
+    return seen
