@@ -193,7 +193,13 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
         or a ``timedelta``; ``None``: the app's)."""
         kept = retention_of(retention, "@app.workflow")
         return declare_workflow(
-            self._runtime, fn, name=name, queue=queue, timeout=timeout, budget=budget, retention=kept
+            self._runtime,
+            fn,
+            name=name,
+            queue=queue,
+            timeout=timeout,
+            budget=budget,
+            retention=kept,
         )
 
     def queue(

@@ -166,9 +166,7 @@ class Sweeper:
         """Sweep from a daemon thread until ``stopping`` is set (nothing to do without any
         retention)."""
         if self.rules(0.0):
-            self._thread = threading.Thread(
-                target=self._serve, name="stalwart-prune", daemon=True
-            )
+            self._thread = threading.Thread(target=self._serve, name="stalwart-prune", daemon=True)
             self._thread.start()
 
     def join(self) -> None:

@@ -27,9 +27,9 @@ from ._engine.observe import fields
 from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._memory import Trimmer
+from ._prune import Sweeper
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
-from ._prune import Sweeper
 from ._ticks import Ticker
 
 if TYPE_CHECKING:

@@ -74,6 +74,7 @@ from typing import Any, Protocol
 from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
+from .prunes import PruneStore
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -105,7 +106,6 @@ from .rows import (
     WorkerRow,
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
-from .prunes import PruneStore
 from .snapshots import SnapshotStore
 from .versions import SchemaVersion, VersionStore
 
@@ -161,6 +161,7 @@ __all__ = [
     "LiveNameRow",
     "MissingStore",
     "OperatorStore",
+    "PruneStore",
     "QueueLimits",
     "QueueRow",
     "ReadModelStore",
@@ -175,7 +176,6 @@ __all__ = [
     "SharedRow",
     "SharedSet",
     "SharedStore",
-    "PruneStore",
     "SnapshotStore",
     "Store",
     "UnmigratedStore",

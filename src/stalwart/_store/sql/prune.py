@@ -121,9 +121,8 @@ class PruneVerbs(SQLBase):
                         revived.append(digest)
                 kept = _below(revived, children)
                 gone = [digest for digest in todo if digest not in kept]
-                self._bound_many(
-                    conn, self._q["delete_payload"], [{"digest": digest} for digest in gone]
-                )
+                for digest in gone:
+                    conn.execute(self._q["delete_payload"], {"digest": digest})
                 return gone, revived
 
             gone, revived = self._write(work)
