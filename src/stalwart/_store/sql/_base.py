@@ -14,7 +14,7 @@ from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord
 from ..base import Entry
-from ..garbage import REFRESH_SECONDS
+from .. import garbage
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, specialize
 from .call_ids import new_call_id
@@ -245,7 +245,7 @@ class SQLBase(Migrating):
             return payload
 
         now = time.time()
-        stale = now - REFRESH_SECONDS
+        stale = now - garbage.REFRESH_SECONDS
 
         def put(digest: bytes, data: bytes) -> bool:
             params = {"digest": digest, "data": data, "now": now, "stale": stale}
