@@ -5,9 +5,8 @@
 Both run with a grace window of ``GRACE`` seconds and a refresh interval of ``REFRESH`` (the
 release's are an hour and ten minutes: the test keeps their proportions, in seconds).
 
-- ``writer``: until SECONDS have passed, runs ``live`` runs one after another, each new, whose
-  argument, step input and output and result are ``value(k)`` for the round ``k`` that
-  ``WORKDIR/round`` names: values stored apart (as trees, manifests and whole rows), equal to
+- ``writer``: until SECONDS have passed, runs a ``live`` run as soon as ``WORKDIR/round`` names
+  a new round ``k``, whose argument, step input and output and result are ``value(k)``: values stored apart (as trees, manifests and whole rows), equal to
   those of the collector's ``old`` runs of that round. Prints ``{"runs": n}``.
 - ``collector``: round after round: runs three ``old`` runs of ``value(k)``, waits until their
   rows are older than the grace window, prunes them, names the round in ``WORKDIR/round`` (the
@@ -32,6 +31,7 @@ __all__ = ["GRACE", "declare", "value"]
 
 GRACE = 1.0
 REFRESH = 0.2
+MARK_TO_SWEEP = 0.3
 
 
 def value(k: int) -> dict[str, Any]:
@@ -69,17 +69,37 @@ def _round(workdir: Path) -> int:
 
 def writer(url: str, workdir: Path, until: float) -> dict[str, int]:
     app, _old, live = declare(url)
-    runs = 0
+    runs, last = 0, -1
     with app:
         while time.time() < until:
-            app.run(live, value(_round(workdir)), workflow_id=f"live-{os.getpid()}-{runs}")
-            runs += 1
+            k = _round(workdir)
+            if k == last:
+                time.sleep(0.005)
+                continue
+            # once a round: a later run of the same value would store again what a collector
+            # wrongly deleted, and hide the loss
+            app.run(live, value(k), workflow_id=f"live-{os.getpid()}-{runs}")
+            runs, last = runs + 1, k
     return {"runs": runs}
+
+
+def _slow_mark(store: Any) -> None:
+    """Hold the collector between its mark and its sweep long enough for the writer to commit
+    runs that reference what the mark found unreferenced: the race, every round."""
+    mark = store._mark
+
+    def marked_then_wait(cutoff: float) -> Any:
+        found = mark(cutoff)
+        time.sleep(MARK_TO_SWEEP)
+        return found
+
+    store._mark = marked_then_wait
 
 
 def collector(url: str, workdir: Path, until: float) -> dict[str, int]:
     app, old, _live = declare(url)
     store = store_of(app)
+    _slow_mark(store)
     rounds = pruned = collected = 0
     with app:
         while time.time() < until:

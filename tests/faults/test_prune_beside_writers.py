@@ -2,7 +2,9 @@
 safely"): while one process prunes runs and collects the payload rows nothing references any
 more, another keeps writing values equal to those the pruned runs used, reusing their rows as
 they become garbage. Afterwards every payload of every run still in the store resolves: no
-collector deleted a row a live writer referenced, on SQLite and on PostgreSQL."""
+collector deleted a row a live writer referenced, on SQLite and on PostgreSQL. (With the writers'
+refresh turned off, REFRESH = 1e9 in prune_agent.py, it fails on both: a run journaled between
+the mark and the sweep is left referring to deleted rows.)"""
 
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ def test_a_value_reused_while_its_last_other_user_is_pruned_survives(
         collector = _spawn("collector", fault_url, tmp_path)
         writer = _spawn("writer", fault_url, tmp_path)
         collected, written = _finished(collector), _finished(writer)
-        assert collected["rounds"] >= 3 and written["runs"] >= 10
+        assert collected["rounds"] >= 3 and written["runs"] >= 3
         assert collected["pruned"] == 3 * collected["rounds"]
         assert collected["collected"] > 0  # garbage was found and deleted meanwhile
         store = store_of(app)
