@@ -6,8 +6,9 @@ Both run with a grace window of ``GRACE`` seconds and a refresh interval of ``RE
 release's are an hour and ten minutes: the test keeps their proportions, in seconds).
 
 - ``writer``: until SECONDS have passed, runs a ``live`` run as soon as ``WORKDIR/round`` names
-  a new round ``k``, whose argument, step input and output and result are ``value(k)``: values stored apart (as trees, manifests and whole rows), equal to
-  those of the collector's ``old`` runs of that round. Prints ``{"runs": n}``.
+  a new round ``k``, whose argument, step input and output and result are ``value(k)``: values
+  stored apart (as trees, manifests and whole rows), equal to those of the collector's ``old``
+  runs of that round. Prints ``{"runs": n}``.
 - ``collector``: round after round: runs three ``old`` runs of ``value(k)``, waits until their
   rows are older than the grace window, prunes them, names the round in ``WORKDIR/round`` (the
   writer starts writing the same values) and at once collects garbage three times, while the
@@ -36,9 +37,8 @@ MARK_TO_SWEEP = 0.3
 
 def value(k: int) -> dict[str, Any]:
     """Round ``k``'s value: a conversation of 40 messages, about 9 KiB."""
-    messages = [
-        {"role": "user", "content": f"message {i} of round {k}: " + "words " * 35} for i in range(40)
-    ]
+    said = "words " * 35
+    messages = [{"role": "user", "content": f"message {i} of round {k}: {said}"} for i in range(40)]
     return {"round": k, "messages": messages}
 
 

@@ -13,8 +13,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord
-from ..base import Entry
 from .. import garbage
+from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack, unpack
 from ..queries import has_optional, specialize
 from .call_ids import new_call_id
