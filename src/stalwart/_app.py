@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 import weakref
 from collections.abc import Callable
@@ -71,7 +72,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
         serializer: str = "json",
         clock: Clock | None = None,
         prices: dict[str, tuple[float, float]] | None = None,
-        retention: Any = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> None:
         check_app_options(lease_seconds, max_recoveries, prices)
         kept = retention_of(retention, "Stalwart")
@@ -174,7 +175,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
-        retention: Any = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -186,7 +187,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
-        retention: Any = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> Any:
         """Declare a workflow: durable, replayed from its journal after any interruption;
         ``budget`` caps what each run may spend; ended runs are kept for ``retention`` (seconds

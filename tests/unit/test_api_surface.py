@@ -135,6 +135,7 @@ def test_constructor_signature_matches_contract() -> None:
         "serializer",
         "clock",
         "prices",  # 0.2: usage
+        "retention",  # 0.3: data lifecycle
     ]
     assert params["durability"].default == "process"
     assert params["lease_seconds"].default == 30.0
