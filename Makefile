@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots soak clean
+.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,12 @@ bench-console: $(STAMP)
 # server): throughput against a bare copy, what the second snapshot stores and takes, peak RSS.
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshots.py
+# Durable streams: emit throughput for one run and for 100 runs at once (with the stream-only
+# transactions a worker spends on them) and emit -> reader latency across processes, each
+# beside a floor measured in the same run; on SQLite, and on PostgreSQL as bench-fleet finds
+# it. Takes about half a minute.
+bench-streams: $(STAMP)
+	$(BIN)/python bench/streams.py
 
 # The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
 soak: $(STAMP)

@@ -36,12 +36,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from console_seed import Rows, Shape, drop_schema, seed_postgres, seed_sqlite  # noqa: E402
+from console_seed import Rows, Shape, drop_schema, seed_postgres, seed_sqlite
 
-import stalwart  # noqa: E402
-from stalwart import testing  # noqa: E402
-from stalwart._prune import collect, prune_runs  # noqa: E402
-from stalwart._store.prunes import PruneFilter  # noqa: E402
+import stalwart
+from stalwart import testing
+from stalwart._prune import collect, prune_runs
+from stalwart._store.prunes import PruneFilter
 
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 GOAL_MS = 50.0

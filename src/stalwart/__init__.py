@@ -8,8 +8,10 @@ stopped. See the README and ``docs/`` for the tutorial and the replay rules.
 from ._app import Handle, Stalwart
 from ._checks import CheckResult
 from ._children import ChildHandle, run_child, run_child_async, start_child, start_child_async
+from ._chunks import StreamChunk, stream_text
 from ._context import (
     attempt,
+    emit,
     heartbeat,
     idempotency_key,
     now,
@@ -114,6 +116,7 @@ __all__ = [
     "StepFailed",
     "StepTimeout",
     "StoreError",
+    "StreamChunk",
     "UnsafeFork",
     "Usage",
     "UsageError",
@@ -125,6 +128,7 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowNotFound",
     "attempt",
+    "emit",
     "heartbeat",
     "idempotency_key",
     "now",
@@ -147,6 +151,7 @@ __all__ = [
     "snapshot",
     "start_child",
     "start_child_async",
+    "stream_text",
     "uuid4",
     "wait_for_event",
     "wait_for_event_async",

@@ -22,6 +22,7 @@ from ._declare import (
 )
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
+from ._engine.streams import close_streams
 from ._handle import Handle
 from ._loop import AppLoop
 from ._model import (
@@ -40,6 +41,7 @@ from ._serde import make_codec
 from ._shared import SharedContext
 from ._snapshots import Snapshots
 from ._store import Store, open_store, resolve_url, store_name
+from ._streams import StreamReads
 from ._tracing import Tracing
 from ._views import Views
 from ._worker import serve
@@ -59,7 +61,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset, first=offset)
 
 
-class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
+class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(
@@ -107,6 +109,7 @@ class Stalwart(Reads, SharedContext, Snapshots, Schedules, Checks, Pruning):
         """Stop background renewals and release the store's connections."""
         self._driver.close()
         self._runtime.loop.close()
+        close_streams(self._runtime.store)
         self._runtime.store.close()
 
     def __enter__(self) -> Stalwart:

@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote
 
 from . import _inputs
+from ._engine import streams as _streams
 from ._engine import waits as _waits
 from ._engine.invocation import CURRENT_RUN, CURRENT_STEP, StepScope
 from ._engine.patches import patched as _patched
@@ -18,6 +19,7 @@ from ._model import Approval, EntryKind
 
 __all__ = [
     "attempt",
+    "emit",
     "heartbeat",
     "idempotency_key",
     "now",
@@ -51,6 +53,21 @@ def workflow_id() -> str:
     if inv is None:
         raise RuntimeError("stalwart.workflow_id() can only be called inside a workflow or step")
     return inv.workflow_id
+
+
+def emit(data: Any, *, stream: str = "default") -> None:
+    """Append ``data`` (any value the app's codec encodes: typically a ``str`` text delta or
+    a small dict) to this run's stream ``stream``, inside a step or workflow code. It never
+    waits for the store: chunks are written in batches, within about 25 ms (see
+    docs/streams.md)."""
+    scope = CURRENT_STEP.get()
+    inv = scope.invocation if scope is not None else CURRENT_RUN.get()
+    if inv is None:
+        raise InvalidOperation(
+            "stalwart.emit() can only be called inside a workflow or a step; read a run's "
+            "stream with app.stream(workflow_id)"
+        )
+    _streams.emit(inv, scope, data, stream)
 
 
 def idempotency_key() -> str:

@@ -74,6 +74,9 @@ class Runtime:
             self.settled_count += 1
             self.settled.notify_all()
         self.store.changes.push()  # its own commits move no data_version
+        streams = getattr(self.store, "stream_changes", self.store.changes)
+        if streams is not self.store.changes:
+            streams.push()  # a stream's reader here waits for its run's end
 
     def claim_owner(self) -> str:
         """A lease holder for one claim: this machine, process and app, and which claim it

@@ -31,6 +31,7 @@ from ._model import (
 __all__ = [
     "approval_json",
     "breaker_json",
+    "chunk_json",
     "detail_json",
     "dumps",
     "entry_json",
@@ -70,6 +71,19 @@ def jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return jsonable(dataclasses.asdict(value))
     return str(value)
+
+
+def chunk_json(chunk: Any) -> dict[str, Any]:
+    """A ``StreamChunk`` as the HTTP API and ``stalwart tail --json`` print it (``at`` in ISO
+    8601, UTC)."""
+    return {
+        "offset": chunk.offset,
+        "stream": chunk.stream,
+        "seq": chunk.seq,
+        "attempt": chunk.attempt,
+        "data": jsonable(chunk.data),
+        "at": iso(chunk.at),
+    }
 
 
 def dumps(value: Any, *, indent: int | None = None) -> str:

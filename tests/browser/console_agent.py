@@ -10,7 +10,8 @@ the workers' (to execute them). The world outside the engine is files in ``WORKD
 * ``hang-charge``: while it exists, the irreversible ``charge`` (which has no ``verify``) touches
   ``charging-<WORKFLOW_ID>`` and sleeps until the test SIGKILLs its worker, so the recovered run
   is in doubt and goes to ``needs_attention``;
-* ``stop-research``: ``browse`` heartbeats every half second until it exists.
+* ``stop-research``: ``browse`` heartbeats every half second until it exists;
+* ``go-<WORKFLOW_ID>``: ``write`` streams half its words, then waits for it to stream the rest.
 
 ``checklist`` ticks off one item per ``next`` event it gets (its journal grows while a test
 watches its page).
@@ -149,9 +150,28 @@ def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
             tick_off(stalwart.wait_for_event("next", timeout=3600))
         return items
 
+    @app.step(name="write")
+    def write(words: list[str]) -> int:
+        """Streams the first half of ``words``, waits for ``WORKDIR/go-<WORKFLOW_ID>``, then
+        streams the rest."""
+        half = len(words) // 2
+        for word in words[:half]:
+            stalwart.emit(word)
+        go = workdir / f"go-{stalwart.workflow_id()}"
+        while not go.exists():
+            time.sleep(0.05)
+        for word in words[half:]:
+            stalwart.emit(word)
+        return len(words)
+
+    @app.workflow(name="writer")
+    def writer(words: list[str]) -> int:
+        return write(words)
+
     return {
         wf.__name__: wf
         for wf in (
+            writer,
             refund_agent,
             enrich_lead,
             charge_card,

@@ -217,6 +217,20 @@ def test_a_hostile_step_output_is_shown_as_text(page: Any, fleet: Fleet) -> None
     assert page.locator("main b").count() == 0
 
 
+def test_the_run_page_shows_the_stream_live(page: Any, fleet: Fleet) -> None:
+    words = ["Hello, ", "<b>durable</b> ", "world", "."]
+    fleet.start("writer", words, workflow_id="writer-1")
+    page.goto(f"{fleet.console_url}#/run/writer-1")
+    text = page.get_by_test_id("stream-text")
+    expect(text).to_have_text("Hello, <b>durable</b> ", timeout=LIVE_S)  # while it runs
+    expect(page.get_by_test_id("run-status")).to_have_text("running")
+    (fleet.workdir / "go-writer-1").touch()
+    expect(text).to_have_text("Hello, <b>durable</b> world.", timeout=LIVE_S)
+    expect(page.get_by_test_id("stream-state")).to_have_text("ended", timeout=LIVE_S)
+    expect(page.get_by_test_id("run-status")).to_have_text("completed", timeout=LIVE_S)
+    assert page.locator("main b").count() == 0  # markup a model wrote shows as text
+
+
 def test_a_parent_links_its_children_and_a_child_its_parent(page: Any, fleet: Fleet) -> None:
     fleet.start("digest", ["ticket 1", "ticket 2"], workflow_id="digest-1")
     page.goto(f"{fleet.console_url}#/run/digest-1")

@@ -1713,3 +1713,56 @@ def test_send_event_delivers_and_journals_the_send_in_one_transaction(store: Sto
     failed = [r for r in store.journal("r1") if r.kind == "send" and r.status == "failed"]
     assert [r.seq for r in failed] == [3, 4]
     assert _send(store, "r1", "r1", key="self", seq=5) == "delivered"  # to itself: one lock
+
+
+# -- streams ------------------------------------------------------------------------------
+
+
+def _chunk(origin: str, data: bytes = b'J"x"', *, stream: str = "default", seq: int | None = 1):
+    from stalwart._store.base import NewChunk
+
+    return NewChunk(stream, seq, 1, origin, data, 100.0)
+
+
+def _offsets(store: Store, wid: str = "r1", stream: str = "default") -> list[int]:
+    return [row.offset for row in store.read_chunks(wid, stream=stream, after=-1, limit=1000)]
+
+
+def test_chunks_take_gap_free_offsets_per_stream_and_a_written_origin_adds_nothing(
+    store: Store,
+) -> None:
+    from stalwart._store.base import RunChunks
+
+    _create(store)
+    _create(store, "r2", owner="w2")
+    first = [_chunk("a.0"), _chunk("a.1", stream="other"), _chunk("a.2")]
+    assert store.append_chunks([RunChunks("r1", "w1", first), RunChunks("r2", "w2", first)])
+    again = [_chunk("a.2"), _chunk("a.3"), _chunk("a.1", stream="other")]  # a batch retried
+    assert store.append_chunks([RunChunks("r1", "w1", again)]) == [True]
+    assert _offsets(store) == [0, 1, 2]
+    assert _offsets(store, stream="other") == [0]
+    assert _offsets(store, "r2") == [0, 1]
+    rows = store.read_chunks("r1", stream="default", after=0, limit=1)
+    assert [(row.offset, row.seq, row.attempt, bytes(row.data)) for row in rows] == [
+        (1, 1, 1, b'J"x"')
+    ]
+    assert isinstance(rows[0].data, bytes) and rows[0].at == 100.0
+
+
+def test_a_stale_owner_writes_no_chunk(store: Store) -> None:
+    from stalwart._store.base import RunChunks
+
+    _create(store)
+    batch = [RunChunks("r1", "w1", [_chunk("a.0")]), RunChunks("r1", "stale", [_chunk("b.0")])]
+    assert store.append_chunks(batch) == [True, False]
+    assert not store.append("r1", _step(1), owner="stale", chunks=[_chunk("b.1")])
+    assert not store.append_many("r1", [_step(1)], owner="stale", chunks=[_chunk("b.2")])
+    assert _offsets(store) == [0]
+
+
+def test_a_steps_outcome_carries_the_chunks_before_it(store: Store) -> None:
+    _create(store)
+    assert store.append("r1", _step(1), owner="w1", chunks=[_chunk("a.0"), _chunk("a.1")])
+    assert store.append_many("r1", [_step(2)], owner="w1", chunks=[_chunk("a.2")])
+    assert _offsets(store) == [0, 1, 2]
+    assert [row.seq for row in store.replay_index("r1") if row.kind == "step"] == [1, 2]

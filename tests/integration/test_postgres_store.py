@@ -337,7 +337,11 @@ def test_a_server_closing_an_idle_connection_is_not_an_error(pg_url: str) -> Non
 
 def test_a_parent_suspending_on_a_child_as_the_child_ends_is_woken(pg_url: str) -> None:
     """READ COMMITTED: the parent's suspend must not miss a child's end that commits while
-    it checks (the child's wake-up found the parent still running, so it woke nobody)."""
+    it checks (the child's wake-up found the parent still running, so it woke nobody).
+
+    The child's result is stored apart, so its end goes statement by statement and the hook
+    below holds it between its wake-up and its commit (a lone end with an inline result goes
+    to the server whole, where nothing can run between the two)."""
     store = open_store(pg_url)
     assert isinstance(store, PostgresStore)
     try:
@@ -376,7 +380,7 @@ def test_a_parent_suspending_on_a_child_as_the_child_ends_is_woken(pg_url: str) 
             kwargs={
                 "owner": "w2",
                 "status": "completed",
-                "output": b"J1",
+                "output": b'J"' + b"x" * 5000 + b'"',
                 "error": None,
                 "now": 4.0,
                 "entry": ended,

@@ -32,6 +32,7 @@ RUN_TABLES = (
     "run_spend_steps",
     "run_calls",
     "snapshots",
+    "stream_chunks",
 )
 Sql = Callable[..., list[Any]]
 
@@ -66,7 +67,8 @@ def _rows_of(raw_sql: Sql, app: stalwart.Stalwart, workflow_id: str) -> dict[str
 
 
 def _give_it_everything(raw_sql: Sql, app: stalwart.Stalwart, workflow_id: str) -> None:
-    """An event, an approval and a snapshot with a chunk, as a run that had them keeps them."""
+    """An event, an approval, a stream chunk and a snapshot with a chunk, as a run that had them
+    keeps them."""
     raw_sql(
         app,
         "INSERT INTO events (workflow_id, name, payload, sent_at, consumed_seq) "
@@ -78,6 +80,12 @@ def _give_it_everything(raw_sql: Sql, app: stalwart.Stalwart, workflow_id: str) 
         "INSERT INTO approvals (workflow_id, approval_id, subject, requested_at) "
         "VALUES (:id, 'a1', 'ship it?', 1.0)",
         {"id": workflow_id},
+    )
+    raw_sql(
+        app,
+        'INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at) '
+        "VALUES (:id, 'tokens', 0, 1, 1, 'o1', :data, 1.0)",
+        {"id": workflow_id, "data": b"hello"},
     )
     store = store_of(app)
     snapshot = f"s1@{workflow_id}"

@@ -14,17 +14,14 @@ import stalwart
 from stalwart.integrations.openai_agents import DurableRunner, StreamingRefused, tool_options
 
 
-def test_streaming_is_refused_with_one_line_that_says_what_to_do(tmp_path: Path) -> None:
+def test_run_streamed_refuses_a_run_state(tmp_path: Path) -> None:
+    """Streaming is durable since 0.3 (``test_oa_streamed.py``); a RunState is refused as by
+    ``run``, and ``StreamingRefused`` stays importable for callers that catch it."""
     recorder = Recorder(tmp_path)
     agent = trip_agent(CountingModel(recorder), recorder)
-
-    with pytest.raises(StreamingRefused) as refused:
-        DurableRunner.run_streamed(agent, "hi")
-
-    message = str(refused.value)
-    assert "\n" not in message
-    assert "run_streamed is not supported" in message and "await DurableRunner.run(" in message
-    assert isinstance(refused.value, stalwart.UsageError)
+    with pytest.raises(stalwart.UsageError, match="not a RunState"):
+        DurableRunner.run_streamed(agent, RunState.__new__(RunState))  # type: ignore[arg-type]
+    assert issubclass(StreamingRefused, stalwart.UsageError)
 
 
 def test_run_sync_is_refused_inside_a_workflow(app: stalwart.Stalwart, tmp_path: Path) -> None:

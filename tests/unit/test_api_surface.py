@@ -81,6 +81,9 @@ CONTRACT = {
     "snapshot",  # 0.3: workspace snapshots
     "restore",
     "SnapshotRef",
+    "emit",  # 0.3: durable streams
+    "StreamChunk",
+    "stream_text",
 }
 
 

@@ -104,6 +104,7 @@ class DryInvocation(Invocation):
     """A replay cursor that compares and reads, and stops where a real one would act."""
 
     frontier = False
+    writes_streams = False
 
     def lookup(self, position: str, kind: str, name: str) -> Recorded | None:
         """The settled record at ``position`` if it is this call; otherwise stop."""

@@ -34,6 +34,7 @@ from .invocation import (
 )
 from .lifecycle import lifecycle
 from .observe import finished, suspended
+from .streams import flush_stream
 
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
@@ -290,10 +291,12 @@ def _roll_back(
 
 
 def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
-    """Journal the step outcomes the run went on past (``defer_outcome``) before an
-    ending that does not take them along; the outcome to return when that failed."""
+    """Journal the step outcomes the run went on past (``defer_outcome``), and write what it
+    emitted, before an ending that does not take them along; the outcome to return when
+    that failed."""
     try:
         flush_outcomes(inv)
+        flush_stream(inv)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopped", inv.workflow_id)
         return Outcome(OutcomeKind.LEASE_LOST)
@@ -322,6 +325,8 @@ def _corrupt(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
 def _suspend(
     runtime: Runtime, inv: Invocation, signal: Suspend, *, until_deadline: bool = True
 ) -> Outcome:
+    if (unflushed := _flushed(runtime, inv)) is not None:
+        return unflushed
     wake_at = signal.wake_at
     if until_deadline and inv.deadline is not None:
         wake_at = inv.deadline if wake_at is None else min(wake_at, inv.deadline)
@@ -352,6 +357,9 @@ def _finish(
     error: ErrorRecord | None,
     exc: BaseException | None,
 ) -> Outcome:
+    waiting = inv.stream is not None and inv.stream.has_pending()
+    if waiting and (unflushed := _flushed(runtime, inv)) is not None:
+        return unflushed
     now = runtime.clock.time()
     entry = Entry.ended(status, now, output=output, error=error)
     text = None if error is None else error.to_json()

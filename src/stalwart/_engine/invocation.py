@@ -15,7 +15,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
@@ -26,7 +26,8 @@ from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
 from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry, IndexRow
-from .._store.base import CursorStore
+from .._store.base import CursorStore, NewChunk
+from .buffer import RunStream
 from .interrupted import LastSeen
 
 if TYPE_CHECKING:
@@ -183,6 +184,8 @@ def guarded_async(
 class Invocation:
     """State of one execution of a run, from the top of the workflow function."""
 
+    writes_streams = True  # a dry replay's (``stalwart check``) emits write nothing
+
     def __init__(
         self,
         runtime: Runtime,
@@ -246,6 +249,7 @@ class Invocation:
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         self.deferred: list[Entry] = []
+        self.stream: RunStream | None = None  # its emitted chunks not written yet
         self._lock = threading.Lock()
 
     # -- positions ------------------------------------------------------------------------
@@ -412,33 +416,34 @@ class Invocation:
             raise StoreFailed(exc) from exc
 
     def append(self, entry: Entry) -> None:
-        """Journal ``entry`` while this invocation still holds the run's lease."""
+        """Journal ``entry`` while this invocation still holds the run's lease (with the
+        stream chunks emitted before it, in its transaction)."""
+        wid, owner = self.workflow_id, self.owner
         try:  # inline rather than journaling(): this runs once per step
-            held = self.store.append(self.workflow_id, entry, owner=self.owner)
+            held = _with_chunks(
+                self, lambda c: self.store.append(wid, entry, owner=owner, **_given(c))
+            )
         except CorruptRecord:
             raise
         except StoreError as exc:
             raise StoreFailed(exc) from exc
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
+        _fenced(self, held)
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""
+        wid, owner = self.workflow_id, self.owner
         with self.journaling():
-            held = self.store.append_many(self.workflow_id, entries, owner=self.owner)
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
+            held = _with_chunks(
+                self, lambda c: self.store.append_many(wid, entries, owner=owner, **_given(c))
+            )
+        _fenced(self, held)
 
     def mark_retry(self, marker: str) -> None:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
         charged and one before it is not."""
         with self.journaling():
             held = self.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
-        if not held:
-            self.lease_lost.set()
-            raise LeaseLost()
+        _fenced(self, held)
 
     @property
     def event_loop(self) -> asyncio.AbstractEventLoop:
@@ -475,6 +480,29 @@ class Invocation:
             )
         )
         return self.runtime.codec.decode(payload)
+
+
+def _fenced(inv: Invocation, held: bool) -> None:
+    """After a write fenced by the lease: ``LeaseLost`` when it found the lease gone."""
+    if not held:
+        inv.lease_lost.set()
+        raise LeaseLost()
+
+
+def _given(chunks: Sequence[NewChunk]) -> dict[str, Sequence[NewChunk]]:
+    """The ``chunks`` keyword of a journal write, when there are any (a store that never
+    streams need not take it)."""
+    return {"chunks": chunks} if chunks else {}
+
+
+def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -> bool:
+    """``write`` a journal entry with the run's waiting stream chunks (none when none wait)."""
+    stream = inv.stream
+    if stream is None or not stream.has_pending():
+        return write(())
+    held = stream.write_with(write)
+    inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
+    return held
 
 
 def defer_outcome(inv: Invocation, entry: Entry) -> None:

@@ -16,6 +16,7 @@ from .._store import Entry
 from .._store.base import ApprovalRow
 from .invocation import Invocation, Recorded, guarded
 from .observe import waited
+from .streams import flush_stream
 
 __all__ = ["approval", "event", "seconds_of", "sleep"]
 
@@ -98,6 +99,7 @@ class _Wait:
             started_at=self.now,
             input=inv.runtime.codec.encode(spec),
         )
+        flush_stream(inv)  # what the run emitted is written before its wait is
         with inv.journaling():
             opened = inv.runtime.store.open_wait(
                 inv.workflow_id, entry, owner=inv.owner, approval=approval

@@ -32,6 +32,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
   collecting the content-addressed rows no run uses any more.
 - ``SnapshotStore`` (``snapshots.py``): workspace snapshots: content-addressed chunks, a row
   per snapshot found by its run, its tree's entries and the chunks it uses.
+- ``StreamStore``: the chunks runs emit, written in batches by lease holders and read by
+  offset (``streams.py``).
 
 Each role's reads are a read role of ``read_roles.py`` that it extends (``RunStore`` extends
 ``RunReads``, ``JournalStore`` ``JournalReads``, ``WaitStore`` ``ApprovalReads``,
@@ -74,6 +76,7 @@ from typing import Any, Protocol
 from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
+from .coordination import ChildStore, MessageStore, SharedStore
 from .prunes import PruneStore
 from .read_roles import (
     ApprovalReads,
@@ -107,6 +110,7 @@ from .rows import (
 )
 from .schedules import ScheduledRun, ScheduleRow, ScheduleStore
 from .snapshots import SnapshotStore
+from .streams import ChunkRow, NewChunk, RunChunks, StreamStore
 from .versions import SchemaVersion, VersionStore
 
 # Set while ``stalwart check`` imports an app: its queue and schedule declarations are checked
@@ -145,6 +149,7 @@ __all__ = [
     "BreakerStore",
     "ChildRedrive",
     "ChildStore",
+    "ChunkRow",
     "CompensationRow",
     "CountRow",
     "CursorStore",
@@ -160,12 +165,14 @@ __all__ = [
     "LeaseStore",
     "LiveNameRow",
     "MissingStore",
+    "NewChunk",
     "OperatorStore",
     "PruneStore",
     "QueueLimits",
     "QueueRow",
     "ReadModelStore",
     "ReadStore",
+    "RunChunks",
     "RunReads",
     "RunRow",
     "RunStore",
@@ -178,6 +185,7 @@ __all__ = [
     "SharedStore",
     "SnapshotStore",
     "Store",
+    "StreamStore",
     "UnmigratedStore",
     "UsageRow",
     "VersionStore",
@@ -187,7 +195,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 
 
 class RunStore(RunReads, Protocol):
@@ -196,6 +204,7 @@ class RunStore(RunReads, Protocol):
     url: str
     durable: bool
     changes: Changes  # how this process's threads wait for the store to change
+    stream_changes: Changes  # what stream readers wait on: chunks written, and ``changes``
 
     def close(self) -> None:
         """Release connections."""
@@ -321,11 +330,27 @@ class LeaseStore(Protocol):
 class JournalStore(JournalReads, Protocol):
     """A run's journal: what its holder appends (and reads, ``JournalReads``)."""
 
-    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
-        """Append a journal entry; with ``owner``, only while that owner holds the lease."""
+    def append(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str | None,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
+        """Append a journal entry; with ``owner``, only while that owner holds the lease, and
+        with the stream ``chunks`` emitted before it in the same transaction."""
 
-    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
-        """Append several entries in one transaction, fenced by the lease."""
+    def append_many(
+        self,
+        workflow_id: str,
+        entries: list[Entry],
+        *,
+        owner: str,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
+        """Append several entries in one transaction, fenced by the lease (with ``chunks``
+        as ``append``)."""
 
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""
@@ -486,85 +511,6 @@ class ReadStore(FleetReads, Protocol):
         """How many runs that have not ended each queue has of each workflow name."""
 
 
-class ChildStore(Protocol):
-    """Child runs: started by a parent that holds its lease, found by their parent."""
-
-    def start_child(
-        self,
-        parent_id: str,
-        entry: Entry,
-        *,
-        owner: str,
-        workflow_id: str,
-        name: str,
-        queue: str,
-        input: bytes,
-        now: float,
-        started: Entry,
-        deadline: float | None = None,
-        trace_context: str | None = None,
-        detached: bool = False,
-    ) -> str:
-        """Create a pending child run (``detached``: one its parent's cancel and retry
-        pass by) and journal ``entry`` in the held parent, in one transaction: ``"started"``,
-        ``"exists"`` (this parent's child of that workflow), ``"taken"`` (another workflow's
-        or parent's id; nothing written), ``"lost"`` or ``"cancelling"`` (the parent's cancel
-        was requested; nothing written)."""
-
-    def child_runs(self, parent_id: str, *, attached: bool = False) -> list[RunRow]:
-        """The children of a run, oldest first (``attached``: not the detached ones)."""
-
-
-class MessageStore(Protocol):
-    """Events one run sends another."""
-
-    def send_event(
-        self,
-        sender_id: str,
-        entry: Entry,
-        *,
-        owner: str,
-        workflow_id: str,
-        name: str,
-        payload: bytes | None,
-        dedup_key: str,
-        now: float,
-        delivery: Entry,
-        outcome: Callable[[str, str], Entry],
-    ) -> str:
-        """Deliver an event to run ``workflow_id`` and journal ``outcome(verdict, message)``
-        in the held sender, in one transaction: ``"delivered"``, ``"duplicate"``,
-        ``"missing"``, ``"ended"`` or ``"lost"`` (nothing written)."""
-
-
-class SharedStore(Protocol):
-    """The shared context: versioned keys any run or client reads and writes."""
-
-    def read_shared(self, key: str) -> SharedRow | None:
-        """The latest write of ``key``; ``None`` when it was never written."""
-
-    def shared_history(self, key: str) -> list[SharedRow]:
-        """Every write of ``key``, oldest first."""
-
-    def write_shared(
-        self,
-        key: str,
-        value: bytes,
-        *,
-        if_version: int | None,
-        by: str,
-        now: float,
-        workflow_id: str | None = None,
-        owner: str | None = None,
-        entry: Entry | None = None,
-        encode_result: Callable[[int | None], bytes] | None = None,
-    ) -> SharedSet:
-        """Write ``key`` as its next version, only if its version is still ``if_version``
-        (when given); done once even when retried after a lost acknowledgement. With
-        ``entry``, journal it for run ``workflow_id`` in the same transaction, fenced by
-        ``owner``'s lease, its output ``encode_result(version written or None)``."""
-
-
 class Store(
     RunStore,
     LeaseStore,
@@ -579,13 +525,14 @@ class Store(
     ScheduleStore,
     SnapshotStore,
     VersionStore,
+    StreamStore,
     PruneStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""
 
 
-class CursorStore(JournalStore, LeaseStore, Protocol):
+class CursorStore(JournalStore, LeaseStore, StreamStore, Protocol):
     """What an invocation's replay cursor needs: its run's journal and its lease."""
 
 

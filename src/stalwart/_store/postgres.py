@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
-from .base import READ_ONLY_DECLARATIONS, Entry
+from .base import READ_ONLY_DECLARATIONS, Entry, NewChunk
 from .changes import Changes
 from .pg_ahead import NotAhead, Refused, send_ahead
 from .pg_outages import Outages, connection_lost, first_line
@@ -127,6 +127,7 @@ class _Listener:
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
         self.changes = store.changes
+        self.streams = store.stream_changes
         self.backend_pid: int | None = None  # the server process of its connection, once up
         self.closed = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="stalwart-listen", daemon=True)
@@ -145,18 +146,26 @@ class _Listener:
                     schema = conn.execute("SELECT current_schema()").fetchone()
                     mine = schema[0] if schema else None
                     self.backend_pid = conn.info.backend_pid
-                    self.changes.live = True
-                    self.changes.push()  # (re)connected: anything may have happened meanwhile
+                    self._all(live=True)  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
+                    stream = f"{mine}/stream"
                     while not self.closed.is_set():
                         for note in conn.notifies(timeout=0.25):
                             if note.payload == mine:
-                                self.changes.push()
+                                self._all(live=True)
+                            elif note.payload == stream:  # chunks: only stream readers wake
+                                self.streams.push()
             except psycopg.Error:
-                self.changes.live = False
-                self.changes.push()  # waiters poll until the listener is back
+                self._all(live=False)  # waiters poll until the listener is back
                 self.closed.wait(random.uniform(delay / 2, delay))
                 delay = min(delay * 2, RECONNECT_MAX_DELAY_S)
+
+    def _all(self, *, live: bool) -> None:
+        """Wake every waiter: runs' and streams' (a stream reader waits for its run's end
+        too)."""
+        for changes in (self.changes, self.streams):
+            changes.live = live
+            changes.push()
 
     def close(self) -> None:
         self.closed.set()
@@ -182,7 +191,25 @@ class _ServerBinding(SQLStore):
             cur.executemany(query, rows)  # pipelined: one round trip for the lot
 
 
-class PostgresStore(Outages, _ServerBinding):
+class _ChunkArrays:
+    """PostgreSQL writes a run's stream chunks in one statement of arrays, not one each."""
+
+    _q: dict[str, str]
+
+    def _insert_chunks(self, conn: Any, workflow_id: str, chunks: Sequence[NewChunk]) -> None:
+        params = {
+            "workflow_id": workflow_id,
+            "streams": [chunk.stream for chunk in chunks],
+            "seqs": [chunk.seq for chunk in chunks],
+            "attempts": [chunk.attempt for chunk in chunks],
+            "origins": [chunk.origin for chunk in chunks],
+            "datas": [chunk.data for chunk in chunks],
+            "ats": [chunk.at for chunk in chunks],
+        }
+        conn.execute(self._q["append_chunks"], params)
+
+
+class PostgresStore(Outages, _ChunkArrays, _ServerBinding):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:
@@ -209,7 +236,9 @@ class PostgresStore(Outages, _ServerBinding):
         }
         self._init_outages()
         self._listener: _Listener | None = None
+        self._listen_lock = threading.Lock()
         self.changes = Changes(start=self._listen)
+        self.stream_changes = Changes(start=self._listen)  # pushed by chunks, and by changes
         self._check_reachable(psycopg)
         self._pool_kwargs: dict[str, Any] = {
             "autocommit": True,
@@ -442,8 +471,9 @@ class PostgresStore(Outages, _ServerBinding):
         conn.execute(self._q["lock_queue"], {"queue": queue})
 
     def _listen(self) -> None:
-        if self._listener is None:
-            self._listener = _Listener(self)
+        with self._listen_lock:  # started by the first waiter on either change counter
+            if self._listener is None:
+                self._listener = _Listener(self)
 
     def data_version(self) -> int:
         """A number that changes when a run becomes claimable, or one ends or suspends,

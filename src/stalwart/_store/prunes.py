@@ -3,8 +3,8 @@ collecting the content-addressed rows no run uses any more.
 
 ``prune_runs`` deletes a batch of runs and, in the same transaction, every row kept for them
 (journal, events, approvals, usage totals and calls, snapshots with their entries and use
-rows): a prune interrupted anywhere leaves each run whole or gone, and running it again
-finishes the job. The precondition (ended, last changed before the cutoff, no child still
+rows, stream chunks): a prune interrupted anywhere leaves each run whole or gone, and running
+it again finishes the job. The precondition (ended, last changed before the cutoff, no child still
 under way) is read again in the ``WHERE`` clause of the delete. Content-addressed rows are not
 deleted with a run, since other runs may share them: ``collect_payloads`` and
 ``collect_chunks`` delete what nothing references, safely beside live writers (``garbage``).

@@ -97,6 +97,7 @@ class SQLiteStore(SQLStore):
         self._path = path
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self.changes = Changes(self.data_version)
+        self.stream_changes = self.changes  # one file, one change counter
         self._migrate()
         self._open_pipeline()
 

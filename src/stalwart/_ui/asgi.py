@@ -14,6 +14,7 @@ from .. import __version__
 from .api import ServerState, router
 from .errors import install_error_handlers, strip_422
 from .guard import Guard
+from .stream_route import stream_router
 
 __all__ = ["CONSOLE", "create_app"]
 
@@ -44,6 +45,8 @@ def create_app(
     )
     api.state.stalwart = ServerState(app=app, token=token, reads_need_token=reads_need_token)
     install_error_handlers(api)
+    # before the run's own route, whose id may hold slashes (it would take ".../stream")
+    api.include_router(stream_router, prefix="/api/v1")
     api.include_router(router, prefix="/api/v1")
     api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])
     api.mount("/console", _Console(directory=CONSOLE, check_dir=False), name="console")

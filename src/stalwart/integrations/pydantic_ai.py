@@ -13,8 +13,9 @@ pydantic-ai run.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Generic, Literal, TypeVar, cast
@@ -50,7 +51,14 @@ from pydantic_ai.durable_exec import (
     conversation_id_from_run_id,
 )
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.messages import ToolCallPart
+from pydantic_ai.messages import (
+    AgentStreamEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolCallPart,
+)
 from pydantic_ai.models import Model
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.tools import AgentDepsT, RunContext
@@ -183,6 +191,54 @@ class StalwartOperationNamer(JournalOperationNamer):
             name = f"{name}:{label}"
         base = super().invocation_name(operation_id, label=label if label is not None else "")
         return dataclasses.replace(base, operation_name=name)
+
+
+# -- the model's text, to the run's stream ------------------------------------------------------
+
+
+def _emit(text: str) -> None:
+    """``text`` to the run's stream "default" (nothing outside a run: an ordinary agent run)."""
+    if text:
+        with contextlib.suppress(stalwart.InvalidOperation):
+            stalwart.emit(text)
+
+
+def _emit_event(event: object) -> None:
+    """A streamed model response's text: what a text part starts with, then each delta."""
+    if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+        _emit(event.part.content)
+    elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+        _emit(event.delta.content_delta)
+
+
+def _emit_response(response: object) -> None:
+    """A whole (not streamed) model response's text parts, one chunk each (the response as
+    the operation hands it to its step: its JSON form)."""
+    parts = response.get("parts") if isinstance(response, dict) else None
+    for part in parts if isinstance(parts, list) else ():
+        if isinstance(part, dict) and part.get("part_kind") == "text":
+            content = part.get("content")
+            if isinstance(content, str):
+                _emit(content)
+
+
+def _emitting(handler: EventStreamHandler[AgentDepsT] | None) -> EventStreamHandler[AgentDepsT]:
+    """An event handler that emits the model's text as it streams, then hands the events on to
+    ``handler`` (if any): it consumes the live stream inside the model request's step."""
+
+    async def handle(ctx: RunContext[AgentDepsT], events: AsyncIterable[AgentStreamEvent]) -> None:
+        async def emitted() -> AsyncIterator[AgentStreamEvent]:
+            async for event in events:
+                _emit_event(event)
+                yield event
+
+        if handler is None:
+            async for _event in emitted():
+                pass
+        else:
+            await handler(ctx, emitted())
+
+    return handle
 
 
 # -- step options -----------------------------------------------------------------------------
@@ -331,6 +387,14 @@ class _StalwartBackend(CallableOperationBackend[_StepPolicy]):
         cache_key: tuple[object, ...],
         config: _StepPolicy,
     ) -> object:
+        if isinstance(operation_id, ModelRequestId) and not operation_id.streaming:
+            request = body
+
+            async def body() -> object:  # its text goes to the run's stream, inside the step
+                response = await request()
+                _emit_response(response)
+                return response
+
         recorded = await config.run(name, body)
         return _tool_payload(recorded) if isinstance(operation_id, ToolsetCallToolId) else recorded
 
@@ -345,17 +409,18 @@ class StalwartDurability(BaseDurabilityCapability[AgentDepsT]):
     ``@app.workflow``.
 
     Every model request (streamed ones too: the stream is consumed inside the step, where
-    ``event_stream_handler`` sees its events live), every tool call of a function, MCP or
-    dynamic toolset, each toolset's discovery and each event-handler call is a journaled step,
-    so a crash resumes the agent loop without repeating what completed. Model steps retry with
-    ``model_retry`` (default ``Retry.llm()``, which honours ``Retry-After``; turn the provider
-    client's own retries off), tool steps with ``tool_retry`` (default ``Retry()``); a tool's
-    metadata ``{"stalwart": {...}}`` sets its own ``retry``, ``timeout``, ``irreversible`` and
-    ``verify`` (called with the tool's arguments; it returns the tool's result if the effect
-    already happened, else ``None``). A tool that needs approval waits on
-    ``stalwart.request_approval_async`` (denied when ``approval_timeout`` passes). The agent's
-    ``name`` (or ``name=`` here) and each toolset's ``id`` are part of every step name: keep them
-    stable once runs are in flight.
+    ``event_stream_handler`` sees its events live, and the model's text deltas are emitted to
+    the run's stream ``"default"`` as they come; a request not streamed emits its text whole),
+    every tool call of a function, MCP or dynamic toolset, each toolset's discovery and each
+    event-handler call is a journaled step, so a crash resumes the agent loop without repeating
+    what completed. Model steps retry with ``model_retry`` (default ``Retry.llm()``, which
+    honours ``Retry-After``; turn the provider client's own retries off), tool steps with
+    ``tool_retry`` (default ``Retry()``); a tool's metadata ``{"stalwart": {...}}`` sets its own
+    ``retry``, ``timeout``, ``irreversible`` and ``verify`` (called with the tool's arguments;
+    it returns the tool's result if the effect already happened, else ``None``). A tool that
+    needs approval waits on ``stalwart.request_approval_async`` (denied when
+    ``approval_timeout`` passes). The agent's ``name`` (or ``name=`` here) and each toolset's
+    ``id`` are part of every step name: keep them stable once runs are in flight.
     """
 
     engine_spec: ClassVar[DurabilityEngineSpec] = DurabilityEngineSpec(
@@ -419,6 +484,11 @@ class StalwartDurability(BaseDurabilityCapability[AgentDepsT]):
     def in_durable_context(self) -> bool:
         """Inside a stalwart workflow, and not inside one of its steps."""
         return _in_workflow_code()
+
+    def _model_stream_event_handler(self) -> EventStreamHandler[AgentDepsT] | None:
+        # pydantic-ai's hook for what consumes a live model stream inside its step (Temporal's
+        # capability overrides it too): the text deltas go to the run's stream as they come
+        return _emitting(super()._model_stream_event_handler())
 
     def get_durable_operation_backend(self) -> _StalwartBackend:
         """The backend that runs this agent's operations as steps."""

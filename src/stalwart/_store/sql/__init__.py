@@ -4,7 +4,7 @@ in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
-``spend``, ``snapshots``, ``versions``, ``prune``) over the plumbing in ``_base``.
+``spend``, ``snapshots``, ``versions``, ``streams``, ``prune``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -26,6 +26,7 @@ from .schedules import ScheduleVerbs
 from .shared import SharedVerbs
 from .snapshots import SnapshotVerbs
 from .spend import SpendVerbs
+from .streams import StreamVerbs
 from .versions import VersionVerbs
 from .waits import WaitVerbs
 
@@ -47,6 +48,7 @@ class SQLStore(
     SpendVerbs,
     SnapshotVerbs,
     VersionVerbs,
+    StreamVerbs,
     PruneVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._errors import CorruptRecord
-from ..base import CompensationRow, Entry, IndexRow, JournalRow
+from ..base import CompensationRow, Entry, IndexRow, JournalRow, NewChunk
 from ._base import _built, _Fenced, _inline, _typed
-from .pipeline import Pipelined, Write
+from .pipeline import Write
+from .streams import StreamVerbs
 
 __all__ = ["JournalVerbs"]
 
@@ -18,15 +19,25 @@ def _nothing(_decided: object) -> bool:
     return False
 
 
-class JournalVerbs(Pipelined):
+class JournalVerbs(StreamVerbs):
     """The ``JournalStore`` verbs over SQL."""
 
-    def append(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
+    def append(
+        self,
+        workflow_id: str,
+        entry: Entry,
+        *,
+        owner: str | None,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
         """Append a journal entry, fenced by the lease when ``owner`` is given; recorded once
         even when retried after a lost acknowledgement. A fenced append (a step's outcome)
-        goes through the pipeline: it may share its transaction with other runs' writes."""
+        goes through the pipeline: it may share its transaction with other runs' writes; the
+        stream ``chunks`` emitted before it are written in that transaction, first."""
         if owner is None:
             return self._append_alone(workflow_id, entry, owner=None)
+        if chunks:
+            return self.append_many(workflow_id, [entry], owner=owner, chunks=chunks)
 
         def work(conn: Any) -> bool:
             params = self._entry_params(conn, workflow_id, entry, owner)
@@ -54,21 +65,37 @@ class JournalVerbs(Pipelined):
         # one inline statement is its own transaction
         return self._once(workflow_id, entry, work, transaction=not _inline(entry))
 
-    def append_many(self, workflow_id: str, entries: list[Entry], *, owner: str) -> bool:
-        """Append several entries in one transaction, fenced by the lease."""
+    def append_many(
+        self,
+        workflow_id: str,
+        entries: list[Entry],
+        *,
+        owner: str,
+        chunks: Sequence[NewChunk] = (),
+    ) -> bool:
+        """Append several entries in one transaction, fenced by the lease, after the stream
+        ``chunks`` emitted before them; with chunks, through the pipeline."""
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
+            # the fence first: a lost lease writes nothing (in a shared batch, nothing to undo)
+            if chunks and not self._put_chunks(conn, workflow_id, owner, chunks):
+                return False
             for entry in entries:
                 params = self._entry_params(conn, workflow_id, entry, owner)
                 if conn.execute(self._q["append_entry_if_owner"], params).rowcount != 1:
-                    raise _Fenced()
+                    raise _Fenced()  # the lock holds the lease still: not reached in a batch
             return True
 
-        try:
-            return self._once(workflow_id, entries[-1] if entries else None, work)
-        except _Fenced:
-            return False
+        def alone() -> bool:
+            try:
+                return self._once(workflow_id, entries[-1] if entries else None, work)
+            except _Fenced:
+                return False
+
+        if not chunks:
+            return alone()
+        return bool(self._batched(Write(workflow_id, work, alone)))
 
     def mark_retry(self, workflow_id: str, *, owner: str, marker: str) -> bool:
         """Note on a held run that a step's retry began (``seq:attempt``)."""

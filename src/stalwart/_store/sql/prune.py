@@ -24,6 +24,7 @@ _DEPENDENTS = (
     "delete_snapshot_uses",
     "delete_snapshot_files",
     "delete_snapshots",
+    "delete_stream_chunks",
 )
 
 

@@ -686,6 +686,21 @@ WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = :workflow_id)
 -- name: drop_snapshots
 DELETE FROM snapshots WHERE workflow_id = :workflow_id;
 
+-- name: chunk_fence
+-- Whether the caller still holds the run's lease (its chunks are written only then).
+SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owner = :owner;
+
+-- dialect: append_chunk
+-- One chunk at the stream's next offset; a chunk whose origin is there already (a batch
+-- retried, workflow code replayed) writes nothing. Writers of one run are serialized (SQLite:
+-- one writer; PostgreSQL: the run's row lock, taken first), so the next offset is free.
+-- PostgreSQL needs the types of the values a SELECT list inserts spelled out.
+
+-- name: read_chunks
+SELECT "offset", stream, seq, attempt, data, at FROM stream_chunks
+WHERE workflow_id = :workflow_id AND stream = :stream AND "offset" > :after
+ORDER BY "offset" LIMIT :limit;
+
 -- dialect: prunable_runs
 -- Ended runs last changed before :before, oldest first, :status and :name optional, none of
 -- the workflows named in :exclude (they keep runs for a retention of their own), none with a
@@ -709,6 +724,7 @@ DELETE FROM snapshots WHERE workflow_id = :workflow_id;
 -- dialect: delete_snapshot_uses
 -- dialect: delete_snapshot_files
 -- dialect: delete_snapshots
+-- dialect: delete_stream_chunks
 
 -- dialect: payload_graph
 -- Every payloads row for the collector's mark: its digest, when it was last touched, and its

@@ -104,6 +104,13 @@ function query(params) {
   return text ? `?${text}` : "";
 }
 
+/** The address and headers of a read the page makes itself (a stream, read as it arrives). */
+export function reading(path, extra = {}) {
+  const headers = { ...extra };
+  if (token()) headers.Authorization = `Bearer ${token()}`;
+  return { url: BASE + path, init: { headers, cache: "no-store", credentials: "omit" } };
+}
+
 async function send(method, path, body) {
   const headers = { Accept: "application/json" };
   if (token()) headers.Authorization = `Bearer ${token()}`;

@@ -25,7 +25,6 @@ from agents.run import DEFAULT_MAX_TURNS
 import stalwart
 
 from ._agents import AgentCopier, tool_step_name
-from ._model import STREAMING_REFUSED, StreamingRefused
 from ._session import JournaledSession, StalwartSession, in_workflow_code
 
 __all__ = ["DurableRunner"]
@@ -74,8 +73,8 @@ class DurableRunner:
     read and written in steps (``StalwartSession`` keeps it in the app's store).
 
     Outside a workflow it runs the agent as ``Runner.run`` does, steps being plain calls, and
-    returns a result with ``interruptions`` rather than wait for approvals. Streaming is refused
-    (``run_streamed``)."""
+    returns a result with ``interruptions`` rather than wait for approvals. ``run_streamed``
+    streams each model call inside its step, its text deltas emitted to the run's stream."""
 
     @classmethod
     async def run(
@@ -162,10 +161,46 @@ class DurableRunner:
         cls,
         starting_agent: Agent[Any],
         input: str | list[TResponseInputItem],
-        **kwargs: Any,
+        *,
+        context: Any = None,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
+        hooks: RunHooks[Any] | None = None,
+        run_config: RunConfig | dict[str, Any] | None = None,
+        previous_response_id: str | None = None,
+        auto_previous_response_id: bool = False,
+        conversation_id: str | None = None,
+        session: Session | None = None,
+        model_retry: stalwart.Retry | None = None,
+        model_timeout: float | None = None,
     ) -> RunResultStreaming:
-        """Refused: a stream cannot be replayed after a crash (use :meth:`run`)."""
-        raise StreamingRefused(STREAMING_REFUSED)
+        """Run ``starting_agent`` as ``Runner.run_streamed`` does, durably: each model call
+        streams inside its step, emitting the model's text deltas to the run's stream
+        ``"default"`` as ``str`` chunks as they come (read them with ``app.stream``), and
+        ``stream_events()`` gives each call's response once it completed (a replay gives the
+        recorded one). Tool calls are steps as in :meth:`run`; a tool needing approval ends
+        the run with ``interruptions``, as the SDK's streamed run does."""
+        if isinstance(input, RunState):
+            raise stalwart.UsageError(
+                "DurableRunner.run_streamed takes the run's input (a str or a list of input "
+                "items), not a RunState"
+            )
+        config, _owns_provider = _config_of(run_config)
+        copier = AgentCopier(config, model_retry or stalwart.Retry.llm(), model_timeout)
+        agent = copier.agent(starting_agent)
+        if session is not None and not isinstance(session, StalwartSession):
+            session = JournaledSession(session)
+        return Runner.run_streamed(
+            agent,
+            input,
+            context=context,
+            max_turns=max_turns,
+            hooks=hooks,
+            run_config=dataclasses.replace(config, model=None),
+            previous_response_id=previous_response_id,
+            auto_previous_response_id=auto_previous_response_id,
+            conversation_id=conversation_id,
+            session=session,
+        )
 
 
 async def _decide(state: RunState[Any], item: ToolApprovalItem, timeout: float | None) -> None:

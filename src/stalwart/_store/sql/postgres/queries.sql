@@ -171,6 +171,39 @@ ORDER BY next_due, name;
 -- Locked against a collector's delete until this transaction, which records its use, ends.
 SELECT 1 FROM snapshot_chunks WHERE digest = :digest FOR KEY SHARE;
 
+-- name: append_chunk
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, :stream, COALESCE(MAX(c."offset"), -1) + 1, CAST(:seq AS BIGINT),
+       CAST(:attempt AS INTEGER), CAST(:origin AS TEXT), CAST(:data AS BYTEA),
+       CAST(:at AS DOUBLE PRECISION)
+FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
+ON CONFLICT (workflow_id, origin) DO NOTHING;
+
+-- own: append_chunks
+-- A run's chunks in one statement (append_chunk, one row each, costs a round of the pipeline
+-- per row): those whose origin is not there yet, numbered per stream in the order given after
+-- the stream's last offset (the run's row is locked, so no other writer takes offsets now).
+WITH given AS (
+    SELECT g.stream, g.seq, g.attempt, g.origin, g.data, g.at, g.n
+    FROM unnest(CAST(:streams AS TEXT[]), CAST(:seqs AS BIGINT[]), CAST(:attempts AS INTEGER[]),
+                CAST(:origins AS TEXT[]), CAST(:datas AS BYTEA[]),
+                CAST(:ats AS DOUBLE PRECISION[]))
+         WITH ORDINALITY AS g(stream, seq, attempt, origin, data, at, n)
+    WHERE NOT EXISTS (
+        SELECT 1 FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.origin = g.origin)
+), numbered AS (
+    SELECT given.*, row_number() OVER (PARTITION BY given.stream ORDER BY given.n) AS k
+    FROM given
+)
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, numbered.stream,
+       COALESCE((SELECT MAX(c."offset") FROM stream_chunks c
+                 WHERE c.workflow_id = :workflow_id AND c.stream = numbered.stream), -1)
+       + numbered.k,
+       numbered.seq, numbered.attempt, numbered.origin, numbered.data, numbered.at
+FROM numbered ORDER BY numbered.n
+ON CONFLICT (workflow_id, origin) DO NOTHING;
+
 -- name: prunable_runs
 SELECT r.workflow_id FROM runs r
 WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :before
@@ -225,6 +258,9 @@ WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = ANY(:ids));
 
 -- name: delete_snapshots
 DELETE FROM snapshots WHERE workflow_id = ANY(:ids);
+
+-- name: delete_stream_chunks
+DELETE FROM stream_chunks WHERE workflow_id = ANY(:ids);
 
 -- name: payload_graph
 SELECT digest, touched_at,

@@ -96,6 +96,13 @@ ORDER BY next_due, name;
 -- Writers are serial (BEGIN IMMEDIATE): no delete can come between this and the commit.
 SELECT 1 FROM snapshot_chunks WHERE digest = :digest;
 
+-- name: append_chunk
+INSERT INTO stream_chunks (workflow_id, stream, "offset", seq, attempt, origin, data, at)
+SELECT :workflow_id, :stream, COALESCE(MAX(c."offset"), -1) + 1, :seq, :attempt, :origin,
+       :data, :at
+FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
+ON CONFLICT (workflow_id, origin) DO NOTHING;
+
 -- name: prunable_runs
 SELECT r.workflow_id FROM runs r
 WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :before
@@ -150,6 +157,9 @@ WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id IN (SELECT valu
 
 -- name: delete_snapshots
 DELETE FROM snapshots WHERE workflow_id IN (SELECT value FROM json_each(:ids));
+
+-- name: delete_stream_chunks
+DELETE FROM stream_chunks WHERE workflow_id IN (SELECT value FROM json_each(:ids));
 
 -- name: payload_graph
 SELECT digest, touched_at,

@@ -18,6 +18,7 @@ import { TERMINAL, badge, between, duration, errorType, fullTime, timeEl, usageT
 import { runActions } from "./actions.js";
 import { needs, why } from "./attention.js";
 import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
+import streamPanel from "./stream.js";
 import { timeline } from "./timeline.js";
 
 const FULL_EVERY = 10; // polls between reads of the whole journal (every 20 s when live)
@@ -70,6 +71,7 @@ export default function run(ctx, id) {
   const outcome = h("div");
   const now = h("div");
   const line = timeline();
+  const stream = streamPanel(id); // what the run emits, live
   const actions = runActions(ctx, id);
   const count = h("span", { class: "muted" });
   const moreButton = h("button", { type: "button", class: "quiet", text: "Load more entries" });
@@ -85,6 +87,7 @@ export default function run(ctx, id) {
   show(actions.el, false); // until the run is read: nothing to act on yet
   const grid = h("div", { class: "run-grid" },
     h("div", { class: "run-main" }, head, outcome, now,
+      stream.el,
       h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
       line.el, moreBox),
     actions.el);
@@ -243,6 +246,7 @@ export default function run(ctx, id) {
     }
     show(missing, false);
     show(grid, true);
+    stream.start(); // once the run is known to exist
     polls += 1;
     ({ entries, more, total } = journal);
     status = detail.data.status;
