@@ -109,7 +109,7 @@ def measure(kind: str, url: str, args: argparse.Namespace) -> None:
     )
     try:
         with stalwart.Stalwart(url) as app:
-            runtime = testing.runtime_of(app)
+            runtime = app._runtime
             store = runtime.store
             where = PruneFilter(before=time.time() - 60)
             prunable = store.count_prunable(where)

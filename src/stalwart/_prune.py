@@ -25,8 +25,11 @@ __all__ = ["Pruning", "Sweeper", "prune_runs", "retention_of"]
 
 log = logging.getLogger("stalwart")
 
-_BATCH = 500
-_SQLITE_BATCH = 100
+_BATCH = 500  # runs a transaction at most
+# How long one batch may hold the store: on SQLite its one writer lock, which every claim
+# needs, so a batch is sized to hold it about this long (a PostgreSQL batch locks only its
+# own runs' rows: no claim waits for it).
+_SQLITE_HOLD = 0.008
 SWEEP_SECONDS = 60.0  # each worker sweeps at least this often
 COLLECT_SECONDS = 3600.0  # and collects garbage at least this often, sooner after a prune
 
@@ -44,8 +47,16 @@ def _cutoff(older_than: Any, now: float) -> float:
     return now - _inputs.seconds(older_than, "older_than", "app.prune")
 
 
-def _batch(runtime: Runtime) -> int:
-    return _SQLITE_BATCH if runtime.url.startswith(("sqlite", "memory")) else _BATCH
+def _hold(runtime: Runtime) -> float | None:
+    return _SQLITE_HOLD if runtime.url.startswith(("sqlite", "memory")) else None
+
+
+def _next_size(size: int, held: float, hold: float | None) -> int:
+    """The next batch's size: the one that would have held the store ``hold`` seconds."""
+    if hold is None:
+        return _BATCH
+    wanted = size * hold / max(held, 1e-4)
+    return max(1, min(_BATCH, int(min(wanted, size * 2))))
 
 
 def prune_runs(
@@ -56,8 +67,10 @@ def prune_runs(
     counted: Callable[[int], None] | None = None,
 ) -> int:
     """Delete every run ``where`` selects, a batch a transaction, pausing between batches as
-    long as each held the store; how many it deleted."""
-    store, size, deleted = runtime.store, _batch(runtime), 0
+    long as each held the store (on SQLite, batches sized to hold it a few milliseconds); how
+    many it deleted."""
+    store, hold, deleted = runtime.store, _hold(runtime), 0
+    size = 10 if hold is not None else _BATCH
     while stopping is None or not stopping.is_set():
         ids = store.prunable_runs(where, limit=size)
         if not ids:
@@ -70,7 +83,10 @@ def prune_runs(
             counted(len(gone))
         if not gone:
             break  # every one was redriven or given a child since it was found
+        size = _next_size(size, held, hold)
         time.sleep(held)
+    if deleted:
+        store.release_space()
     return deleted
 
 
@@ -79,6 +95,8 @@ def collect(runtime: Runtime) -> tuple[int, int]:
     now = runtime.clock.time()
     payloads = runtime.store.collect_payloads(now=now)
     chunks = runtime.store.collect_chunks(now=now)
+    if payloads or chunks:
+        runtime.store.release_space()
     if payloads or chunks:
         log.info("prune: collected %d payload rows and %d snapshot chunks", payloads, chunks)
     return payloads, chunks

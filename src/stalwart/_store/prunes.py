@@ -48,11 +48,18 @@ class PruneStore(Protocol):
         them, in one transaction; the ids deleted."""
 
     def collect_payloads(
-        self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500
+        self, *, now: float, grace: float = GRACE_SECONDS, batch: int | None = None
     ) -> int:
         """Delete payload rows no column references and no writer touched within ``grace``
-        seconds, at most ``batch`` a transaction; how many."""
+        seconds, at most ``batch`` a transaction (the backend's own when ``None``); how
+        many."""
 
-    def collect_chunks(self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500) -> int:
+    def release_space(self) -> None:
+        """Give the space that deletes freed back to the file system where the backend can
+        (SQLite created with incremental vacuum), in short steps."""
+
+    def collect_chunks(
+        self, *, now: float, grace: float = GRACE_SECONDS, batch: int | None = None
+    ) -> int:
         """Delete snapshot chunks no snapshot uses, stored more than ``grace`` seconds ago, at
         most ``batch`` a transaction; how many."""

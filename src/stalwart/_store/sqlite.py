@@ -35,7 +35,7 @@ _PAYLOAD_BATCH = 500  # digests a read of stored pieces binds (SQLite allows 32,
 BUSY_GIVE_UP_S = 300.0
 
 _Q = load_queries("sqlite")
-_VACUUM_PAGES = 2048  # what one step of incremental vacuum frees at most (8 MiB of 4 KiB pages)
+_VACUUM_PAGES = 64  # what one step of incremental vacuum frees at most: a step moves pages
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -61,6 +61,8 @@ def _folder_of(url: str, path: Path) -> None:
 
 class SQLiteStore(SQLStore):
     """A store in one SQLite database file, or in memory for ``memory://``."""
+
+    _collect_batch = 50  # one writer for every claim: short collector transactions
 
     def __init__(self, url: str, path: str | None, *, durability: str) -> None:
         self.url = url
@@ -211,15 +213,18 @@ class SQLiteStore(SQLStore):
         finally:
             conn.close()
 
-    def _reclaim(self) -> None:
+    def _reclaim(self) -> bool:
         """Give up to ``_VACUUM_PAGES`` free pages back to the file system, where the store
-        was created with incremental vacuum (elsewhere SQLite reuses them for new rows)."""
+        was created with incremental vacuum (elsewhere SQLite reuses them for new rows);
+        whether free pages are left."""
 
-        def vacuum(conn: sqlite3.Connection) -> None:
-            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2:
-                conn.execute(f"PRAGMA incremental_vacuum({_VACUUM_PAGES})").fetchall()
+        def vacuum(conn: sqlite3.Connection) -> bool:
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                return False
+            conn.execute(f"PRAGMA incremental_vacuum({_VACUUM_PAGES})").fetchall()
+            return bool(conn.execute("PRAGMA freelist_count").fetchone()[0] > 0)
 
-        self._write(vacuum)
+        return self._write(vacuum)
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # Rows are fetched under the lock: a cursor steps its statement on every fetch, and a

@@ -4,6 +4,7 @@ no run uses any more collected in short transactions of their own."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,8 @@ _DEPENDENTS = (
 class PruneVerbs(SQLBase):
     """The ``PruneStore`` verbs over SQL."""
 
+    _collect_batch = 500  # rows the collector deletes a transaction
+
     # -- what a backend may refine ----------------------------------------------------
 
     def _reading(self, work: Callable[[Any], Any]) -> Any:
@@ -38,8 +41,19 @@ class PruneVerbs(SQLBase):
         (SQLite: a connection of its own)."""
         return self._run(work)
 
-    def _reclaim(self) -> None:
-        """Give the space freed by deletes back (SQLite: an incremental vacuum step)."""
+    def _reclaim(self) -> bool:
+        """One step of giving the space freed by deletes back (SQLite: an incremental vacuum
+        step); whether there may be more to give."""
+        return False
+
+    def release_space(self) -> None:
+        """Give the space deletes freed back, a short transaction a step, pausing between."""
+        while True:
+            began = time.monotonic()
+            more = self._reclaim()
+            if not more:
+                return
+            time.sleep(time.monotonic() - began)
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -75,8 +89,6 @@ class PruneVerbs(SQLBase):
             return deleted
 
         deleted: list[str] = self._write(work)
-        if deleted:
-            self._reclaim()
         return deleted
 
     # -- garbage --------------------------------------------------------------------------
@@ -99,10 +111,11 @@ class PruneVerbs(SQLBase):
         return marked
 
     def collect_payloads(
-        self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500
+        self, *, now: float, grace: float = GRACE_SECONDS, batch: int | None = None
     ) -> int:
         """Delete the payload rows no run uses, in transactions of at most ``batch`` rows;
         how many it deleted."""
+        batch = batch or self._collect_batch
         cutoff = now - grace
         order, children = self._mark(cutoff)
         graph_kept: set[bytes] = set()
@@ -126,16 +139,19 @@ class PruneVerbs(SQLBase):
                     conn.execute(self._q["delete_payload"], {"digest": digest})
                 return gone, revived
 
+            began = time.monotonic()
             gone, revived = self._write(work)
+            time.sleep(time.monotonic() - began)  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
-        if deleted:
-            self._reclaim()
         return deleted
 
-    def collect_chunks(self, *, now: float, grace: float = GRACE_SECONDS, batch: int = 500) -> int:
+    def collect_chunks(
+        self, *, now: float, grace: float = GRACE_SECONDS, batch: int | None = None
+    ) -> int:
         """Delete snapshot chunks no snapshot uses, stored before the grace window, in
         transactions of at most ``batch``; how many it deleted."""
+        batch = batch or self._collect_batch
         params = {"before": now - grace, "limit": batch}
         deleted = 0
         while True:
@@ -148,12 +164,12 @@ class PruneVerbs(SQLBase):
                     gone += conn.execute(self._q["delete_unused_chunk"], key).rowcount
                 return len(ids), gone
 
+            began = time.monotonic()
             found, gone = self._write(work)
+            time.sleep(time.monotonic() - began)
             deleted += gone
             if found < batch:
                 break
-        if deleted:
-            self._reclaim()
         return deleted
 
 
