@@ -2,9 +2,10 @@
 by ``app.prune`` and ``stalwart prune``, and by every worker in the background for the app's
 and its workflows' retention; then the content-addressed rows no run uses any more.
 
-Each batch of runs is one store transaction (``PruneStore.prune_runs``), at most
-``_BATCH`` runs (fewer on SQLite, whose one writer would otherwise keep claims waiting), and
-after each the prune pauses as long as the batch held the store, so claims get their turn.
+Each batch of runs is one store transaction (``PruneStore.prune_runs``), at most ``_BATCH``
+runs, sized to hold the store a few milliseconds (SQLite's one writer lock is every claim's
+too), and after each the prune pauses as long as the batch held the store, so claims get their
+turn.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ log = logging.getLogger("stalwart")
 
 _BATCH = 500  # runs a transaction at most
 # How long one batch may hold the store: on SQLite its one writer lock, which every claim
-# needs, so a batch is sized to hold it about this long (a PostgreSQL batch locks only its
-# own runs' rows: no claim waits for it).
+# needs, so a batch is sized to hold it about this long; a PostgreSQL batch locks only its own
+# runs' rows, but a big one's burst of deletes and write-ahead log slows the server's claims.
 _SQLITE_HOLD = 0.008
+_POSTGRES_HOLD = 0.04
 SWEEP_SECONDS = 60.0  # each worker sweeps at least this often
 COLLECT_SECONDS = 3600.0  # and collects garbage at least this often, sooner after a prune
 
@@ -47,14 +49,12 @@ def _cutoff(older_than: Any, now: float) -> float:
     return now - _inputs.seconds(older_than, "older_than", "app.prune")
 
 
-def _hold(runtime: Runtime) -> float | None:
-    return _SQLITE_HOLD if runtime.url.startswith(("sqlite", "memory")) else None
+def _hold(runtime: Runtime) -> float:
+    return _SQLITE_HOLD if runtime.url.startswith(("sqlite", "memory")) else _POSTGRES_HOLD
 
 
-def _next_size(size: int, held: float, hold: float | None) -> int:
+def _next_size(size: int, held: float, hold: float) -> int:
     """The next batch's size: the one that would have held the store ``hold`` seconds."""
-    if hold is None:
-        return _BATCH
     wanted = size * hold / max(held, 1e-4)
     return max(1, min(_BATCH, int(min(wanted, size * 2))))
 
@@ -70,7 +70,7 @@ def prune_runs(
     long as each held the store (on SQLite, batches sized to hold it a few milliseconds); how
     many it deleted."""
     store, hold, deleted = runtime.store, _hold(runtime), 0
-    size = 10 if hold is not None else _BATCH
+    size = 10
     while stopping is None or not stopping.is_set():
         ids = store.prunable_runs(where, limit=size)
         if not ids:
