@@ -33,6 +33,9 @@ class PruneVerbs(SQLBase):
     """The ``PruneStore`` verbs over SQL."""
 
     _collect_batch = 500  # rows the collector deletes a transaction
+    # How long the last prune_runs transaction held the store, from its first statement to its
+    # end (not the wait for SQLite's write lock before it): what the next batch is sized by.
+    last_held = 0.0
 
     # -- what a backend may refine ----------------------------------------------------
 
@@ -81,11 +84,13 @@ class PruneVerbs(SQLBase):
         query = self._sql("delete_runs", params)
 
         def work(conn: Any) -> list[str]:
+            began = time.monotonic()
             deleted = [str(row[0]) for row in conn.execute(query, params).fetchall()]
             if deleted:
                 gone = {"ids": self._list(deleted)}
                 for name in _DEPENDENTS:
                     conn.execute(self._q[name], gone)
+            self.last_held = time.monotonic() - began
             return deleted
 
         deleted: list[str] = self._write(work)
