@@ -122,10 +122,11 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'));
 
 -- name: delete_runs
+-- The unary + keeps the planner on the primary key: on status it would read every ended run.
 DELETE FROM runs
 WHERE workflow_id IN (SELECT value FROM json_each(:ids))
-  AND status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
-  AND (:status IS NULL OR status = :status) AND (:name IS NULL OR name = :name)
+  AND +status IN ('completed', 'failed', 'cancelled') AND +updated_at < :before
+  AND (:status IS NULL OR +status = :status) AND (:name IS NULL OR +name = :name)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
 RETURNING workflow_id;
