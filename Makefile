@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption soak clean
+.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption bench-prune soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +73,14 @@ bench-console: $(STAMP)
 # server): throughput against a bare copy, what the second snapshot stores and takes, peak RSS.
 bench-snapshots: $(STAMP)
 	$(BIN)/python bench/snapshots.py
+
+# Prune of the console store (100,000 runs, 1,000,000 journal entries, seeded by
+# bench/console_seed.py, the SQLite file cached in bench/.cache) beside another process claiming
+# a run every 5 ms, on SQLite and on PostgreSQL (STALWART_TEST_POSTGRES_URL, else a local
+# server): runs and entries deleted a second, the collector's time, and the longest claim
+# during the prune against the idle store's (goal: no more than 50 ms longer).
+bench-prune: $(STAMP)
+	$(BIN)/python bench/prune.py
 # Durable streams: emit throughput for one run and for 100 runs at once (with the stream-only
 # transactions a worker spends on them) and emit -> reader latency across processes, each
 # beside a floor measured in the same run; on SQLite, and on PostgreSQL as bench-fleet finds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as _dt
 import logging
 import weakref
 from collections.abc import Callable
@@ -22,7 +23,6 @@ from ._declare import (
 from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
 from ._engine.streams import close_streams
-from ._errors import UsageError
 from ._handle import Handle
 from ._keyring import Keyring
 from ._loop import AppLoop
@@ -32,8 +32,10 @@ from ._model import (
     run_id,
 )
 from ._operator import MISSING, Operator
+from ._prune import Pruning, retention_of
 from ._reads import Reads
 from ._registry import Registry
+from ._rekey import Rekeying
 from ._retry import Retry
 from ._runtime import Runtime
 from ._schedules import Schedules
@@ -62,7 +64,7 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset, first=offset)
 
 
-class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
+class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning, Rekeying):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(
@@ -76,8 +78,10 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         clock: Clock | None = None,
         prices: dict[str, tuple[float, float]] | None = None,
         encryption: Keyring | None = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> None:
         check_app_options(lease_seconds, max_recoveries, prices)
+        kept = retention_of(retention, "Stalwart")
         keyring = encryption if encryption is not None else Keyring.from_env()
         codec = make_codec(serializer, keyring)
         self.url = resolve_url(url)
@@ -96,6 +100,7 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
             loop=AppLoop(install_task_factory),
             prices=dict(prices or {}),
             observers=[Tracing()],
+            retention=kept,
         )
         self._runtime.app = weakref.ref(self)
         self._driver = Driver(self._runtime)
@@ -113,13 +118,6 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         self._runtime.loop.close()
         close_streams(self._runtime.store)
         self._runtime.store.close()
-
-    def rekey(self, batch: int = 500) -> int:
-        """Re-encrypt at most ``batch`` stored payloads held under older keys, or in
-        plaintext, with the keyring's current key; how many it did (0: none is left)."""
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise UsageError(f"batch={batch!r}: pass a positive int")
-        return self._runtime.store.rekey(batch)
 
     def __enter__(self) -> Stalwart:
         return self
@@ -187,6 +185,7 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> Callable[[F], F]: ...
 
     def workflow(
@@ -198,11 +197,20 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks):
         queue: str = "default",
         timeout: float | None = None,
         budget: Budget | None = None,
+        retention: float | _dt.timedelta | None = None,
     ) -> Any:
         """Declare a workflow: durable, replayed from its journal after any interruption;
-        ``budget`` caps what each run may spend."""
+        ``budget`` caps what each run may spend; ended runs are kept for ``retention`` (seconds
+        or a ``timedelta``; ``None``: the app's)."""
+        kept = retention_of(retention, "@app.workflow")
         return declare_workflow(
-            self._runtime, fn, name=name, queue=queue, timeout=timeout, budget=budget
+            self._runtime,
+            fn,
+            name=name,
+            queue=queue,
+            timeout=timeout,
+            budget=budget,
+            retention=kept,
         )
 
     def queue(

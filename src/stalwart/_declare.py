@@ -246,8 +246,10 @@ def declare_workflow(
     queue: str,
     timeout: float | None,
     budget: Budget | None = None,
+    retention: float | None = None,
 ) -> Any:
-    """``@app.workflow``: check the options, register the workflow, return its proxy."""
+    """``@app.workflow``: check the options, register the workflow, return its proxy
+    (``retention`` checked already: seconds, or ``None`` for the app's)."""
     if budget is not None and not isinstance(budget, Budget):
         raise TypeError(f"budget={budget!r}: pass a stalwart.Budget(...)")
     _declared_name(name, "@app.workflow")
@@ -264,6 +266,7 @@ def declare_workflow(
             is_async=inspect.iscoroutinefunction(func),
             timeout=time_limit,
             budget=budget,
+            retention=retention,
         )
         runtime.registry.add_workflow(wf)
         return WorkflowFunction(runtime, wf)

@@ -170,6 +170,11 @@ class Metrics(Observer):
             "What the step attempts of this process cost, in the unit of the app's prices.",
             registry=registry,
         )
+        self.runs_pruned = Counter(
+            "stalwart_runs_pruned",
+            "Ended runs this process deleted past their retention (docs/lifecycle.md).",
+            registry=registry,
+        )
         registry.register(_Fleet(runtime, queues))
         self._server: Any = None
         self._thread: threading.Thread | None = None

@@ -85,6 +85,7 @@ class WorkflowDef:
     is_async: bool
     timeout: float | None = None
     budget: Any = None  # a stalwart.Budget: what a run may spend
+    retention: float | None = None  # seconds its ended runs are kept (None: the app's)
     signature: inspect.Signature = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
 

@@ -47,6 +47,7 @@ class Runtime:
     owner: str = dataclasses.field(default_factory=new_owner)
     queues: dict[str, QueueLimits] = dataclasses.field(default_factory=dict)
     prices: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    retention: float | None = None  # seconds an ended run is kept (None: forever)
     usage_warned: set[str] = dataclasses.field(default_factory=set)  # steps told of no usage
     observers: list[Observer] = dataclasses.field(default_factory=list)  # telemetry
     app: Callable[[], Any] = lambda: None  # a weak reference to the app that owns this runtime

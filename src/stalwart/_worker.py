@@ -27,6 +27,7 @@ from ._engine.observe import fields
 from ._errors import EncryptionKeyMissing, UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._memory import Trimmer
+from ._prune import Sweeper
 from ._shutdown import shut_down
 from ._store.base import WorkerRow
 from ._ticks import Ticker
@@ -228,6 +229,8 @@ class Worker:
             self.runtime.store.reserve_connections(self.concurrency + 4)
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
             self._start_threads(pool)
+            sweeper = Sweeper(self.runtime, self.stopping, self._count_pruned)
+            sweeper.start()  # a thread of its own: a prune never holds up a claim
             self._started_at = self.runtime.clock.time()
             self._beat()
             try:
@@ -236,6 +239,7 @@ class Worker:
                     self._loop(names, pool)
             finally:
                 self._shut_down(pool)
+                sweeper.join()
         finally:
             self._stop_metrics()
             restore()
@@ -253,6 +257,10 @@ class Worker:
             url,
             extra=fields(None, self.runtime.owner),
         )
+
+    def _count_pruned(self, count: int) -> None:
+        if self.metrics is not None:
+            self.metrics.runs_pruned.inc(count)
 
     def _stop_metrics(self) -> None:
         if self.metrics is not None:

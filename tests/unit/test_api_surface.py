@@ -141,6 +141,7 @@ def test_constructor_signature_matches_contract() -> None:
         "clock",
         "prices",  # 0.2: usage
         "encryption",  # 0.3: encryption at rest
+        "retention",  # 0.3: data lifecycle
     ]
     assert params["durability"].default == "process"
     assert params["lease_seconds"].default == 30.0

@@ -28,6 +28,8 @@ The verbs are split by what they concern, so that a layer can ask for the narrow
 - ``SharedStore``: the shared context: versioned keys, each write kept as a history row unique
   on (key, version), written by compare-and-set (journaled with the writer's entry when a run
   writes).
+- ``PruneStore`` (``prunes.py``): deleting ended runs with everything kept for them, and
+  collecting the content-addressed rows no run uses any more.
 - ``SnapshotStore`` (``snapshots.py``): workspace snapshots: content-addressed chunks, a row
   per snapshot found by its run, its tree's entries and the chunks it uses.
 - ``StreamStore``: the chunks runs emit, written in batches by lease holders and read by
@@ -76,6 +78,7 @@ from .._model import ErrorRecord
 from .changes import Changes
 from .coordination import ChildStore, MessageStore, SharedStore
 from .keys import KeyStore
+from .prunes import PruneStore
 from .read_roles import (
     ApprovalReads,
     BreakerReads,
@@ -165,6 +168,7 @@ __all__ = [
     "MissingStore",
     "NewChunk",
     "OperatorStore",
+    "PruneStore",
     "QueueLimits",
     "QueueRow",
     "ReadModelStore",
@@ -524,6 +528,7 @@ class Store(
     VersionStore,
     KeyStore,
     StreamStore,
+    PruneStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

@@ -35,6 +35,7 @@ _PAYLOAD_BATCH = 500  # digests a read of stored pieces binds (SQLite allows 32,
 BUSY_GIVE_UP_S = 300.0
 
 _Q = load_queries("sqlite")
+_VACUUM_PAGES = 64  # what one step of incremental vacuum frees at most: a step moves pages
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -61,6 +62,8 @@ def _folder_of(url: str, path: Path) -> None:
 class SQLiteStore(SQLStore):
     """A store in one SQLite database file, or in memory for ``memory://``."""
 
+    _collect_batch = 50  # one writer for every claim: short collector transactions
+
     def __init__(self, url: str, path: str | None, *, durability: str) -> None:
         self.url = url
         self.durable = path is not None
@@ -80,6 +83,9 @@ class SQLiteStore(SQLStore):
                     timeout=BUSY_TIMEOUT_MS / 1000,
                 )
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                # before the first table: a new store's freed pages can go back to the file
+                # system (docs/lifecycle.md, "Pruning"); a no-op on an existing one
+                conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 self._set_wal(conn)
                 conn.execute(
                     "PRAGMA synchronous = " + ("FULL" if durability == "power" else "NORMAL")
@@ -90,6 +96,7 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
+        self._path = path
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self.changes = Changes(self.data_version)
         self.stream_changes = self.changes  # one file, one change counter
@@ -186,6 +193,38 @@ class SQLiteStore(SQLStore):
                 if statement.strip(" \n;"):
                     conn.execute(statement)
                 statement = ""
+
+    def _reading(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """A long read on a read-only connection of its own, in one snapshot: this
+        process's other threads keep the store's connection meanwhile."""
+        if self._path is None:
+            return self._run(work)
+        path = Path(self._path).absolute().as_posix()
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("BEGIN")
+            return work(conn)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+        finally:
+            conn.close()
+
+    def _reclaim(self) -> bool:
+        """Give up to ``_VACUUM_PAGES`` free pages back to the file system, where the store
+        was created with incremental vacuum (elsewhere SQLite reuses them for new rows);
+        whether free pages are left."""
+
+        def vacuum(conn: sqlite3.Connection) -> bool:
+            if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                return False
+            conn.execute(f"PRAGMA incremental_vacuum({_VACUUM_PAGES})").fetchall()
+            return bool(conn.execute("PRAGMA freelist_count").fetchone()[0] > 0)
+
+        return self._write(vacuum)
 
     def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
         # Rows are fetched under the lock: a cursor steps its statement on every fetch, and a

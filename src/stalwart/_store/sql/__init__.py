@@ -4,7 +4,7 @@ in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
-``spend``, ``snapshots``, ``versions``, ``streams``) over the plumbing in ``_base``.
+``spend``, ``snapshots``, ``versions``, ``streams``, ``prune``) over the plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -20,6 +20,7 @@ from .journal import JournalVerbs
 from .keys import KeyVerbs
 from .leases import LeaseVerbs
 from .messages import MessageVerbs
+from .prune import PruneVerbs
 from .reads import ReadVerbs
 from .runs import RunVerbs
 from .schedules import ScheduleVerbs
@@ -50,5 +51,6 @@ class SQLStore(
     VersionVerbs,
     KeyVerbs,
     StreamVerbs,
+    PruneVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

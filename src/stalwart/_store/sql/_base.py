@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import functools
+import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
 from ..._errors import CorruptRecord
 from ..._keyring import SEALED_TAG, Keyring, key_id_of
+from .. import garbage
 from ..base import Entry
 from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack
 from ..queries import has_optional, specialize
@@ -245,9 +247,12 @@ class SQLBase(Migrating):
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
+        now = time.time()
+        stale = now - garbage.REFRESH_SECONDS
+
         def put(digest: bytes, data: bytes) -> bool:
-            cur = conn.execute(self._q["put_payload"], {"digest": digest, "data": data})
-            return bool(cur.rowcount == 1)
+            params = {"digest": digest, "data": data, "now": now, "stale": stale}
+            return bool(conn.execute(self._q["put_payload"], params).rowcount == 1)
 
         big = len(payload) > CHUNK_LIMIT
         dictionary = _last_result(self, conn, run) if big and run is not None else None

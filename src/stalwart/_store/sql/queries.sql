@@ -83,7 +83,13 @@ VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started
         :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage);
 
 -- name: put_payload
-INSERT INTO payloads (digest, data) VALUES (:digest, :data) ON CONFLICT (digest) DO NOTHING;
+-- A row found stored is refreshed when it was last touched before :stale (and on PostgreSQL
+-- locked either way, by ON CONFLICT DO UPDATE, until this transaction ends): the collector's
+-- grace window then covers every transaction that may still reference it (docs/lifecycle.md).
+-- Changes one row when it stored or refreshed the row: its children are then put in turn.
+INSERT INTO payloads (digest, data, touched_at) VALUES (:digest, :data, :now)
+ON CONFLICT (digest) DO UPDATE SET touched_at = excluded.touched_at
+WHERE payloads.touched_at IS NULL OR payloads.touched_at < :stale;
 
 -- name: last_step_result
 -- The result column of the run's last completed step (what its next step's input repeats).
@@ -834,3 +840,54 @@ LIMIT :limit;
 -- name: rekey_stream_chunks_data
 UPDATE stream_chunks SET data = :new
 WHERE workflow_id = :k0 AND stream = :k1 AND "offset" = :k2 AND data = :old;
+
+-- dialect: prunable_runs
+-- Ended runs last changed before :before, oldest first, :status and :name optional, none of
+-- the workflows named in :exclude (they keep runs for a retention of their own), none with a
+-- child that has not ended (a detached one included). The IN list differs by dialect.
+
+-- dialect: count_prunable
+-- prunable_runs counted (a dry run).
+
+-- dialect: delete_runs
+-- The runs among :ids that are still prunable (the precondition read again where the delete
+-- happens: a run redriven or given a new child since it was found is kept), returning those
+-- deleted; the statements after it delete what the store keeps for them, in the same
+-- transaction.
+
+-- dialect: delete_journal
+-- dialect: delete_events
+-- dialect: delete_approvals
+-- dialect: delete_run_spend
+-- dialect: delete_run_calls
+-- dialect: delete_run_spend_steps
+-- dialect: delete_snapshot_uses
+-- dialect: delete_snapshot_files
+-- dialect: delete_snapshots
+-- dialect: delete_stream_chunks
+
+-- dialect: payload_graph
+-- Every payloads row for the collector's mark: its digest, when it was last touched, and its
+-- head (a node or manifest whole, else its first 33 bytes: a piece's dictionary reference).
+-- The tag bytes are written as literals of each dialect.
+
+-- dialect: payload_references
+-- Every column value that refers to payload rows (tagged H, M, or a tree node), in every
+-- table that keeps payloads apart.
+
+-- dialect: payload_touched
+-- When a row the collector is about to delete was last touched, read again in the deleting
+-- transaction (PostgreSQL: locked FOR UPDATE, so a writer that would refresh it waits, then
+-- stores it again).
+
+-- name: delete_payload
+DELETE FROM payloads WHERE digest = :digest;
+
+-- dialect: unused_chunks
+-- Snapshot chunks no use row names, stored before :before, up to :limit (PostgreSQL: locked,
+-- skipping those a writer locked: it is recording a use of them).
+
+-- name: delete_unused_chunk
+-- Read again under the lock unused_chunks took: a use recorded before it is seen here.
+DELETE FROM snapshot_chunks
+WHERE digest = :digest AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = snapshot_chunks.digest);

@@ -203,3 +203,87 @@ SELECT :workflow_id, numbered.stream,
        numbered.seq, numbered.attempt, numbered.origin, numbered.data, numbered.at
 FROM numbered ORDER BY numbered.n
 ON CONFLICT (workflow_id, origin) DO NOTHING;
+
+-- name: prunable_runs
+SELECT r.workflow_id FROM runs r
+WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :before
+  AND (:status IS NULL OR r.status = :status) AND (:name IS NULL OR r.name = :name)
+  AND r.name <> ALL(:exclude)
+  AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
+                  AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+ORDER BY r.updated_at LIMIT :limit;
+
+-- name: count_prunable
+SELECT count(*) FROM runs r
+WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :before
+  AND (:status IS NULL OR r.status = :status) AND (:name IS NULL OR r.name = :name)
+  AND r.name <> ALL(:exclude)
+  AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
+                  AND c.status NOT IN ('completed', 'failed', 'cancelled'));
+
+-- name: delete_runs
+DELETE FROM runs
+WHERE workflow_id = ANY(:ids)
+  AND status IN ('completed', 'failed', 'cancelled') AND updated_at < :before
+  AND (:status IS NULL OR status = :status) AND (:name IS NULL OR name = :name)
+  AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
+                  AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+RETURNING workflow_id;
+
+-- name: delete_journal
+DELETE FROM journal WHERE workflow_id = ANY(:ids);
+
+-- name: delete_events
+DELETE FROM events WHERE workflow_id = ANY(:ids);
+
+-- name: delete_approvals
+DELETE FROM approvals WHERE workflow_id = ANY(:ids);
+
+-- name: delete_run_spend
+DELETE FROM run_spend WHERE workflow_id = ANY(:ids);
+
+-- name: delete_run_calls
+DELETE FROM run_calls WHERE workflow_id = ANY(:ids);
+
+-- name: delete_run_spend_steps
+DELETE FROM run_spend_steps WHERE workflow_id = ANY(:ids);
+
+-- name: delete_snapshot_uses
+DELETE FROM snapshot_uses
+WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = ANY(:ids));
+
+-- name: delete_snapshot_files
+DELETE FROM snapshot_files
+WHERE snapshot_id IN (SELECT id FROM snapshots WHERE workflow_id = ANY(:ids));
+
+-- name: delete_snapshots
+DELETE FROM snapshots WHERE workflow_id = ANY(:ids);
+
+-- name: delete_stream_chunks
+DELETE FROM stream_chunks WHERE workflow_id = ANY(:ids);
+
+-- name: payload_graph
+SELECT digest, touched_at,
+       CASE WHEN substr(data, 1, 1) IN ('\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea) THEN data ELSE substr(data, 1, 33) END AS head
+FROM payloads;
+
+-- name: payload_references
+SELECT input AS ref FROM runs WHERE substr(input, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT output AS ref FROM runs WHERE substr(output, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT progress AS ref FROM runs WHERE substr(progress, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT input AS ref FROM journal WHERE substr(input, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT output AS ref FROM journal WHERE substr(output, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT payload AS ref FROM events WHERE substr(payload, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT details AS ref FROM approvals WHERE substr(details, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT value AS ref FROM shared_writes WHERE substr(value, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT input AS ref FROM schedules WHERE substr(input, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea)
+UNION ALL SELECT input AS ref FROM run_calls WHERE substr(input, 1, 1) IN ('\x48'::bytea, '\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea);
+
+-- name: payload_touched
+SELECT touched_at FROM payloads WHERE digest = :digest FOR UPDATE;
+
+-- name: unused_chunks
+SELECT digest FROM snapshot_chunks c
+WHERE created_at < :before
+  AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = c.digest)
+LIMIT :limit FOR UPDATE SKIP LOCKED;
