@@ -46,3 +46,16 @@ def test_prune_counts_asks_and_deletes(url: str, tmp_path: Path) -> None:
     assert code == 0 and out.startswith("deleted 3 completed run(s) of count")
     with stalwart.Stalwart(url) as app:
         assert [r.workflow_id for r in app.list_workflows()] == ["waiting"]
+
+
+def test_prune_never_creates_a_store(tmp_path: Path) -> None:
+    """A mistyped path is an error, whatever the flags: a store that is not there has nothing
+    to prune, and none is made to find that out."""
+    missing = tmp_path / "typo.db"
+    for flags in (["--dry-run"], ["--yes"], ["--status", "failed", "--yes"]):
+        done = _stalwart(
+            "prune", "--url", f"sqlite:///{missing}", "--older-than", "30d", *flags,
+            cwd=tmp_path, stdin="", clean=True,
+        )  # fmt: skip
+        assert done.returncode == 1 and done.stderr.startswith("error: no store at"), flags
+        assert not missing.exists()

@@ -4,10 +4,13 @@ verifies a store into a memory one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import stalwart
 from stalwart import testing
+from stalwart._store.keys import ENCRYPTED_SCHEMA
 from stalwart._store.portable.exporting import Selection, export_runs
 from stalwart._store.portable.importing import import_lines
 from stalwart._store.portable.migrate import copy_store
@@ -46,3 +49,28 @@ def test_export_import_and_copy_on_every_backend(store_url: str) -> None:
             assert report.ok, report.counts
             assert copy.handle("w-1").result(timeout=5) == 300
             assert copy.usage("w-1") == source.usage("w-1")
+
+
+def test_importing_encrypted_runs_makes_older_code_refuse_the_store(tmp_path: Path) -> None:
+    """An export of an encrypted store carries sealed values; importing one is a first
+    encrypted write like any other: release 0.2 must refuse the target from then on."""
+    ring = stalwart.Keyring({"k1": bytes(range(32))})
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'sealed.db'}", encryption=ring) as source:
+        writer = _declare(source)
+        assert source.run(writer, 30, workflow_id="w-1") == 30
+        lines = [line for _id, line, _status in export_runs(testing.store_of(source), Selection())]
+    plain = _plain_lines(tmp_path)
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'target.db'}") as target:
+        store = testing.store_of(target)
+        oldest = store.schema_version().oldest_compatible
+        assert [o.outcome for o in import_lines(store, [t for t in plain if t])] == ["imported"]
+        assert store.schema_version().oldest_compatible == oldest  # plaintext: nothing changes
+        assert [o.outcome for o in import_lines(store, [t for t in lines if t])] == ["imported"]
+        assert store.schema_version().oldest_compatible == ENCRYPTED_SCHEMA
+
+
+def _plain_lines(tmp_path: Path) -> list[str | None]:
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'plain.db'}") as app:
+        writer = _declare(app)
+        assert app.run(writer, 3, workflow_id="p-1") == 3
+        return [line for _id, line, _status in export_runs(testing.store_of(app), Selection())]

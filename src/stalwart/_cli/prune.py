@@ -46,7 +46,7 @@ def prune_command(
     when = parse_when(older_than, "--older-than")
     what = " ".join(filter(None, [status, "run(s)", f"of {name}" if name else None]))
     shown = f"{what} that ended before {when.isoformat(timespec='seconds')}"
-    with open_app(ctx, write=not dry_run) as app:
+    with open_app(ctx) as app:  # a store that is not there has nothing to prune: never create one
         count = app.prune(when, status=status, name=name, dry_run=True)
         if dry_run or not count:
             click.echo(f"{'would delete' if dry_run else 'nothing to delete:'} {count} {shown}")

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..._errors import StoreError
+from ..._keyring import SEALED_TAG
 from ..base import Store
+from ..keys import ENCRYPTED_SCHEMA
 from .access import Bulk
 from .exporting import FORMAT, decoded
 from .tables import RUN_TABLES, Table
@@ -60,6 +62,17 @@ def _parsed(text: str) -> dict[str, Any]:
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise UnreadableLine(f"a row does not decode ({type(exc).__name__}: {exc})") from None
     return line
+
+
+def _sealed(line: dict[str, Any]) -> bool:
+    """Whether a parsed line carries an encrypted value (which release 0.2 cannot read)."""
+    tables = [*line["rows"].values(), line.get("payloads", []), line.get("snapshot_chunks", [])]
+    return any(
+        isinstance(value, bytes) and value[:1] == SEALED_TAG
+        for rows in tables
+        for row in rows
+        for value in row.values()
+    )
 
 
 class _Importer:
@@ -128,6 +141,7 @@ class _Importer:
 def import_lines(store: Store, lines: Iterable[str]) -> Iterator[Outcome]:
     """Import each line of an export (see the module docstring); what became of each."""
     importer = _Importer(store)
+    raised = False
     for number, text in enumerate(lines, start=1):
         if not text.strip():
             continue
@@ -138,6 +152,10 @@ def import_lines(store: Store, lines: Iterable[str]) -> Iterator[Outcome]:
             continue
         workflow_id = str(line.get("workflow_id"))
         try:
+            if not raised and _sealed(line):
+                # as the first encrypted write does: older code now refuses the store
+                store.require_oldest_compatible(ENCRYPTED_SCHEMA)
+                raised = True
             done = importer.run(line)
         except StoreError as exc:  # rolled back: the run is not in the store
             yield Outcome(number, workflow_id, "failed", str(exc))
