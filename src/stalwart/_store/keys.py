@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from .._keyring import Keyring
+from .versions import SchemaVersion
 
 __all__ = ["ENCRYPTED_SCHEMA", "KeyStore", "attach_keyring"]
 
@@ -17,6 +18,9 @@ class KeyStore(Protocol):
     """The digest key kept wrapped in the store, and re-encrypting what it holds."""
 
     keyring: Keyring | None
+
+    def schema_version(self) -> SchemaVersion:
+        """See ``VersionStore``."""
 
     def require_oldest_compatible(self, version: int) -> None:
         """See ``VersionStore``."""
@@ -37,5 +41,7 @@ def attach_keyring(store: KeyStore, keyring: Keyring) -> None:
     """Give ``store`` the keyring: the digest key taken from the store (or derived and kept
     there, wrapped under each key), and code that cannot read encrypted rows refused."""
     store.add_digest_keys(keyring._attach(store.digest_keys()))
-    store.require_oldest_compatible(ENCRYPTED_SCHEMA)
+    # a read, not a write transaction, on every open after the first encrypted one
+    if store.schema_version().oldest_compatible < ENCRYPTED_SCHEMA:
+        store.require_oldest_compatible(ENCRYPTED_SCHEMA)
     store.keyring = keyring
