@@ -56,9 +56,9 @@ def body(value: Any) -> bytes:
 class Broker:
     """One broker's queue, stream or subject, named for one test."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, name: str | None = None) -> None:
         self.kind = kind
-        self.name = f"t{uuid.uuid4().hex[:10]}"
+        self.name = name or f"t{uuid.uuid4().hex[:10]}"
         self.subject = f"{self.name}.in"
 
     def source(self) -> Any:
