@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -266,3 +268,46 @@ def test_a_missing_extra_names_its_install_line(monkeypatch: pytest.MonkeyPatch)
         stalwart.ingress.NATS("nats://x", "s")
     with pytest.raises(stalwart.UsageError, match=r"need redis-py: pip install .*\[redis\]"):
         RedisStream("redis://x", "s", group="g")
+
+
+def _close_connections(kind: str, name: str) -> int:
+    """Close, from the broker's side, the connections a client named ``name`` opened."""
+    if kind == "rabbitmq":
+        listed = subprocess.run(
+            ["rabbitmqctl", "-q", "list_connections", "pid", "client_properties"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        pids = [line.split("\t")[0] for line in listed.splitlines() if name in line]
+        for pid in pids:
+            subprocess.run(["rabbitmqctl", "-q", "close_connection", pid, "test"], check=True)
+        return len(pids)
+    listed = subprocess.run(
+        ["redis-cli", "client", "list"], capture_output=True, text=True, check=True
+    ).stdout
+    ids = [
+        line.split()[0].split("=")[1] for line in listed.splitlines() if f" name={name} " in line
+    ]
+    for client in ids:
+        subprocess.run(["redis-cli", "client", "kill", "id", client], check=True)
+    return len(ids)
+
+
+@pytest.mark.parametrize("kind", ["rabbitmq", "redis"])
+def test_a_connection_the_broker_closes_is_opened_again_and_consumes_on(
+    app: stalwart.Stalwart, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tool = "rabbitmqctl" if kind == "rabbitmq" else "redis-cli"
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed: the broker cannot be told to close a connection")
+    charge = _declare(app)
+    with broker(kind) as queue:
+        app.subscribe(queue.source(), start=charge, name=queue.name)
+        with Serving(app):
+            queue.publish([("before", body({"amount": 1}))])
+            _wait(lambda: app.count_workflows() == 1, "the first message's run")
+            assert _close_connections(kind, testing.runtime_of(app).owner) >= 1
+            queue.publish([("after", body({"amount": 2}))])
+            _wait(lambda: app.count_workflows() == 2, "the second run, after reconnecting")
+    assert "reconnecting in" in caplog.text

@@ -93,7 +93,9 @@ class RedisStream:
     ) -> AsyncIterator[Message]:
         """Connect, declare the group when missing, and yield entries: those pending too long
         with a dead consumer first, then new ones."""
-        client = _redis().from_url(self.url, socket_timeout=BLOCK_MS / 1000 + 5)
+        client = _redis().from_url(
+            self.url, socket_timeout=BLOCK_MS / 1000 + 5, client_name=consumer
+        )
         try:
             await self._declare(client)
             next_claim = 0.0
