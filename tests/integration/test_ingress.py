@@ -4,6 +4,7 @@ that does not fit is rejected and counted; and what app.subscribe refuses."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -311,3 +312,36 @@ def test_a_connection_the_broker_closes_is_opened_again_and_consumes_on(
             queue.publish([("after", body({"amount": 2}))])
             _wait(lambda: app.count_workflows() == 2, "the second run, after reconnecting")
     assert "reconnecting in" in caplog.text
+
+
+def test_core_nats_without_a_stream_starts_a_run_per_message_id(app: stalwart.Stalwart) -> None:
+    """Core NATS keeps nothing for a subscriber that is not there yet: the test publishes the
+    same message again until the worker has subscribed, and the id makes the repeats one run."""
+    from brokers import NATS_URL, require
+
+    require("nats")
+    charge = _declare(app)
+    subject = f"core{time.monotonic_ns()}.orders"
+    app.subscribe(stalwart.ingress.NATS(NATS_URL, subject), start=charge, name="core")
+
+    async def publish() -> None:
+        import nats
+
+        client = await nats.connect(NATS_URL)
+        try:
+            await client.publish(subject, body({"amount": 5}), headers={"Nats-Msg-Id": "c1"})
+            await client.flush()
+        finally:
+            await client.close()
+
+    with Serving(app):
+        deadline = time.monotonic() + WAIT_S
+        while app.count_workflows() == 0:
+            assert time.monotonic() < deadline, "no run from core NATS"
+            asyncio.run(publish())
+            time.sleep(0.1)
+        assert app.handle("core:c1").result(timeout=WAIT_S) == 50
+        asyncio.run(publish())  # once more, subscribed: the same id starts nothing
+        _wait(lambda: _counts(app, "core")[0] >= 1, "counted")
+    assert app.count_workflows() == 1
+    assert _counts(app, "core") == (1, 0)
