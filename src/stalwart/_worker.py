@@ -51,6 +51,8 @@ DEFAULT_CONCURRENCY = 8
 class Companion(Protocol):
     """What runs beside a worker's claim loop while it serves (the app's subscriptions)."""
 
+    threads: int  # how many of its threads may use the store at once
+
     def start(self, metrics: Metrics | None) -> None:
         """Start, counting into the worker's metrics (``None``: it serves none)."""
 
@@ -279,7 +281,9 @@ class Worker:
         )
         try:
             self._start_metrics()
-            self.runtime.store.reserve_connections(self.concurrency + 4)
+            self.runtime.store.reserve_connections(
+                self.concurrency + 4 + sum(c.threads for c in self.companions)
+            )
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
             self._start_threads(pool)
             sweeper = Sweeper(self.runtime, self.stopping, self._count_pruned)

@@ -107,9 +107,8 @@ class Consumers:
         self.subscriptions = subscriptions
         self.consumer = delivery.runtime.owner
         self.stopping = False
-        self.pool = ThreadPoolExecutor(
-            min(32, sum(s.concurrency for s in subscriptions)), thread_name_prefix="stalwart-in"
-        )
+        self.threads = min(32, sum(s.concurrency for s in subscriptions))  # each a connection
+        self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="stalwart-in")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
