@@ -9,7 +9,9 @@ this machine. Then one worker (``app.serve``'s loop, in a thread of this process
 SQLite file) consumes it with ``app.subscribe(..., concurrency=--concurrency)`` and executes
 the runs (a one-step workflow); ingest = messages / seconds from the worker's start until the
 last message's run is committed. Ratio = ingest / publish rate; the goal is an ingest of
-2,000 messages/s or more.
+2,000 messages/s or more. Two more references, measured in the same sitting: consume+ack, the
+source's client alone receiving and acknowledging the same number of messages (no store), and
+the delivery core alone committing runs from ``--concurrency`` threads (no broker).
 
     python bench/ingress.py [--messages 4000] [--concurrency 32] [--brokers rabbitmq,nats,redis]
 """
@@ -24,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -89,11 +92,48 @@ async def _publish_redis(queue: Broker, bodies: list[tuple[str, bytes]]) -> None
         await client.aclose()
 
 
+async def _consume_only(queue: Broker, messages: int, concurrency: int) -> float:
+    """Messages/s the source's client alone receives and acknowledges, nothing delivered: the
+    ceiling a consumer in one Python process reaches on this broker here."""
+    stream = queue.source().messages("bench", lease_seconds=30.0, prefetch=concurrency)
+    slots = asyncio.Semaphore(concurrency)
+    done = asyncio.Event()
+    acked = 0
+
+    async def ack(message: Any) -> None:
+        nonlocal acked
+        await message.ack()
+        acked += 1
+        slots.release()
+        if acked == messages:
+            done.set()
+
+    async def read() -> None:
+        async for message in stream:
+            await slots.acquire()
+            tasks.add(asyncio.create_task(ack(message)))
+
+    tasks: set[asyncio.Task[None]] = set()
+    began = time.perf_counter()
+    reader = asyncio.create_task(read())
+    await asyncio.wait_for(done.wait(), 120.0)
+    elapsed = time.perf_counter() - began
+    reader.cancel()
+    await asyncio.gather(reader, return_exceptions=True)
+    return messages / elapsed
+
+
 def _one(kind: str, messages: int, concurrency: int, folder: Path) -> dict[str, float]:
     queue = Broker(kind)
     bodies = [(f"m{i}", json.dumps({"i": i}).encode()) for i in range(messages)]
     publish = {"rabbitmq": _publish_rabbitmq, "nats": _publish_nats, "redis": _publish_redis}
     try:
+        raw = Broker(kind)
+        try:
+            asyncio.run(publish[kind](raw, bodies))
+            consumed = asyncio.run(_consume_only(raw, messages, concurrency))
+        finally:
+            raw.cleanup()
         began = time.perf_counter()
         asyncio.run(publish[kind](queue, bodies))
         published = time.perf_counter() - began
@@ -123,7 +163,7 @@ def _one(kind: str, messages: int, concurrency: int, folder: Path) -> dict[str, 
             raise SystemExit(f"{kind}: {created} of {messages} runs after 120 s")
     finally:
         queue.cleanup()
-    return {"publish": messages / published, "ingest": messages / ingested}
+    return {"publish": messages / published, "consume": consumed, "ingest": messages / ingested}
 
 
 def _store_only(messages: int, concurrency: int, folder: Path) -> float:
@@ -155,11 +195,14 @@ def main() -> int:
     parser.add_argument("--brokers", default="rabbitmq,nats,redis")
     opts = parser.parse_args()
     print(f"{opts.messages} messages per broker, one worker, SQLite, {opts.concurrency} at once")
-    print(f"{'broker':<10} {'publish/s (floor)':>18} {'ingest/s':>10} {'ratio':>7} {'goal':>6}")
+    print(
+        f"{'broker':<10} {'publish/s (floor)':>18} {'consume+ack/s':>14} {'ingest/s':>10} "
+        f"{'ratio':>7} {'goal':>6}"
+    )
     below = False
     with tempfile.TemporaryDirectory() as tmp:
         store = _store_only(opts.messages, opts.concurrency, Path(tmp))
-        print(f"{'(store)':<10} {'':>18} {store:>10,.0f}   the core alone, no broker, no worker")
+        print(f"{'(store)':<10} {'':>18} {'':>14} {store:>10,.0f}   the core alone, no broker")
         for kind in opts.brokers.split(","):
             if not _answers(kind):
                 print(f"{kind:<10} skipped: nothing answers on 127.0.0.1:{PORTS[kind]}")
@@ -168,10 +211,12 @@ def main() -> int:
             ok = rates["ingest"] >= GOAL
             below |= not ok
             print(
-                f"{kind:<10} {rates['publish']:>18,.0f} {rates['ingest']:>10,.0f} "
+                f"{kind:<10} {rates['publish']:>18,.0f} {rates['consume']:>14,.0f} "
+                f"{rates['ingest']:>10,.0f} "
                 f"{rates['ingest'] / rates['publish']:>7.2f} {'ok' if ok else 'below':>6}"
             )
     print(f"goal: ingest >= {GOAL:,.0f} messages/s; ratio = ingest / the broker's publish rate")
+    print("consume+ack: the broker's client alone receiving and acknowledging, no store")
     return 0
 
 
