@@ -5,7 +5,9 @@
 ``$INGRESS_KIND`` (``rabbitmq``, ``nats``, ``redis``) and ``$INGRESS_NAME`` name the queue,
 stream or subject of ``tests/brokers.py``; each message ``{"i": n}`` starts a run of
 ``double`` whose step ``work`` takes ``$INGRESS_PAUSE`` seconds (so a kill lands mid-stream)
-and returns ``2 * n``. The test process imports ``declare`` to read the runs.
+and returns ``2 * n``; with ``$INGRESS_MODE=event`` each message is instead sent as event
+``item`` to the run ``collector`` (``collect(n)``: the ``i`` of ``n`` events, sorted), two at
+a time, its ``to()`` taking ``$INGRESS_PAUSE`` seconds. The test process imports ``declare``.
 """
 
 from __future__ import annotations
@@ -38,12 +40,24 @@ def declare(app: stalwart.Stalwart, *, subscribe: bool = True) -> Any:
     def double(body: dict[str, int]) -> int:
         return work(body["i"])
 
+    @app.workflow(name="collect")
+    def collect(n: int) -> list[int]:
+        return sorted(stalwart.wait_for_event("item")["i"] for _ in range(n))
+
     if subscribe:
         from brokers import Broker
 
         queue = Broker(os.environ["INGRESS_KIND"], os.environ["INGRESS_NAME"])
-        app.subscribe(queue.source(), start=double, name=queue.name, concurrency=4)
-    return double
+        if os.environ.get("INGRESS_MODE") == "event":
+
+            def to(body: dict[str, int]) -> str:
+                time.sleep(pause)  # so a kill lands mid-stream
+                return "collector"
+
+            app.subscribe(queue.source(), event="item", to=to, name=queue.name, concurrency=2)
+        else:
+            app.subscribe(queue.source(), start=double, name=queue.name, concurrency=4)
+    return {"double": double, "collect": collect}
 
 
 def main(argv: list[str]) -> int:

@@ -47,3 +47,43 @@ def test_a_consumer_killed_mid_stream_loses_no_message_and_starts_none_twice(
         (info,) = app.subscriptions()
         # counted in each run's own transaction: a kill never separates a run from its count
         assert (info.accepted, info.rejected) == (MESSAGES, 0), info
+
+
+@pytest.mark.parametrize("kind", BROKERS)
+def test_events_from_a_consumer_killed_mid_stream_each_arrive_once(
+    tmp_path: Path, kind: str
+) -> None:
+    """The same with events: 30 messages go to one waiting run as event ``item``; the run
+    ends with each message's payload exactly once (SQLite only: the store's side is the
+    dedup_key, which the start test already covers on PostgreSQL)."""
+    workers = WorkerHarness(tmp_path)
+    try:
+        with broker(kind) as queue, stalwart.Stalwart(workers.url) as app:
+            from ingress_agent import declare
+
+            collect = declare(app, subscribe=False)["collect"]
+            count = 30
+            handle = app.start(collect, count, workflow_id="collector")
+            queue.publish([(f"e{i}", body({"i": i})) for i in range(count)])
+            env = {
+                "INGRESS_KIND": kind,
+                "INGRESS_NAME": queue.name,
+                "INGRESS_MODE": "event",
+                "INGRESS_PAUSE": "0.05",
+            }
+            first = workers.start(program=AGENT, env=env, lease_seconds=2.0)
+            workers.wait_for(lambda: _accepted(app) >= 5, "5 events delivered", WAIT_S, [first])
+            workers.kill(first)
+            assert _accepted(app) < count  # mid-stream
+            second = workers.start(program=AGENT, env=env, lease_seconds=2.0)
+            assert handle.result(timeout=WAIT_S) == list(range(count)), workers.describe()
+            workers.wait_for(
+                lambda: queue.unacknowledged() == 0, "every message acknowledged", WAIT_S, [second]
+            )
+            assert _accepted(app) == count
+    finally:
+        workers.close()
+
+
+def _accepted(app: stalwart.Stalwart) -> int:
+    return sum(info.accepted for info in app.subscriptions())
