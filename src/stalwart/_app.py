@@ -285,7 +285,7 @@ class Stalwart(
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
     ) -> None:
-        """Run a worker (and the subscriptions) until SIGINT/SIGTERM (docs/workers.md)."""
+        """Run a worker, and the app's subscriptions, until SIGINT/SIGTERM (docs/workers.md)."""
         companions = self._ingress.companions()
         serve(self._driver, concurrency, queues, metrics_port, metrics_host, companions=companions)
 

@@ -9,8 +9,10 @@ Signature (what a broker consumer and a webhook route both call)::
     verdict.reason       # why it was rejected (None otherwise)
 
 ``delivery`` is the app's :class:`Delivery` (``ingress_of(app).delivery``), ``subscription`` a
-:class:`Subscription` (``kind="webhook"`` for a webhook, ``source=None``), ``message_id`` the
-broker's or the webhook's delivery id, ``body`` the raw bytes. It decodes the body as JSON,
+:class:`Subscription` (a webhook's: ``target_of(runtime, name, kind="webhook", start=...,
+event=..., to=..., call="app.webhook")`` from ``_ingress.subscribing``, registered with
+``ingress_of(app).add(...)`` so ``app.subscriptions()`` lists it), ``message_id`` the broker's
+or the webhook's delivery id, ``body`` the raw bytes. It decodes the body as JSON,
 checks it against the workflow's argument annotation (or asks ``to(body)`` for the run of an
 event), then starts the run ``"<name>:<message id>"`` or sends the event with ``dedup_key`` =
 message id: a repeat of a message id changes nothing (``DUPLICATE``). ACCEPTED is counted in

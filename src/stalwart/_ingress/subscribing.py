@@ -21,7 +21,7 @@ from .source import Source
 if TYPE_CHECKING:
     from .._runtime import Runtime
 
-__all__ = ["Ingress", "Subscribing", "SubscriptionInfo", "ingress_of"]
+__all__ = ["Ingress", "Subscribing", "SubscriptionInfo", "ingress_of", "target_of"]
 
 
 @dataclass(frozen=True)
@@ -125,23 +125,50 @@ def subscription_of(
     """The checked :class:`Subscription` that ``app.subscribe`` declares."""
     call = "app.subscribe"
     src = _check_source(source)
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise UsageError(f"{call}: concurrency={concurrency!r}: pass an int >= 1")
+    return target_of(
+        runtime,
+        name if name is not None else src.default_name,
+        kind=src.kind,
+        start=start,
+        event=event,
+        to=to,
+        call=call,
+        source=src,
+        concurrency=concurrency,
+    )
+
+
+def target_of(
+    runtime: Runtime,
+    name: Any,
+    *,
+    kind: str,
+    start: Any,
+    event: Any,
+    to: Any,
+    call: str,
+    source: Source | None = None,
+    concurrency: int = 16,
+) -> Subscription:
+    """A checked :class:`Subscription` named ``name``: exactly one of ``start`` (a workflow of
+    this app taking the body as its one argument) and ``event`` (with ``to``). A webhook
+    (``app.webhook``) builds its own with ``kind="webhook"``, no source, and ``call`` naming
+    it in errors, then registers it with :meth:`Ingress.add`."""
     wf_ref, event_name, target = _check_target(start, event, to, call)
-    if name is None:
-        name = src.default_name
     if not isinstance(name, str) or not name:
         raise UsageError(f"{call}: name={name!r}: pass a non-empty str")
     _inputs.name(name, "name", call)
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise UsageError(f"{call}: concurrency={concurrency!r}: pass an int >= 1")
     wf = definition_of(runtime, wf_ref) if wf_ref is not None else None
     return Subscription(
         name=name,
-        kind=src.kind,
+        kind=kind,
         start=wf,
         event=event_name,
         to=target,
         concurrency=concurrency,
-        source=src,
+        source=source,
         check=argument_check(wf) if wf is not None else None,
     )
 
