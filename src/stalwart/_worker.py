@@ -49,9 +49,9 @@ DEFAULT_CONCURRENCY = 8
 
 
 class Companion(Protocol):
-    """What runs beside a worker's claim loop while it serves (the app's subscriptions)."""
-
-    threads: int  # how many of its threads may use the store at once
+    """What runs beside a worker's claim loop while it serves (the app's subscriptions). One
+    whose threads use the store says how many may at once in an attribute ``threads``, and the
+    worker reserves a store connection for each."""
 
     def start(self, metrics: Metrics | None) -> None:
         """Start, counting into the worker's metrics (``None``: it serves none)."""
@@ -282,7 +282,7 @@ class Worker:
         try:
             self._start_metrics()
             self.runtime.store.reserve_connections(
-                self.concurrency + 4 + sum(c.threads for c in self.companions)
+                self.concurrency + 4 + sum(getattr(c, "threads", 0) for c in self.companions)
             )
             pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="stalwart-run")
             self._start_threads(pool)
