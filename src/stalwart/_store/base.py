@@ -77,6 +77,7 @@ from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
 from .coordination import ChildStore, MessageStore, SharedStore
+from .ingress import IngressCount, IngressRow, IngressStore
 from .keys import KeyStore
 from .prunes import PruneStore
 from .read_roles import (
@@ -159,6 +160,9 @@ __all__ = [
     "ForkCandidate",
     "HeldRun",
     "IndexRow",
+    "IngressCount",
+    "IngressRow",
+    "IngressStore",
     "JournalReads",
     "JournalRow",
     "JournalStore",
@@ -196,7 +200,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 
 
 class RunStore(RunReads, Protocol):
@@ -238,8 +242,10 @@ class RunStore(RunReads, Protocol):
         entry: Entry,
         deadline: float | None = None,
         trace_context: str | None = None,
+        count: IngressCount | None = None,
     ) -> bool:
-        """Insert a run (and its first journal entry); ``False`` if the id exists."""
+        """Insert a run (and its first journal entry); ``False`` if the id exists. With
+        ``count``, the same transaction adds one to that subscription's accepted count."""
 
     def finish_run(
         self,
@@ -410,9 +416,11 @@ class WaitStore(ApprovalReads, Protocol):
         dedup_key: str | None,
         now: float,
         entry: Entry,
+        count: IngressCount | None = None,
     ) -> bool:
         """Store an event and wake its run; ``False`` for a repeated ``dedup_key``;
-        ``InvalidOperation`` when the run is completed or cancelled."""
+        ``InvalidOperation`` when the run is completed or cancelled. With ``count``, a
+        delivered event adds one to that subscription's accepted count in its transaction."""
 
     def decide_approval(
         self,
@@ -529,6 +537,7 @@ class Store(
     KeyStore,
     StreamStore,
     PruneStore,
+    IngressStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""
