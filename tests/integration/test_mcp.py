@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -215,3 +216,20 @@ def test_read_only_offers_only_the_reads(tmp_path: Path) -> None:
 
         operate(url, "--read-only", act=act, cwd=tmp_path)
         assert app.handle("doubt").status() == "needs_attention"
+
+
+def test_without_the_extra_the_error_names_the_install(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['mcp'] = None\n"
+        f"sys.argv = ['stalwart', 'mcp', '--url', {f'sqlite:///{tmp_path}/x.db'!r}]\n"
+        "from stalwart._cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.splitlines()
+    assert line.startswith("error: stalwart mcp needs the mcp extra (the official MCP SDK): pip ")
+    assert "[mcp]" in line

@@ -278,3 +278,31 @@ def test_a_webhook_is_declared_signed_or_explicitly_unsigned() -> None:
             "open": ("webhook", "starts agent", 0, 0),
             "paid": ("webhook", "event 'paid'", 0, 0),
         }
+
+
+def test_http_port_without_the_extra_names_the_install(tmp_path: Path) -> None:
+    (tmp_path / "tiny.py").write_text(
+        "import stalwart\n"
+        f"app = stalwart.Stalwart({f'sqlite:///{tmp_path}/t.db'!r})\n"
+        "@app.workflow\n"
+        "def noop() -> None: ...\n"
+    )
+    code = (
+        "import sys\n"
+        "sys.modules['uvicorn'] = None\n"
+        "sys.argv = ['stalwart', 'worker', 'tiny:app', '--http-port', '0']\n"
+        "from stalwart._cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env=_env(f"sqlite:///{tmp_path}/t.db"),
+    )
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors and errors[-1].startswith("error: --http-port needs the ui extra")
