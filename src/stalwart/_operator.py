@@ -41,7 +41,14 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ChildRedrive, ForkCandidate, IndexRow, OperatorStore, RunRow
+from ._store.base import (
+    ChildRedrive,
+    ForkCandidate,
+    IndexRow,
+    IngressCount,
+    OperatorStore,
+    RunRow,
+)
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -251,6 +258,8 @@ class Operator:
         payload: Any = None,
         dedup_key: str | None = None,
         by: str | None = None,
+        *,
+        count: IngressCount | None = None,
     ) -> bool:
         _check_event(workflow_id, name, dedup_key)
         try:
@@ -265,7 +274,13 @@ class Operator:
         entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
             delivered = self.store.deliver_event(
-                workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
+                workflow_id,
+                name=name,
+                payload=data,
+                dedup_key=dedup_key,
+                now=now,
+                entry=entry,
+                count=count,
             )
         except KeyError:
             raise WorkflowNotFound(

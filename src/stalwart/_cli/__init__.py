@@ -22,6 +22,7 @@ from . import (  # noqa: F401  (each adds its commands)
     schedules,
     serve,
     shared,
+    subscriptions,
     tail,
     ui,
 )
