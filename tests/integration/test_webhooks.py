@@ -167,6 +167,22 @@ def test_a_worker_serves_signed_deliveries_once(shared_url: str, tmp_path: Path)
         assert counts["github"] == ("webhook", 1, 1)
         assert counts["stripe"] == ("webhook", 1, 0)
         assert counts["pings"] == ("webhook", 1, 0)
+        listed = subprocess.run(
+            [sys.executable, "-m", "stalwart", "subscriptions", "--json", "--url", shared_url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+            env=_env(shared_url),
+        )
+        by_name = {row["name"]: row for row in map(json.loads, listed.stdout.splitlines())}
+        assert by_name["github"] == {
+            "name": "github",
+            "kind": "webhook",
+            "target": "starts triage",
+            "accepted": 1,
+            "rejected": 1,
+        }
 
 
 def github_raw(raw: bytes, delivery: str) -> dict[str, str]:
