@@ -3,9 +3,10 @@ the official ``mcp`` SDK), so an assistant can operate the fleet (docs/mcp.md).
 
 Its tools are the operator's: the reads answer what the HTTP API answers (``_api_answers``),
 the writes call the app's operator verbs with ``by="mcp"`` (journaled with the action) and
-answer the run as it stands after. A refused action or a bad argument is a tool error whose
-text is the HTTP API's error shape, ``{"error": {"type": ..., "message": ...}}``, so the
-assistant reads why and what to do. ``read_only`` registers the reads alone.
+answer the run as it stands after. A refused action or a value the Python API refuses is a
+tool error whose text is the HTTP API's error shape, ``{"error": {"type": ..., "message":
+...}}``, so the assistant reads why and what to do (an argument outside a tool's input schema
+is the SDK's to refuse). ``read_only`` registers the reads alone.
 """
 
 from __future__ import annotations
