@@ -84,9 +84,10 @@ class HookServer:
             daemon=True,
         )
         self._thread.start()
-        log.info("worker: webhooks at %sapi/v1/hooks/", self.url)
+        owner = self.app._runtime.owner
+        log.info("worker %s: webhooks at %sapi/v1/hooks/", owner, self.url)
         if self.serves_metrics and metrics is not None:
-            log.info("worker: metrics at %smetrics", self.url)
+            log.info("worker %s: metrics at %smetrics", owner, self.url)
 
     def stop(self) -> None:
         """Finish the requests in flight, then stop serving."""
