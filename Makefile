@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption bench-prune soak clean
+.PHONY: demo test lint bench bench-streams bench-fleet bench-ingress bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption bench-prune soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ bench: $(STAMP)
 # its rows are skipped when none answers). Takes a few minutes.
 bench-fleet: $(STAMP)
 	$(BIN)/python bench/fleet.py
+
+# Messages/s from a broker (RabbitMQ, NATS JetStream, Redis on 127.0.0.1) into committed runs,
+# one worker on SQLite, against the broker's own publish rate (bench/ingress.py).
+bench-ingress: $(STAMP)
+	$(BIN)/python bench/ingress.py
 
 # 50 agents on 2 worker processes wait out a provider's 5 s throttle window (a fake
 # OpenAI-compatible server, the openai SDK, Retry.llm()), on SQLite and on PostgreSQL as

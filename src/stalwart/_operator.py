@@ -242,6 +242,17 @@ def _check_decision(call: str, approval_id: Any, reason: Any, by: Any) -> None:
         _inputs.text(reason, "reason", call)
 
 
+def _event_payload(runtime: Runtime, workflow_id: str, name: str, payload: Any) -> bytes:
+    """An event's payload as stored; ``SerializationError`` naming the event and the value."""
+    try:
+        return runtime.codec.encode(payload)
+    except UnsupportedValue as exc:
+        raise SerializationError(
+            f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
+            f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
+        ) from None
+
+
 class Operator:
     """The operator verbs of one app."""
 
@@ -262,13 +273,7 @@ class Operator:
         count: IngressCount | None = None,
     ) -> bool:
         _check_event(workflow_id, name, dedup_key)
-        try:
-            data = self.runtime.codec.encode(payload)
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
-                f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
-            ) from None
+        data = _event_payload(self.runtime, workflow_id, name, payload)
         who = _who(by)
         now = self.runtime.clock.time()
         entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
