@@ -3,7 +3,9 @@
 Each block runs on its own: a fresh temporary working directory and a fresh module namespace
 (registered in ``sys.modules`` while it runs, so enums, dataclasses and pydantic models declared in
 an example can be imported back by the serializer, as they would be from a real module). Blocks
-fenced as ```python-snippet are deliberately partial and are not executed.
+fenced as ```python-snippet are deliberately partial and are not executed. A block whose first
+line is ``# needs: KIND`` talks to a broker this machine runs (``tests/brokers.py``): it is
+skipped with one line when that broker does not answer, except under ``CI=true``.
 
 A reader runs an example again, so each block runs twice in a row in the same folder: the second
 run finds whatever the first one left there (its store files, its modules, its marker files). A
@@ -164,6 +166,11 @@ def _lingering_threads(before: set[threading.Thread]) -> list[str]:
 def test_python_block_runs_twice(
     rel: str, lineno: int, code: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    needs = re.match(r"# needs: (\w+)\n", code)
+    if needs is not None:
+        from brokers import require
+
+        require(needs[1])
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("STALWART_URL", raising=False)
     started: list[subprocess.Popen[bytes]] = []

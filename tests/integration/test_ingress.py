@@ -5,6 +5,8 @@ that does not fit is rejected and counted; and what app.subscribe refuses."""
 from __future__ import annotations
 
 import json
+import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -47,6 +49,7 @@ class Serving:
 
     def __init__(self, app: stalwart.Stalwart) -> None:
         self.worker = testing.worker(app, concurrency=4)
+        self.worker.serve_metrics("127.0.0.1", 0)
         self.thread = threading.Thread(target=self.worker.serve, daemon=True)
 
     def __enter__(self) -> Serving:
@@ -86,9 +89,13 @@ def test_each_message_starts_one_run_and_a_body_that_does_not_fit_is_rejected_an
             ("o3", body({"amount": 4})),
         ]
     )
-    with Serving(app):
+    with Serving(app) as serving:
         _wait(lambda: _counts(app, queue.name) == (3, 2), "3 accepted, 2 rejected")
         _wait(lambda: app.count_workflows(status="completed") == 3, "3 runs completed")
+        assert serving.worker.metrics is not None
+        scraped = serving.worker.metrics.text()
+    assert f'stalwart_ingress_messages_total{{source="{queue.name}"}} 3.0' in scraped
+    assert f'stalwart_ingress_rejected_total{{source="{queue.name}"}} 2.0' in scraped
     good = [ids[0], ids[1], ids[4]]
     runs = {i.workflow_id: app.handle(i.workflow_id).result() for i in app.list_workflows()}
     assert runs == {
@@ -231,3 +238,31 @@ def test_the_cli_lists_subscriptions_with_their_counts(
     assert [json.loads(line) for line in lines] == [
         {"name": "orders", "kind": "rabbitmq", "target": "starts one", "accepted": 1, "rejected": 1}
     ]
+
+
+def test_a_broker_that_does_not_answer_is_retried_while_the_worker_serves_runs(
+    bare: stalwart.Stalwart, caplog: pytest.LogCaptureFixture
+) -> None:
+    @bare.workflow(name="one")
+    def one(body: dict[str, Any]) -> str:
+        return "served"
+
+    bare.subscribe(RabbitMQ("amqp://guest:guest@127.0.0.1:1/", "nowhere"), start=one)
+    handle = bare.start(one, {}, workflow_id="plain")
+    with caplog.at_level(logging.WARNING, logger="stalwart"), Serving(bare):
+        assert handle.result(timeout=WAIT_S) == "served"
+        _wait(lambda: "reconnecting in 1.0 s" in caplog.text, "a second try, later")
+    assert "ingress nowhere: RabbitMQ amqp://guest:***@127.0.0.1:1/ queue 'nowhere' failed" in (
+        caplog.text
+    )
+
+
+def test_a_missing_extra_names_its_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    for module in ("aio_pika", "nats", "redis", "redis.asyncio"):
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
+    with pytest.raises(stalwart.UsageError, match=r"need aio-pika: pip install .*\[rabbitmq\]"):
+        RabbitMQ("amqp://x", "q")
+    with pytest.raises(stalwart.UsageError, match=r"need nats-py: pip install .*\[nats\]"):
+        stalwart.ingress.NATS("nats://x", "s")
+    with pytest.raises(stalwart.UsageError, match=r"need redis-py: pip install .*\[redis\]"):
+        RedisStream("redis://x", "s", group="g")

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+from .._errors import StoreError
 from .delivery import Delivery, Outcome, Subscription
 from .source import Message
 
@@ -113,19 +114,32 @@ class Consumers:
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._backoff: dict[str, float] = {}
+        self._sessions: dict[str, _Session] = {}  # each subscription's current connection
 
     def start(self, metrics: Metrics | None) -> None:
         """Declare each subscription in the store's listing and start consuming."""
         self.delivery.metrics = metrics
+        runtime = self.delivery.runtime
         for sub in self.subscriptions:
-            self.delivery.runtime.store.count_ingress(
+            log.info(
+                "ingress %s: consuming %s (%s, %d at once)",
                 sub.name,
-                kind=sub.kind,
-                target=sub.target,
-                accepted=0,
-                rejected=0,
-                now=self.delivery.runtime.clock.time(),
+                sub.source.describe(),
+                sub.target,
+                sub.concurrency,
+                extra={"subscription": sub.name},
             )
+            try:  # listed by `stalwart subscriptions` from now on, counts kept
+                runtime.store.count_ingress(
+                    sub.name,
+                    kind=sub.kind,
+                    target=sub.target,
+                    accepted=0,
+                    rejected=0,
+                    now=runtime.clock.time(),
+                )
+            except StoreError as exc:  # the first message's count lists it instead
+                log.warning("ingress %s: listing it in the store failed: %s", sub.name, exc)
         loop = asyncio.new_event_loop()
         ready = threading.Event()
         self._thread = threading.Thread(
@@ -149,7 +163,7 @@ class Consumers:
 
     async def _consume(self, sub: Subscription) -> None:
         while not self.stopping:
-            session = _Session(self, sub)
+            session = self._sessions[sub.name] = _Session(self, sub)
             session.reader = asyncio.create_task(session.read())
             try:
                 await session.reader
@@ -176,7 +190,13 @@ class Consumers:
             await asyncio.sleep(delay * (0.5 + random.random() / 2))
 
     async def _stop(self) -> None:
-        self.stopping = True
+        self.stopping = True  # a reader takes no message from now on
+        # The deliveries in hand acknowledge on open connections first: cancelling a reader
+        # closes its connection (the source's iterator ends), and an acknowledgement in flight
+        # would be lost with it, its message delivered again for nothing.
+        in_hand = {task for session in self._sessions.values() for task in session.in_hand}
+        if in_hand:
+            await asyncio.wait(in_hand, timeout=DRAIN_SECONDS)
         for task in self._tasks:
             task.cancel()
         if self._tasks:
