@@ -113,7 +113,7 @@ def main() -> None:
             process.send_signal(signal.SIGTERM)
             process.wait(60)
     n = args.deliveries
-    print(f"webhooks, SQLite, one worker, {args.clients} clients, {n} deliveries each")
+    print(f"webhooks, SQLite, one worker, {args.clients} clients, {n} deliveries in all")
     print(f"  floor (401, nothing written): {n / floor:8.0f}/s")
     print(f"  signed, run committed (202):  {n / timed:8.0f}/s")
     print(f"  ratio committed/floor: {floor / timed:.2f} of the floor's rate")
