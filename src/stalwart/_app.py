@@ -24,7 +24,8 @@ from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
 from ._engine.streams import close_streams
 from ._handle import Handle
-from ._ingress import Delivery, Ingress, Subscribing
+from ._ingress import Delivery, Ingress
+from ._ingress.webhooks import Webhooks
 from ._keyring import Keyring
 from ._loop import AppLoop
 from ._model import (
@@ -66,7 +67,7 @@ def _default_clock(store: Store) -> Clock:
 
 
 class Stalwart(
-    Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning, Rekeying, Subscribing
+    Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning, Rekeying, Webhooks
 ):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 

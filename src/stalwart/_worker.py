@@ -68,13 +68,15 @@ def serve(
     metrics_host: str,
     *,
     companions: Sequence[Companion] | None = None,
+    metrics_server: bool = True,
 ) -> None:
-    """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port``."""
+    """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port`` (by
+    a companion instead when not ``metrics_server``: the worker's ``--http-port``)."""
     worker = Worker(driver, concurrency=concurrency, queues=queues)
     worker.companions.extend(companions or ())
     warn_stranded(driver.runtime, worker.queues)
     if metrics_port is not None:
-        worker.serve_metrics(metrics_host, metrics_port)
+        worker.serve_metrics(metrics_host, metrics_port, own_server=metrics_server)
     worker.serve()
 
 
@@ -242,9 +244,10 @@ class Worker:
         self._metrics_at: tuple[str, int] | None = None
         self.companions: list[Companion] = []  # started and stopped with the claim loop
 
-    def serve_metrics(self, host: str, port: int) -> None:
+    def serve_metrics(self, host: str, port: int, *, own_server: bool = True) -> None:
         """Serve this worker's Prometheus metrics at ``http://host:port/metrics`` while it
-        serves (``UsageError`` now when prometheus-client is not installed)."""
+        serves (``UsageError`` now when prometheus-client is not installed); without
+        ``own_server``, only count them (a companion serves them on its port)."""
         from ._metrics import Metrics
 
         if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
@@ -252,7 +255,7 @@ class Worker:
         if not isinstance(host, str) or not host:
             raise UsageError(f"metrics_host={host!r}: pass a host name or address")
         self.metrics = Metrics(self.runtime, self.queues)
-        self._metrics_at = (host, port)
+        self._metrics_at = (host, port) if own_server else None
 
     def _all_queues(self) -> list[str]:
         """``default``, every declared queue and every queue a workflow names."""
@@ -307,10 +310,12 @@ class Worker:
         log.info("worker %s: stopped", self.runtime.owner, extra=fields(None, self.runtime.owner))
 
     def _start_metrics(self) -> None:
-        if self.metrics is None or self._metrics_at is None:
+        if self.metrics is None:
+            return
+        self.runtime.observers.append(self.metrics)
+        if self._metrics_at is None:  # a companion serves them (the worker's --http-port)
             return
         url = self.metrics.start(*self._metrics_at)
-        self.runtime.observers.append(self.metrics)
         log.info(
             "worker %s: metrics at %s",
             self.runtime.owner,

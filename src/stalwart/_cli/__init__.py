@@ -14,6 +14,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (each adds its commands)
     check,
     keys,
+    mcp,
     operate,
     portability,
     prune,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -62,6 +63,16 @@ def same_store(a: str, b: str) -> bool:
 @click.option(
     "--metrics-host", default="127.0.0.1", show_default=True, help="Where to serve metrics."
 )
+@click.option(
+    "--http-port",
+    type=WholeNumber(0, 65535, example=8080),
+    default=None,
+    help="Serve the app's webhooks at http://HOST:PORT/api/v1/hooks/NAME (needs "
+    "stalwart[ui]), and /metrics when --metrics-port is the same port.",
+)
+@click.option(
+    "--http-host", default="127.0.0.1", show_default=True, help="Where to serve webhooks."
+)
 @url_option
 @click.pass_context
 def worker_command(
@@ -73,6 +84,8 @@ def worker_command(
     log_format: str,
     metrics_port: int | None,
     metrics_host: str,
+    http_port: int | None,
+    http_host: str,
 ) -> None:
     """Run a worker for the app MODULE:APP (default: --app, $STALWART_APP, or [tool.stalwart]
     app in pyproject.toml) until SIGINT or SIGTERM, on the app's own store (a --url that names
@@ -88,18 +101,47 @@ def worker_command(
             f"{target} uses the store {mask_url(app.url)}, not --url {mask_url(url)}: give "
             "the app that URL (stalwart.Stalwart(url)) or drop --url"
         )
-    app.serve(
-        concurrency=concurrency,
-        queues=list(queues) or None,
-        metrics_port=metrics_port,
-        metrics_host=metrics_host,
-    )
+    if http_port is None:
+        app.serve(
+            concurrency=concurrency,
+            queues=list(queues) or None,
+            metrics_port=metrics_port,
+            metrics_host=metrics_host,
+        )
+    else:
+        shared = http_port != 0 and metrics_port == http_port
+        server = _hook_server(app, http_host, http_port, metrics=shared)
+        app._serve_beside(
+            server,
+            concurrency,
+            list(queues) or None,
+            metrics_port,
+            metrics_host,
+            metrics_on_server=shared,
+        )
     # A step that outlived the shutdown grace had its run released: it must not go on running
     # in this process while another worker executes the run. The worker is one OS process.
     logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _hook_server(app: Any, host: str, port: int, *, metrics: bool) -> Any:
+    """The worker's HTTP server (bound now: a port in use is an error before it serves)."""
+    from .._errors import UsageError
+    from .ui import extra_missing
+
+    try:
+        if any(importlib.util.find_spec(m) is None for m in ("starlette", "uvicorn")):
+            raise ImportError("starlette or uvicorn")
+        from .._ui.worker_http import HookServer
+    except (ImportError, ValueError):  # ValueError: find_spec of a module set to None
+        raise CliError(extra_missing().replace("the console", "--http-port")) from None
+    try:
+        return HookServer(app, host, port, metrics=metrics)
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
 
 
 @cli.command("demo")

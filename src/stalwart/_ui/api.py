@@ -22,17 +22,10 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
 from .. import __version__, _inputs
+from .._api_answers import approvals_answer, journal_answer, run_answer, runs_page
 from .._errors import UsageError
-from .._model import STATUSES, WorkflowInfo
-from .._wire import (
-    breaker_json,
-    detail_json,
-    info_json,
-    iso,
-    queue_json,
-    schedule_json,
-    worker_json,
-)
+from .._model import WorkflowInfo
+from .._wire import breaker_json, queue_json, schedule_json, worker_json
 from .errors import ApiError, declared, not_found
 from .responses import JSONAnswer
 from .schemas import (
@@ -192,12 +185,6 @@ def _iso_time(text: str) -> _dt.datetime | None:
     return when
 
 
-def encode_cursor(info: WorkflowInfo) -> str:
-    """Where the next page starts: the last run's creation time and id, opaque to clients."""
-    raw = json.dumps([iso(info.created_at), info.workflow_id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-
 def _decode_cursor(text: str) -> WorkflowInfo | None:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
@@ -266,24 +253,12 @@ def list_runs(
     number of runs per status for the filters other than ``status``."""
     cursor, after = _before(before), _since(since)
     try:
-        runs = app._list_waiting(
-            status, name, limit + 1, cursor, queue=queue, since=after, parent_id=parent_id
+        page = runs_page(
+            app, status, name, limit, before=cursor, queue=queue, since=after, parent_id=parent_id
         )
-        counts = {
-            s: app.count_workflows(s, name, queue, after, parent_id=parent_id) for s in STATUSES
-        }
     except UsageError as exc:
         raise ApiError(400, type(exc).__name__, str(exc)) from None
-    page = runs[:limit]
-    more = len(runs) > limit
-    return JSONAnswer(
-        {
-            "runs": [{**info_json(info), "waiting_for": waiting} for info, waiting in page],
-            "more": more,
-            "next_before": encode_cursor(page[-1][0]) if more else None,
-            "counts": counts,
-        }
-    )
+    return JSONAnswer(page)
 
 
 @router.get(
@@ -320,18 +295,7 @@ def run_journal(
     ``total`` is how many entries the whole journal has, counted after these were read: when
     the entries you hold plus the new ones are fewer, one was committed late below ``after``;
     read the whole journal again."""
-    entries = app._journal_json(workflow_id, after, None if limit is None else limit + 1)
-    more = limit is not None and len(entries) > limit
-    entries = entries[:limit]
-    whole = after is None and not more
-    return JSONAnswer(
-        {
-            "workflow_id": workflow_id,
-            "entries": entries,
-            "more": more,
-            "total": len(entries) if whole else app.journal_size(workflow_id),
-        }
-    )
+    return JSONAnswer(journal_answer(app, workflow_id, after, limit))
 
 
 @router.get(
@@ -346,7 +310,7 @@ def list_approvals(
 ) -> JSONAnswer:
     """Approval requests, oldest first: the undecided ones, or with ``all=true`` (or
     ``pending=false``) the decided ones too, with who decided, when and why."""
-    return JSONAnswer({"approvals": app._approvals_json(pending=pending and not all_)})
+    return JSONAnswer(approvals_answer(app, pending=pending and not all_))
 
 
 @router.get(
@@ -403,7 +367,7 @@ def health(request: Request) -> JSONAnswer:
 
 
 def _detail(app: Any, workflow_id: str, **extra: Any) -> JSONAnswer:
-    return JSONAnswer({**detail_json(app.describe(workflow_id)), **extra})
+    return JSONAnswer(run_answer(app, workflow_id, **extra))
 
 
 def _decision(verb: str) -> None:
@@ -524,4 +488,4 @@ def send_event(w: Write, workflow_id: RunId, body: EventBody) -> JSONAnswer:
 )
 def run_detail(app: Reader, workflow_id: RunId) -> JSONAnswer:
     """The run: its status, what it waits on, the step it executes now, its usage."""
-    return JSONAnswer(detail_json(app.describe(workflow_id)))
+    return JSONAnswer(run_answer(app, workflow_id))

@@ -1,5 +1,5 @@
-"""The ASGI app: the API's routes under ``/api/v1``, the console's files, the error shape, the
-guard, and the OpenAPI document (without FastAPI's 422s)."""
+"""The ASGI app: the API's routes under ``/api/v1`` (the webhooks' too), the console's files,
+the error shape, the guard, and the OpenAPI document (without FastAPI's 422s)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from .. import __version__
 from .api import ServerState, router
 from .errors import install_error_handlers, strip_422
 from .guard import Guard
+from .hooks_route import hooks_route
 from .stream_route import stream_router
 
 __all__ = ["CONSOLE", "create_app"]
@@ -44,10 +45,13 @@ def create_app(
         redoc_url=None,
     )
     api.state.stalwart = ServerState(app=app, token=token, reads_need_token=reads_need_token)
+    api.state.hooks_app = app
     install_error_handlers(api)
     # before the run's own route, whose id may hold slashes (it would take ".../stream")
     api.include_router(stream_router, prefix="/api/v1")
     api.include_router(router, prefix="/api/v1")
+    hooks = hooks_route()  # its signature is its authentication: no token, no OpenAPI entry
+    api.add_route(hooks.path, hooks.endpoint, methods=["POST"], include_in_schema=False)
     api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])
     api.mount("/console", _Console(directory=CONSOLE, check_dir=False), name="console")
     api.add_middleware(Guard, loopback=loopback)
