@@ -37,7 +37,7 @@ import signal
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -283,6 +283,20 @@ class Namespace:
                 self._add_rule(chain, flag, self.host_addr, "-p", "tcp", "-j", *target)
             else:
                 self._add_rule(chain, flag, self.host_addr, "-j", *target)
+
+    def drop_replies(self, containing: str) -> Callable[[], int]:
+        """Drop every TCP packet from the host whose payload holds ``containing`` (the server's
+        ``COMMIT`` tag: a commit happened and its acknowledgement never arrives), until
+        :meth:`heal`. Returns a function that tells how many packets it dropped so far."""
+        match = ["-m", "string", "--string", containing, "--algo", "bm"]
+        self._add_rule("INPUT", "-s", self.host_addr, "-p", "tcp", *match, "-j", "DROP")
+
+        def dropped() -> int:
+            out = self.run("iptables", "-L", "INPUT", "-v", "-x", "-n", check=False).stdout
+            lines = [line for line in out.splitlines() if f'"{containing}"' in line]
+            return int(lines[0].split()[0]) if lines else 0
+
+        return dropped
 
     def degrade(self, delay_ms: int = 200, loss: float = 0.05) -> None:
         """Delay what the namespace sends by ``delay_ms`` and drop a ``loss`` share of its
