@@ -35,6 +35,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -351,16 +352,22 @@ def resume(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
 
 
 def skewed_clock_env(seconds: float) -> dict[str, str]:
-    """Environment that runs a child under libfaketime with its clock ``seconds`` ahead
-    (negative: behind). Python's ``time.time``, ``datetime.now`` and libpq's timers all read
-    it; ``time.monotonic`` moves by the same offset, so intervals stay right."""
+    """Environment that runs a child under libfaketime with its wall clock ``seconds`` ahead
+    (negative: behind): ``time.time`` and ``datetime.now`` read it. The monotonic clock is left
+    alone, as on a real machine whose wall clock is off (libfaketime would shift it too, but it
+    does not translate the deadlines of Python's timed waits, ``sem_clockwait`` on that clock,
+    so every ``Event.wait(timeout)`` would sleep ``seconds`` longer, or forever); a Python
+    child's ``time.sleep`` is mended by ``lab_faketime/sitecustomize.py``, which this puts
+    first on ``PYTHONPATH``."""
     lib = _faketime_lib()
     if lib is None:
         raise RuntimeError("libfaketime not found: apt-get install -y faketime")
+    shim = Path(__file__).with_name("lab_faketime")  # its sitecustomize mends time.sleep
     return {
+        "PYTHONPATH": os.pathsep.join([str(shim), *(p for p in sys.path if p)]),
         "LD_PRELOAD": lib,
         "FAKETIME": f"{seconds:+g}s",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "0",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_NO_CACHE": "1",
     }
 
