@@ -95,6 +95,7 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
     @app.step(name="slow_link")
     def slow_link(i: int, pause: float) -> int:
         rec.executed("slow_link", i=i)
+        _hold(rec, "slow_link")
         time.sleep(pause)
         return i
 
