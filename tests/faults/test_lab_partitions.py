@@ -1,7 +1,7 @@
 """Partitions between one worker and PostgreSQL (the fault lab, ``lab.py``).
 
-* A worker cut off from the database for longer than its lease while inside an irreversible
-  step: another worker takes the run over once the lease lapses, ``verify`` settles the step
+* A worker cut off from the database (or frozen with SIGSTOP) for longer than its lease while
+  inside an irreversible step: another worker takes the run over once the lease lapses, ``verify`` settles the step
   (the effect happened), the healed worker records nothing, and the payment happened once.
 * The acknowledgement of a commit lost (the server's ``COMMIT`` reply dropped, then the
   connection closed): the worker retries, the retried write is deduplicated, nothing is
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 from fault_harness import WorkerHarness, step_entries
-from lab import LabDatabase, Namespace
+from lab import LabDatabase, Namespace, pause, resume
 from lab_agent import LAB_AGENT, lab_app, release
 from worker_agent import Downstream, chain_expected
 
@@ -25,8 +25,9 @@ pytestmark = pytest.mark.faults
 LEASE_S = 4.0
 
 
+@pytest.mark.parametrize("fault", ["cut", "pause"])
 def test_a_worker_partitioned_past_its_lease_in_an_irreversible_step_records_nothing(
-    lab_workers: WorkerHarness, lab_pg: LabDatabase, netns: Callable[[], Namespace]
+    lab_workers: WorkerHarness, lab_pg: LabDatabase, netns: Callable[[], Namespace], fault: str
 ) -> None:
     workers, ns = lab_workers, netns()
     downstream = Downstream(workers.workdir / "downstream.db")
@@ -41,7 +42,10 @@ def test_a_worker_partitioned_past_its_lease_in_an_irreversible_step_records_not
         handle = app.start(wf["pay_agent"], "o-1", 40, workflow_id="part-1")
         marker = workers.marker("part-1", "pay")
         workers.wait_for(marker.exists, "pay running on the worker to cut off", 60, [cut_off])
-        ns.cut()
+        if fault == "cut":
+            ns.cut()
+        else:
+            pause(cut_off)  # frozen (SIGSTOP): a long GC, a suspended VM
         cut_at = time.monotonic()
         workers.start(program=LAB_AGENT, lease_seconds=LEASE_S)  # on the host, linked
         result = handle.result(timeout=120)
@@ -52,7 +56,10 @@ def test_a_worker_partitioned_past_its_lease_in_an_irreversible_step_records_not
         assert len(downstream.calls()) == 1
         before = app.journal("part-1")
 
-        ns.heal()
+        if fault == "cut":
+            ns.heal()
+        else:
+            resume(cut_off)
         release(workers.workdir, "part-1")  # the healed worker's step returns now
         workers.wait_for(
             lambda: "lease lost to another worker" in workers.output(cut_off),
