@@ -1,8 +1,9 @@
 """Partitions between one worker and PostgreSQL (the fault lab, ``lab.py``).
 
 * A worker cut off from the database (or frozen with SIGSTOP) for longer than its lease while
-  inside an irreversible step: another worker takes the run over once the lease lapses, ``verify`` settles the step
-  (the effect happened), the healed worker records nothing, and the payment happened once.
+  inside an irreversible step: another worker takes the run over once the lease lapses,
+  ``verify`` settles the step (the effect happened), the healed worker records nothing, and the
+  payment happened once.
 * The acknowledgement of a commit lost (the server's ``COMMIT`` reply dropped, then the
   connection closed): the worker retries, the retried write is deduplicated, nothing is
   recorded twice and every run completes.
