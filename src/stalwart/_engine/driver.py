@@ -148,17 +148,20 @@ class Driver(RunClaims):
         """An invocation ended without recording an outcome: say so, and give its lease back
         so that the run is taken up again at once, not when the lease lapses."""
         inv.abandoned = True
-        log.error(
-            "run %s: stopped without recording an outcome (%s: %s); its lease was released",
-            inv.workflow_id,
-            type(error).__name__,
-            error,
-        )
         runtime = self.runtime
         try:
             runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
-        except Exception as exc:
-            log.error("run %s: releasing its lease failed too: %s", inv.workflow_id, exc)
+        except Exception as exc:  # it lapses instead: the run is taken up when it does
+            released = f"releasing its lease failed too ({exc}): it is taken up when it lapses"
+        else:
+            released = "its lease was released"
+        log.error(
+            "run %s: stopped without recording an outcome (%s: %s); %s",
+            inv.workflow_id,
+            type(error).__name__,
+            error,
+            released,
+        )
 
     def acquire(
         self, wf: WorkflowDef, wid: str, payload: bytes, *, create_first: bool = False
