@@ -105,6 +105,7 @@ from .rows import (
     RunRow,
     SharedRow,
     SharedSet,
+    StatsRows,
     UsageRow,
     WaitDecision,
     WorkerRow,
@@ -185,6 +186,7 @@ __all__ = [
     "SharedSet",
     "SharedStore",
     "SnapshotStore",
+    "StatsRows",
     "Store",
     "StreamStore",
     "UnmigratedStore",
@@ -196,7 +198,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 25
 
 
 class RunStore(RunReads, Protocol):

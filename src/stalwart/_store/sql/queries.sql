@@ -891,3 +891,52 @@ DELETE FROM payloads WHERE digest = :digest;
 -- Read again under the lock unused_chunks took: a use recorded before it is seen here.
 DELETE FROM snapshot_chunks
 WHERE digest = :digest AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = snapshot_chunks.digest);
+
+-- dialect: stats_started
+-- The runs created per bucket of the overview's window: a range of runs_by_created. The bucket
+-- is the whole number of widths since :since: CAST truncates on SQLite (the value is never
+-- negative here), PostgreSQL's rounds, so it takes floor() first.
+
+-- dialect: stats_finished
+-- The runs that ended per bucket, by status: a range of runs_ended (0025), which holds the
+-- ended runs only, by the time they last changed (when they ended). Bucketed as stats_started.
+
+-- name: stats_steps
+-- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left
+-- out), their failures, and the p50 and p95 of the durations of those with both times, by
+-- nearest rank (the value at rank ceil(q * n), in integers): a range of journal_steps (0025),
+-- which holds the step rows only and every column read here.
+WITH attempts AS (
+    SELECT name, status,
+           CASE WHEN finished_at IS NOT NULL THEN finished_at - started_at END AS took
+    FROM journal
+    WHERE kind = 'step' AND started_at >= :since AND attempt > 0
+      AND status IN ('completed', 'failed')
+), ranked AS (
+    SELECT name, status, took,
+           row_number() OVER (
+               PARTITION BY name ORDER BY CASE WHEN took IS NULL THEN 1 ELSE 0 END, took
+           ) AS n,
+           count(took) OVER (PARTITION BY name) AS timed
+    FROM attempts
+)
+SELECT name, count(*) AS attempts,
+       sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failures,
+       min(CASE WHEN n = (timed + 1) / 2 THEN took END) AS p50,
+       min(CASE WHEN n = (95 * timed + 99) / 100 THEN took END) AS p95
+FROM ranked
+GROUP BY name
+ORDER BY name;
+
+-- name: stats_workflows
+-- The runs created since :since by workflow name, with what their attempts recorded so far
+-- (run_spend, one row a run by its key): a range of runs_by_created_name (0025), which
+-- carries the name, so no run row is read.
+SELECT r.name, count(*) AS runs,
+       coalesce(sum(s.input_tokens), 0) AS input_tokens,
+       coalesce(sum(s.output_tokens), 0) AS output_tokens,
+       coalesce(sum(s.cost), 0) AS cost
+FROM runs r LEFT JOIN run_spend s ON s.workflow_id = r.workflow_id
+WHERE r.created_at >= :since
+GROUP BY r.name
+ORDER BY r.name;

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from ..base import CountRow, LiveNameRow, QueueRow, UsageRow, WorkerRow
+from ..base import CountRow, LiveNameRow, QueueRow, StatsRows, UsageRow, WorkerRow
 from ._base import SQLBase
 
 __all__ = ["ReadVerbs"]
@@ -84,3 +85,24 @@ class ReadVerbs(SQLBase):
     def live_run_names(self) -> list[LiveNameRow]:
         """How many runs that have not ended each queue has of each workflow name."""
         return self._records("live_run_names", {}, LiveNameRow)
+
+    def run_stats(self, *, since: float, width: float) -> StatsRows:
+        """The overview of the runs since ``since``: runs created and ended per bucket of
+        ``width`` seconds, step attempts and their latency by step, spend by workflow."""
+        window = {"since": since, "width": width}
+        return StatsRows(
+            started=[(int(b), int(n)) for b, n in self._rows("stats_started", window)],
+            finished=[(int(b), str(s), int(n)) for b, s, n in self._rows("stats_finished", window)],
+            steps=[
+                (str(name), int(n), int(bad), _seconds(p50), _seconds(p95))
+                for name, n, bad, p50, p95 in self._rows("stats_steps", {"since": since})
+            ],
+            workflows=[
+                (str(name), int(n), int(i), int(o), float(c))
+                for name, n, i, o, c in self._rows("stats_workflows", {"since": since})
+            ],
+        )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)

@@ -287,3 +287,14 @@ SELECT digest FROM snapshot_chunks c
 WHERE created_at < :before
   AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = c.digest)
 LIMIT :limit FOR UPDATE SKIP LOCKED;
+
+-- name: stats_started
+SELECT CAST(floor((created_at - :since) / :width) AS INTEGER) AS bucket, count(*) AS runs
+FROM runs WHERE created_at >= :since
+GROUP BY bucket ORDER BY bucket;
+
+-- name: stats_finished
+SELECT CAST(floor((updated_at - :since) / :width) AS INTEGER) AS bucket, status,
+       count(*) AS runs
+FROM runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at >= :since
+GROUP BY bucket, status ORDER BY bucket, status;
