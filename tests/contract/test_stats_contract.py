@@ -29,7 +29,7 @@ def _run(store: Store, wid: str, name: str, at: float) -> None:
 
 
 def _attempt(
-    store: Store, wid: str, seq: int, name: str, at: float, took: float, *, attempt: int = 1,
+    store: Store, wid: str, seq: int, name: str, *, at: float, took: float, attempt: int = 1,
     failed: bool = False, usage: Usage | None = None,
 ) -> None:  # fmt: skip
     entry = Entry(
@@ -62,16 +62,16 @@ def _end(store: Store, wid: str, status: str, at: float) -> None:
 
 def test_run_stats_counts_the_window_by_bucket_step_and_workflow(store: Store) -> None:
     _run(store, "old", "agent", 500.0)  # before the window: none of it counts
-    _attempt(store, "old", 1, "call", 510.0, 9.0, failed=True)
+    _attempt(store, "old", 1, "call", at=510.0, took=9.0, failed=True)
     _end(store, "old", "failed", 520.0)
     _run(store, "a", "agent", 1010.0)
-    _attempt(store, "a", 1, "call", 1011.0, 1.0, failed=True, usage=Usage(10, 2, 0.5))
-    _attempt(store, "a", 1, "call", 1015.0, 2.0, attempt=2, usage=Usage(100, 20, 1.25))
-    _attempt(store, "a", 2, "search", 1020.0, 0.5)
+    _attempt(store, "a", 1, "call", at=1011.0, took=1.0, failed=True, usage=Usage(10, 2, 0.5))
+    _attempt(store, "a", 1, "call", at=1015.0, took=2.0, attempt=2, usage=Usage(100, 20, 1.25))
+    _attempt(store, "a", 2, "search", at=1020.0, took=0.5)
     _end(store, "a", "completed", 1150.0)
     _run(store, "b", "agent", 1120.0)
     for seq, took in enumerate([3.0, 4.0, 5.0, 6.0], start=2):
-        _attempt(store, "b", seq, "call", 1130.0 + seq, took)
+        _attempt(store, "b", seq, "call", at=1130.0 + seq, took=took)
     _end(store, "b", "failed", 1260.0)
     _run(store, "c", "digest", 1290.0)  # still running
 

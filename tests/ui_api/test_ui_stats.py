@@ -4,9 +4,10 @@ journals, not from the store's statistics)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import itertools
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,7 +43,9 @@ def _declare(app: stalwart.Stalwart) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
     """A store with six finished agent runs (two failed) and a pending one, and its server."""
     if request.param == "sqlite":
         urls: Iterator[str] = iter([f"sqlite:///{tmp_path_factory.mktemp('stats') / 's.db'}"])
@@ -54,17 +57,15 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         with stalwart.Stalwart(url) as app:
             flows = _declare(app)
             for x in range(1, 7):
-                try:
+                with contextlib.suppress(stalwart.WorkflowFailed):
                     app.run(flows["agent"], x, workflow_id=f"agent-{x}")
-                except stalwart.WorkflowFailed:
-                    pass
             app.start(flows["waiter"], workflow_id="waiting")
             with ui_server(url, "--token", TOKEN) as server:
                 yield app, server
 
 
 def test_stats_answers_what_the_runs_did_in_every_window(served: Any) -> None:
-    app, server = served
+    _, server = served
     with server.client(TOKEN) as client:
         for window, (count, width) in WIDTHS.items():
             answer = client.get("/api/v1/stats", params={"window": window})
@@ -74,8 +75,9 @@ def test_stats_answers_what_the_runs_did_in_every_window(served: Any) -> None:
             assert stats["window"] == window
             starts = [dt.datetime.fromisoformat(b["start"]) for b in stats["buckets"]]
             assert len(starts) == count and all(s.utcoffset() == dt.timedelta(0) for s in starts)
-            assert all((b - a).total_seconds() == width for a, b in zip(starts, starts[1:]))
-            assert starts[-1] <= dt.datetime.now(dt.UTC) < starts[-1] + dt.timedelta(seconds=width)
+            assert all((b - a).total_seconds() == width for a, b in itertools.pairwise(starts))
+            now = dt.datetime.now(dt.UTC)
+            assert starts[-1] <= now < starts[-1] + dt.timedelta(seconds=width)
             assert sum(b["started"] for b in stats["buckets"]) == 7
             ended: dict[str, int] = {}
             for bucket in stats["buckets"]:
