@@ -899,7 +899,9 @@ WHERE digest = :digest AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.dig
 
 -- dialect: stats_finished
 -- The runs that ended per bucket, by status: a range of runs_ended (0025), which holds the
--- ended runs only, by the time they last changed (when they ended). Bucketed as stats_started.
+-- ended runs only, by the time they last changed (when they ended). Bucketed as stats_started;
+-- SQLite names the index (INDEXED BY): without statistics its planner prefers the status
+-- index of the wake-up poll, which reads every ended run.
 
 -- name: stats_steps
 -- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left
@@ -928,15 +930,8 @@ FROM ranked
 GROUP BY name
 ORDER BY name;
 
--- name: stats_workflows
+-- dialect: stats_workflows
 -- The runs created since :since by workflow name, with what their attempts recorded so far
--- (run_spend, one row a run by its key): a range of runs_by_created_name (0025), which
--- carries the name, so no run row is read.
-SELECT r.name, count(*) AS runs,
-       coalesce(sum(s.input_tokens), 0) AS input_tokens,
-       coalesce(sum(s.output_tokens), 0) AS output_tokens,
-       coalesce(sum(s.cost), 0) AS cost
-FROM runs r LEFT JOIN run_spend s ON s.workflow_id = r.workflow_id
-WHERE r.created_at >= :since
-GROUP BY r.name
-ORDER BY r.name;
+-- (run_spend, one row a run by its key), from a range of runs_by_created_name (0025), which
+-- carries the name and key, so no run row is read. SQLite names the index (INDEXED BY): without
+-- statistics its planner walks every run in runs_by_name_status to group by name unsorted.
