@@ -8,6 +8,7 @@ import pytest
 
 from stalwart._model import ErrorRecord, Usage
 from stalwart._store import Entry, Store
+from stalwart._store.sql import reads
 
 WIDTH = 100.0
 SINCE = 1000.0
@@ -86,6 +87,23 @@ def test_run_stats_counts_the_window_by_bucket_step_and_workflow(store: Store) -
     by_name = {name: rest for name, *rest in stats.workflows}
     assert by_name["agent"] == [2, 110, 22, pytest.approx(1.75)]
     assert by_name["digest"] == [1, 0, 0, 0.0]
+
+
+def test_run_stats_samples_a_big_window_but_reads_a_rare_step_whole(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reads, "SAMPLE", 10)  # percentiles from about 10 timed attempts
+    monkeypatch.setattr(reads, "RARE", 2)  # a step sampled below 2 is read whole
+    _run(store, "a", "agent", 1010.0)
+    for seq in range(1, 41):  # call: 1 s ... 40 s
+        _attempt(store, "a", seq, "call", at=1000.0 + seq, took=float(seq))
+    for seq, took in ((41, 0.5), (42, 0.7), (43, 0.9)):
+        _attempt(store, "a", seq, "rare", at=1100.0 + seq, took=took)
+    steps = {name: rest for name, *rest in store.run_stats(since=SINCE, width=WIDTH).steps}
+    attempts, failures, p50, p95 = steps["call"]
+    assert (attempts, failures) == (40, 0)  # counted whole
+    assert 10 <= p50 <= 30 and 30 <= p95 <= 40  # from the sample: every 5th attempt by id
+    assert steps["rare"] == [3, 0, pytest.approx(0.7), pytest.approx(0.9)]  # read whole
 
 
 def test_run_stats_of_an_empty_window_is_empty(store: Store) -> None:

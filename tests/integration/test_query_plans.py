@@ -120,6 +120,8 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("the overview's runs started", "stats_started", {"since": at, "width": 300.0}),
         ("the overview's runs ended", "stats_finished", {"since": at, "width": 300.0}),
         ("the overview's steps", "stats_steps", {"since": at}),
+        ("the overview's step times", "stats_step_times", {"since": at, "every": 1, "name": None}),
+        ("a step's times", "stats_step_times", {"since": at, "every": 1, "name": "call_llm"}),
         ("the overview's workflows", "stats_workflows", {"since": at}),
     ]
 
@@ -173,6 +175,7 @@ def test_the_run_list_and_a_run_page_read_through_indexes(shared_url: str) -> No
         ("stats_started", "runs_by_created"),
         ("stats_finished", "runs_ended"),
         ("stats_steps", "journal_steps"),
+        ("stats_step_times", "journal_steps"),
         ("stats_workflows", "runs_by_created_name"),
     ],
 )
@@ -183,7 +186,7 @@ def test_the_overview_reads_its_window_from_its_index(
     window's start: never a run or journal row before it (SQLite; PostgreSQL's plans are
     checked with the console's reads above)."""
     with _app_with_runs(f"sqlite:///{tmp_path / 'runs.db'}") as app:
-        plan = _plan(app, name, {"since": 1.0, "width": 300.0})
+        plan = _plan(app, name, {"since": 1.0, "width": 300.0, "every": 2, "name": None})
         since = r"\((created_at|updated_at|started_at)>\?\)"
         pattern = rf"SEARCH (runs|journal) USING COVERING INDEX {index} {since}"
         assert any(re.match(pattern, step) for step in plan), plan

@@ -905,30 +905,26 @@ WHERE digest = :digest AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.dig
 
 -- name: stats_steps
 -- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left
--- out), their failures, and the p50 and p95 of the durations of those with both times, by
--- nearest rank (the value at rank ceil(q * n), in integers): a range of journal_steps (0025),
--- which holds the step rows only and every column read here.
-WITH attempts AS (
-    SELECT name, status,
-           CASE WHEN finished_at IS NOT NULL THEN finished_at - started_at END AS took
-    FROM journal
-    WHERE kind = 'step' AND started_at >= :since AND attempt > 0
-      AND status IN ('completed', 'failed')
-), ranked AS (
-    SELECT name, status, took,
-           row_number() OVER (
-               PARTITION BY name ORDER BY CASE WHEN took IS NULL THEN 1 ELSE 0 END, took
-           ) AS n,
-           count(took) OVER (PARTITION BY name) AS timed
-    FROM attempts
-)
+-- out), how many failed and how many recorded both times: a range of journal_steps (0025),
+-- which holds the step rows only and every column read here, aggregated where it is read.
 SELECT name, count(*) AS attempts,
        sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failures,
-       min(CASE WHEN n = (timed + 1) / 2 THEN took END) AS p50,
-       min(CASE WHEN n = (95 * timed + 99) / 100 THEN took END) AS p95
-FROM ranked
+       count(finished_at) AS timed
+FROM journal
+WHERE kind = 'step' AND started_at >= :since AND attempt > 0
+  AND status IN ('completed', 'failed')
 GROUP BY name
 ORDER BY name;
+
+-- name: stats_step_times
+-- The durations of the timed attempts stats_steps counts, every :every-th by id (1: all of
+-- them), from the same index range; :name (when given) only that step's. The store takes the
+-- percentiles of what this answers.
+SELECT name, finished_at - started_at AS took
+FROM journal
+WHERE kind = 'step' AND started_at >= :since AND attempt > 0
+  AND status IN ('completed', 'failed') AND finished_at IS NOT NULL
+  AND id % :every = 0 AND (:name IS NULL OR name = :name);
 
 -- dialect: stats_workflows
 -- The runs created since :since by workflow name, with what their attempts recorded so far
