@@ -8,6 +8,9 @@ import { shortTime, timeEl } from "../format.js";
 
 export const WINDOWS = { "1h": "Last hour", "24h": "Last 24 hours", "7d": "Last 7 days" };
 const ENDED = ["completed", "failed", "cancelled"];
+// How often a window is read again while the page is open: a week's numbers move slowly, and
+// counting them costs the store more than an hour's.
+const EVERY_MS = { "1h": 2000, "24h": 10_000, "7d": 30_000 };
 
 const num = (n) => String(n);
 const ms = (v) => (v === null || v === undefined ? "—" : String(v));
@@ -133,6 +136,7 @@ export default function overview(ctx, _arg, params) {
     error.el,
     h("div", { class: "charts" }, Object.values(figs).map((f) => f.el)));
   let seen = "";
+  let readAt = -Infinity; // when the window was last read (performance.now())
 
   function buttons() {
     picker.replaceChildren(...Object.entries(WINDOWS).map(([key, label]) => h("button", {
@@ -146,14 +150,18 @@ export default function overview(ctx, _arg, params) {
     ctx.setParams({ window: key });
     buttons();
     seen = "";
+    readAt = -Infinity;
     ctx.refresh();
   }
 
-  async function refresh() {
+  async function refresh({ forced = false } = {}) {
+    if (!forced && performance.now() - readAt < EVERY_MS[window] - 100) return;
+    readAt = performance.now();
     let answer;
     try {
       answer = await api.get("/stats", { window });
     } catch (err) {
+      readAt = -Infinity; // read again at the next poll
       error.error(`Cannot read the overview: ${err.message}`);
       if (err.status === 0) throw err;
       return;
