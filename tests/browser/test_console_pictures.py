@@ -131,6 +131,7 @@ def test_a_run_timeline_titles_each_attempt_and_marks_the_recovery(page: Any, fl
     titles = chart.locator("rect.bar > title").all_text_contents()
     assert any(t.startswith("#1 quote, attempt 1, ") and t.endswith(": completed") for t in titles)
     expect(chart.locator("g.mark > title")).to_contain_text(["recovered (from "])
+    expect(chart.locator("g.gap > title")).to_contain_text(["waiting for an operator"])
     figure = page.get_by_role("figure", name="Run timeline")
     shot(figure, "run-timeline-recovery")
     figure.get_by_role("button", name="Show as table").click()

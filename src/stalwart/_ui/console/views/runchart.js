@@ -63,6 +63,8 @@ export function layout(entries, run, current, nowS) {
       if (e.name === "suspended") {
         const out = e.output || {};
         suspended = [when, String(out.waiting_for || "timer").replace(":", " ")];
+      } else if (e.name === "needs_attention") {
+        suspended = [when, "an operator"];
       } else if (e.name === "resumed" || e.name === "finished") {
         if (suspended && when > suspended[0]) gaps.push({ lane: "run", from: suspended[0], to: when, label: `waiting for ${suspended[1]}` });
         suspended = null;
