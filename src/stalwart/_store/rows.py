@@ -403,7 +403,7 @@ class StatsRows:
     ``started``: (bucket, runs created in it); ``finished``: (bucket, status, runs that ended
     in it with that status), a bucket being ``width`` seconds from ``since``; ``steps``: (step
     name, attempts, failed attempts, p50 and p95 seconds of the attempts with both times,
-    nearest rank, of a sample past 20,000 such attempts); ``workflows``: (workflow name, runs
+    nearest rank, of a sample past 10,000 such attempts); ``workflows``: (workflow name, runs
     created, input tokens, output tokens, cost their attempts recorded so far)."""
 
     started: list[tuple[int, int]]

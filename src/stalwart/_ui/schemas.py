@@ -301,7 +301,7 @@ class StatsBucket(_Answer):
 
 class StepStats(_Answer):
     """A step's attempts in the window, how many failed, and the median and 95th percentile
-    of their durations (nearest rank, of an even sample past 20,000 timed attempts; ``null``
+    of their durations (nearest rank, of an even sample past 10,000 timed attempts; ``null``
     without a timed attempt)."""
 
     name: str

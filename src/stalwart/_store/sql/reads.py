@@ -126,7 +126,7 @@ class ReadVerbs(SQLBase):
         return out
 
 
-SAMPLE = 20_000  # timed attempts read for the percentiles before sampling
+SAMPLE = 10_000  # timed attempts read for the percentiles before sampling
 RARE = 500  # a step sampled below this many is read whole
 
 
