@@ -153,7 +153,7 @@ export function runChart({ onPick }) {
     }
     const svg = s("svg", { viewBox: `0 0 ${WIDTH} ${height}`, class: "timeline-chart", on: { click: pick } });
     svg.append(frag);
-    const summary = `${bars.length} bars over ${duration(span)}${current ? " so far (live)" : ""}; ${gaps.length} gaps${marks.length ? `; ${marks.length} recover${marks.length === 1 ? "y" : "ies"}` : ""}.`;
+    const summary = `${bars.length} bar${bars.length === 1 ? "" : "s"} over ${duration(span)}${current ? " so far (live)" : ""}; ${gaps.length} gap${gaps.length === 1 ? "" : "s"}${marks.length ? `; ${marks.length} recover${marks.length === 1 ? "y" : "ies"}` : ""}.`;
     fig.draw(svg, () => twin(bars, gaps, marks, t0), summary);
     status.textContent = more ? `Drawn from the first ${entries.length} of ${total} entries; the rest are drawn as the journal below loads them.` : "";
     status.hidden = !more;
