@@ -122,6 +122,11 @@ class Reads:
         """How many approval requests are undecided (one count, for the console's navigation)."""
         return self._views.pending_approvals()
 
+    def _stats_json(self, window: str = "24h") -> dict[str, Any]:
+        """What the console's overview draws for ``window`` (``1h``, ``24h``, ``7d``), as
+        ``GET /api/v1/stats`` answers it."""
+        return self._views.stats(window)
+
     def breakers(self) -> list[BreakerState]:
         """The fleet's circuit breakers that have counted a failure, by name."""
         return self._views.breakers()

@@ -117,6 +117,12 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("the approvals inbox", "list_approvals", {"pending": 1, "workflow_id": None}),
         ("the waits of a page", "approvals_of_runs", {"ids": ["run-1", "run-2"]}),
         ("the queues page", "queue_counts", {}),
+        ("the overview's runs started", "stats_started", {"since": at, "width": 300.0}),
+        ("the overview's runs ended", "stats_finished", {"since": at, "width": 300.0}),
+        ("the overview's steps", "stats_steps", {"since": at}),
+        ("the overview's step times", "stats_step_times", {"since": at, "every": 1, "name": None}),
+        ("a step's times", "stats_step_times", {"since": at, "every": 1, "name": "call_llm"}),
+        ("the overview's workflows", "stats_workflows", {"since": at}),
     ]
 
 
@@ -161,6 +167,29 @@ def test_the_run_list_and_a_run_page_read_through_indexes(shared_url: str) -> No
             if found := _unindexed(plan, params):
                 bad[what] = (found, plan)
         assert not bad, bad
+
+
+@pytest.mark.parametrize(
+    ("name", "index"),
+    [
+        ("stats_started", "runs_by_created"),
+        ("stats_finished", "runs_ended"),
+        ("stats_steps", "journal_steps"),
+        ("stats_step_times", "journal_steps"),
+        ("stats_workflows", "runs_by_created_name"),
+    ],
+)
+def test_the_overview_reads_its_window_from_its_index(
+    tmp_path: Path, name: str, index: str
+) -> None:
+    """GET /api/v1/stats reads a range of an index that covers what it counts, from the
+    window's start: never a run or journal row before it (SQLite; PostgreSQL's plans are
+    checked with the console's reads above)."""
+    with _app_with_runs(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+        plan = _plan(app, name, {"since": 1.0, "width": 300.0, "every": 2, "name": None})
+        since = r"\((created_at|updated_at|started_at)>\?\)"
+        pattern = rf"SEARCH (runs|journal) USING COVERING INDEX {index} {since}"
+        assert any(re.match(pattern, step) for step in plan), plan
 
 
 @pytest.mark.parametrize(

@@ -106,6 +106,7 @@ from .rows import (
     RunRow,
     SharedRow,
     SharedSet,
+    StatsRows,
     UsageRow,
     WaitDecision,
     WorkerRow,
@@ -189,6 +190,7 @@ __all__ = [
     "SharedSet",
     "SharedStore",
     "SnapshotStore",
+    "StatsRows",
     "Store",
     "StreamStore",
     "UnmigratedStore",
@@ -200,7 +202,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 
 
 class RunStore(RunReads, Protocol):

@@ -20,6 +20,7 @@ from .rows import (
     QueueRow,
     RunRow,
     SpendRow,
+    StatsRows,
     UsageRow,
     WorkerRow,
 )
@@ -149,6 +150,10 @@ class FleetReads(Protocol):
 
     def list_workers(self, *, stale_before: float) -> list[WorkerRow]:
         """The workers seen since ``stale_before`` (older rows are dropped)."""
+
+    def run_stats(self, *, since: float, width: float) -> StatsRows:
+        """The overview of the runs since ``since``: runs created and ended per bucket of
+        ``width`` seconds, step attempts and their latency by step, spend by workflow."""
 
 
 class ReadModelStore(RunReads, JournalReads, ApprovalReads, BreakerReads, FleetReads, Protocol):

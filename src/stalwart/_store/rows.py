@@ -26,6 +26,7 @@ __all__ = [
     "SharedRow",
     "SharedSet",
     "SpendRow",
+    "StatsRows",
     "UsageRow",
     "WaitDecision",
     "WorkerRow",
@@ -393,3 +394,19 @@ class LiveNameRow:
     queue: str
     name: str
     runs: int
+
+
+@dataclass(frozen=True, slots=True)
+class StatsRows:
+    """What the console's overview draws for a window, as the store counted it.
+
+    ``started``: (bucket, runs created in it); ``finished``: (bucket, status, runs that ended
+    in it with that status), a bucket being ``width`` seconds from ``since``; ``steps``: (step
+    name, attempts, failed attempts, p50 and p95 seconds of the attempts with both times,
+    nearest rank, of a sample past 10,000 such attempts); ``workflows``: (workflow name, runs
+    created, input tokens, output tokens, cost their attempts recorded so far)."""
+
+    started: list[tuple[int, int]]
+    finished: list[tuple[int, str, int]]
+    steps: list[tuple[str, int, int, float | None, float | None]]
+    workflows: list[tuple[str, int, int, int, float]]

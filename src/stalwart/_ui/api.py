@@ -15,7 +15,7 @@ import dataclasses
 import datetime as _dt
 import hmac
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -46,6 +46,7 @@ from .schemas import (
     RunDetail,
     RunPage,
     ScheduleList,
+    Stats,
     Status,
     WorkerList,
 )
@@ -347,6 +348,20 @@ def list_breakers(app: Reader) -> JSONAnswer:
 def list_schedules(app: Reader) -> JSONAnswer:
     """The schedules kept in the store, by name, with their next tick."""
     return JSONAnswer({"schedules": [schedule_json(s) for s in app.schedules()]})
+
+
+@router.get("/stats", response_model=Stats, responses=_READ_PARAMS, summary="The overview")
+def stats(
+    app: Reader,
+    window: Annotated[
+        Literal["1h", "24h", "7d"],
+        Query(description="The last hour, day or week, in buckets of 5 min, 1 h or 6 h."),
+    ] = "24h",
+) -> JSONAnswer:
+    """What the console's overview draws: runs created and ended per bucket (by status), step
+    attempts, failures and p50/p95 latency by step, runs and spend by workflow (runs created in
+    the window), and each queue's pending and running runs now. Times are ISO 8601 UTC."""
+    return JSONAnswer(app._stats_json(window))
 
 
 @router.get("/health", response_model=Health, summary="Whether the server answers")

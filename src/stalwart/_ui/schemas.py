@@ -29,6 +29,7 @@ __all__ = [
     "RunDetail",
     "RunPage",
     "ScheduleList",
+    "Stats",
     "Status",
     "Text",
     "WorkerList",
@@ -288,6 +289,54 @@ class Health(_Answer):
     version: str
     store: str
     reads_need_token: bool
+
+
+class StatsBucket(_Answer):
+    """One interval of the window: runs created in it, and runs that ended in it by status."""
+
+    start: _dt.datetime
+    started: int
+    finished: dict[str, int]
+
+
+class StepStats(_Answer):
+    """A step's attempts in the window, how many failed, and the median and 95th percentile
+    of their durations (nearest rank, of an even sample past 10,000 timed attempts; ``null``
+    without a timed attempt)."""
+
+    name: str
+    attempts: int
+    failures: int
+    p50_ms: float | None
+    p95_ms: float | None
+
+
+class WorkflowStats(_Answer):
+    """A workflow's runs created in the window, with what their attempts recorded so far."""
+
+    name: str
+    runs: int
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+class QueueDepth(_Answer):
+    """A queue's pending and running runs now."""
+
+    name: str
+    pending: int
+    running: int
+
+
+class Stats(_Answer):
+    """What the console's overview draws for a window (``1h``, ``24h`` or ``7d``)."""
+
+    window: Literal["1h", "24h", "7d"]
+    buckets: list[StatsBucket]
+    steps: list[StepStats]
+    workflows: list[WorkflowStats]
+    queues: list[QueueDepth]
 
 
 # -- request bodies ---------------------------------------------------------------------------

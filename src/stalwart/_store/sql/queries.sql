@@ -904,3 +904,42 @@ ON CONFLICT (name) DO UPDATE SET accepted = ingress_sources.accepted + excluded.
 
 -- name: list_ingress
 SELECT name, kind, target, accepted, rejected, updated_at FROM ingress_sources ORDER BY name;
+-- dialect: stats_started
+-- The runs created per bucket of the overview's window: a range of runs_by_created. The bucket
+-- is the whole number of widths since :since: CAST truncates on SQLite (the value is never
+-- negative here), PostgreSQL's rounds, so it takes floor() first.
+
+-- dialect: stats_finished
+-- The runs that ended per bucket, by status: a range of runs_ended (0025), which holds the
+-- ended runs only, by the time they last changed (when they ended). Bucketed as stats_started;
+-- SQLite names the index (INDEXED BY): without statistics its planner prefers the status
+-- index of the wake-up poll, which reads every ended run.
+
+-- name: stats_steps
+-- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left
+-- out), how many failed and how many recorded both times: a range of journal_steps (0025),
+-- which holds the step rows only and every column read here, aggregated where it is read.
+SELECT name, count(*) AS attempts,
+       sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failures,
+       count(finished_at) AS timed
+FROM journal
+WHERE kind = 'step' AND started_at >= :since AND attempt > 0
+  AND status IN ('completed', 'failed')
+GROUP BY name
+ORDER BY name;
+
+-- name: stats_step_times
+-- The durations of the timed attempts stats_steps counts, every :every-th by id (1: all of
+-- them), from the same index range; :name (when given) only that step's. The store takes the
+-- percentiles of what this answers.
+SELECT name, finished_at - started_at AS took
+FROM journal
+WHERE kind = 'step' AND started_at >= :since AND attempt > 0
+  AND status IN ('completed', 'failed') AND finished_at IS NOT NULL
+  AND id % :every = 0 AND (:name IS NULL OR name = :name);
+
+-- dialect: stats_workflows
+-- The runs created since :since by workflow name, with what their attempts recorded so far
+-- (run_spend, one row a run by its key), from a range of runs_by_created_name (0025), which
+-- carries the name and key, so no run row is read. SQLite names the index (INDEXED BY): without
+-- statistics its planner walks every run in runs_by_name_status to group by name unsorted.

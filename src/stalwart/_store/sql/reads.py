@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
-from ..base import CountRow, LiveNameRow, QueueRow, UsageRow, WorkerRow
+from ..base import CountRow, LiveNameRow, QueueRow, StatsRows, UsageRow, WorkerRow
 from ._base import SQLBase
 
 __all__ = ["ReadVerbs"]
@@ -84,3 +85,54 @@ class ReadVerbs(SQLBase):
     def live_run_names(self) -> list[LiveNameRow]:
         """How many runs that have not ended each queue has of each workflow name."""
         return self._records("live_run_names", {}, LiveNameRow)
+
+    def run_stats(self, *, since: float, width: float) -> StatsRows:
+        """The overview of the runs since ``since``: runs created and ended per bucket of
+        ``width`` seconds, step attempts and their latency by step, spend by workflow."""
+        window = {"since": since, "width": width}
+        return StatsRows(
+            started=[(int(b), int(n)) for b, n in self._rows("stats_started", window)],
+            finished=[(int(b), str(s), int(n)) for b, s, n in self._rows("stats_finished", window)],
+            steps=self._step_stats(since),
+            workflows=[
+                (str(name), int(n), int(i), int(o), float(c))
+                for name, n, i, o, c in self._rows("stats_workflows", {"since": since})
+            ],
+        )
+
+    def _step_stats(self, since: float) -> list[tuple[str, int, int, float | None, float | None]]:
+        """Attempts, failures, p50 and p95 by step name. The percentiles are the nearest rank
+        of every timed attempt up to SAMPLE of them in the window; past that, of an evenly
+        spread sample of about SAMPLE (every k-th by id), and of every attempt of a step the
+        sample would leave with fewer than RARE (so a rare step is never guessed from a few)."""
+        counts = self._rows("stats_steps", {"since": since})
+        timed = sum(int(row[3]) for row in counts)
+        every = max(1, math.ceil(timed / SAMPLE))
+        took: dict[str, list[float]] = {}
+        query = {"since": since, "every": every, "name": None}
+        for name, seconds in self._rows("stats_step_times", query):
+            took.setdefault(name, []).append(float(seconds))
+        if every > 1:
+            for row in counts:
+                if int(row[3]) // every < RARE:
+                    exact = {"since": since, "every": 1, "name": row[0]}
+                    took[row[0]] = [float(t) for _, t in self._rows("stats_step_times", exact)]
+        out = []
+        for name, attempts, failures, _ in counts:
+            ranked = sorted(took.get(name, ()))
+            out.append(
+                (str(name), int(attempts), int(failures), _rank(ranked, 50), _rank(ranked, 95))
+            )
+        return out
+
+
+SAMPLE = 10_000  # timed attempts read for the percentiles before sampling
+RARE = 500  # a step sampled below this many is read whole
+
+
+def _rank(ordered: list[float], percent: int) -> float | None:
+    """The nearest-rank ``percent`` percentile of ``ordered`` (``None`` when empty): the value
+    at rank ceil(percent / 100 * n), in integers."""
+    if not ordered:
+        return None
+    return ordered[(percent * len(ordered) + 99) // 100 - 1]

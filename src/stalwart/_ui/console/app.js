@@ -8,10 +8,11 @@ import approvals from "./views/approvals.js";
 import attention from "./views/attention.js";
 import failed from "./views/failed.js";
 import fleet from "./views/fleet.js";
+import overview from "./views/overview.js";
 import run from "./views/run.js";
 import runs from "./views/runs.js";
 
-const VIEWS = { runs, run, approvals, attention, failed, fleet };
+const VIEWS = { runs, run, overview, approvals, attention, failed, fleet };
 const POLL_MS = 2000;
 
 const main = document.getElementById("main");

@@ -188,3 +188,25 @@ SELECT digest FROM snapshot_chunks c
 WHERE created_at < :before
   AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = c.digest)
 LIMIT :limit;
+
+-- name: stats_started
+SELECT CAST((created_at - :since) / :width AS INTEGER) AS bucket, count(*) AS runs
+FROM runs WHERE created_at >= :since
+GROUP BY bucket ORDER BY bucket;
+
+-- name: stats_finished
+SELECT CAST((updated_at - :since) / :width AS INTEGER) AS bucket, status, count(*) AS runs
+FROM runs INDEXED BY runs_ended
+WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at >= :since
+GROUP BY bucket, status ORDER BY bucket, status;
+
+-- name: stats_workflows
+SELECT runs.name, count(*) AS runs,
+       coalesce(sum(run_spend.input_tokens), 0) AS input_tokens,
+       coalesce(sum(run_spend.output_tokens), 0) AS output_tokens,
+       coalesce(sum(run_spend.cost), 0) AS cost
+FROM runs INDEXED BY runs_by_created_name
+LEFT JOIN run_spend ON run_spend.workflow_id = runs.workflow_id
+WHERE runs.created_at >= :since
+GROUP BY runs.name
+ORDER BY runs.name;

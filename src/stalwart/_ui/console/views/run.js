@@ -19,6 +19,7 @@ import { runActions } from "./actions.js";
 import { needs, why } from "./attention.js";
 import { finished, inDoubtSteps, interruptedAttempts } from "./forms.js";
 import streamPanel from "./stream.js";
+import { runChart } from "./runchart.js";
 import { timeline } from "./timeline.js";
 
 const FULL_EVERY = 10; // polls between reads of the whole journal (every 20 s when live)
@@ -71,6 +72,7 @@ export default function run(ctx, id) {
   const outcome = h("div");
   const now = h("div");
   const line = timeline();
+  const picture = runChart({ onPick: (index) => line.reveal(index) });
   const stream = streamPanel(id); // what the run emits, live
   const actions = runActions(ctx, id);
   const count = h("span", { class: "muted" });
@@ -88,6 +90,7 @@ export default function run(ctx, id) {
   const grid = h("div", { class: "run-grid" },
     h("div", { class: "run-main" }, head, outcome, now,
       stream.el,
+      picture.el,
       h("div", { class: "section-head" }, h("h2", { text: "Timeline" }), count, expand),
       line.el, moreBox),
     actions.el);
@@ -210,6 +213,7 @@ export default function run(ctx, id) {
     const of = more ? ` of ${total}` : "";
     count.textContent = `${entries.length}${of} entr${(more ? total : entries.length) === 1 ? "y" : "ies"}`;
     line.update(entries, more ? null : detail.current);
+    picture.update(entries, detail, terminal ? null : detail.current, { more, total });
     show(moreBox, more);
     actions.update(detail, entries, approvals);
     show(actions.el, true);

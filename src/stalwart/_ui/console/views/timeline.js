@@ -148,6 +148,17 @@ export function timeline() {
       });
       replace(liveBox, current ? liveNode(current) : null);
     },
+    /** Open entry `index` and scroll the journal to it (a bar of the run timeline clicked). */
+    reveal(index) {
+      const node = entriesBox.querySelector(`details[data-index="${Number(index)}"]`);
+      if (!node) return;
+      node.open = true;
+      opened.add(Number(index));
+      for (const other of entriesBox.querySelectorAll(".picked")) other.classList.remove("picked");
+      node.classList.add("picked");
+      node.scrollIntoView({ block: "center" });
+      node.querySelector("summary").focus({ preventScroll: true });
+    },
     expandAll(open) {
       for (const d of list.querySelectorAll("details.entry")) d.open = open;
     },
