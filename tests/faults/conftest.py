@@ -1,12 +1,14 @@
-"""Fixtures of the crash tests; the harness itself lives in ``fault_harness.py``."""
+"""Fixtures of the crash tests and the fault lab; the harnesses live in ``fault_harness.py``
+and ``lab.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from fault_harness import Harness, WorkerHarness
+from lab import LabDatabase, Namespace, SmallDisk, require, shared_postgres
 
 from store_urls import postgres_schema_url
 
@@ -39,3 +41,46 @@ def workers(tmp_path: Path, fault_url: str) -> Iterator[WorkerHarness]:
         yield harness
     finally:
         harness.close()
+
+
+# -- the fault lab (lab.py): namespaces, its own PostgreSQL, small disks -------------------
+
+
+@pytest.fixture
+def lab_pg() -> Iterator[LabDatabase]:
+    """A fresh database of the lab's own PostgreSQL (restartable at will), dropped afterwards."""
+    require("postgres", "runuser")
+    server = shared_postgres()
+    db = LabDatabase(server, server.create_database())
+    try:
+        yield db
+    finally:
+        db.server.drop_database(db.name)
+
+
+@pytest.fixture
+def netns() -> Iterator[Callable[[], Namespace]]:
+    """A factory of network namespaces (``netns()`` makes one); all are deleted afterwards."""
+    require("ip", "iptables", "tc")
+    made: list[Namespace] = []
+
+    def make() -> Namespace:
+        made.append(Namespace.create())
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for ns in made:
+            ns.close()
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    """A 4 MiB tmpfs to put a SQLite store on; unmounted afterwards."""
+    require("mount")
+    disk = SmallDisk(tmp_path)
+    try:
+        yield disk
+    finally:
+        disk.close()

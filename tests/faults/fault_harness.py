@@ -261,13 +261,18 @@ class WorkerHarness:
         max_recoveries: int | None = None,
         program: Path = WORKER_AGENT,
         env: dict[str, str] | None = None,
+        wrap: Sequence[str] = (),
+        url: str | None = None,
     ) -> subprocess.Popen[bytes]:
         """Start a worker process (``program``, by default ``worker_agent.py``, with extra
-        environment ``env``); with ``ready`` wait until it is about to serve."""
+        environment ``env``, on ``url``, by default the harness's); with ``ready`` wait until
+        it is about to serve. ``wrap`` prefixes the command (the fault lab's ``ip netns exec
+        NAME`` runs it in a network namespace; the pid is still the worker's)."""
         cmd = [
+            *wrap,
             sys.executable,
             str(program),
-            self.url,
+            url or self.url,
             str(self.workdir),
             "--concurrency",
             str(concurrency),
