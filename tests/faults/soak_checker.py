@@ -122,6 +122,7 @@ class History:
     samples: list[LeaseSample] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     grace: float = 15.0
+    notes: Counter[str] = field(default_factory=Counter)  # what the faults did, for the summary
 
 
 @dataclass(frozen=True)
@@ -276,10 +277,14 @@ def read_history(
         before = page[-1].created_at
     outcomes = []
     streams: dict[str, list[int]] = {}
+    notes: Counter[str] = Counter()
     for wid, run in runs.items():
         for e in app.journal(wid):
             if e.kind in ("step", "compensation") and e.status in OUTCOMES:
                 outcomes.append(Outcome(wid, e.kind, e.seq, e.attempt, e.status))
+                notes["attempts interrupted"] += "AttemptInterrupted" in (e.error or "")
+                notes["settled by verify"] += e.by == "verify"
+                notes["in doubt"] += e.status == "in_doubt"
         if run.name == "talk":
             with contextlib.suppress(TimeoutError):
                 streams[wid] = [c.offset for c in app.stream(wid, follow=False)]
@@ -297,4 +302,5 @@ def read_history(
         samples=samples,
         faults=faults,
         grace=grace,
+        notes=notes,
     )

@@ -85,7 +85,7 @@ class SoakReport:
     violations: list[Violation]
     elapsed: float
     seed: int
-    extra: dict[str, int] = field(default_factory=dict)
+    notes: Counter[str] = field(default_factory=Counter)
 
     def summary(self) -> str:
         def fmt(c: Counter[str]) -> str:
@@ -97,6 +97,7 @@ class SoakReport:
             f"  faults injected: {sum(self.faults.values())} ({fmt(self.faults)})",
             f"  runs: {sum(self.statuses.values())} ({fmt(self.statuses)})",
             f"  effects and acknowledgements: {fmt(self.effects)}",
+            f"  what the faults did: {fmt(self.notes)}",
             f"  violations: {len(self.violations)}",
         ]
         lines += [f"    {v}" for v in self.violations[:30]]
@@ -358,7 +359,7 @@ def run_soak(
         while (now := time.monotonic()) < began + seconds:
             until = now + 60.0
             if now >= next_start:
-                next_start = now + 0.25
+                next_start = now + 0.2
                 _retrying(driver.start_one, until)
                 if rng.random() < 0.2:
                     _retrying(driver.increment, until)
@@ -395,6 +396,7 @@ def run_soak(
             violations=violations,
             elapsed=time.monotonic() - began,
             seed=seed,
+            notes=history.notes,
         )
     finally:
         fleet.close()

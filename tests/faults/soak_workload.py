@@ -108,7 +108,7 @@ def _nap(pause: float) -> None:
     time.sleep(pause * random.uniform(0.5, 1.5))
 
 
-def declare(app: stalwart.Stalwart, workdir: Path, pause: float = 0.05) -> dict[str, Any]:
+def declare(app: stalwart.Stalwart, workdir: Path, pause: float = 0.25) -> dict[str, Any]:
     """Declare the soak's workflows and steps on ``app``; returns the workflows by name."""
     log = EffectLog(workdir)
 
