@@ -24,6 +24,7 @@ from ._engine.driver import Driver
 from ._engine.loop import install_task_factory
 from ._engine.streams import close_streams
 from ._handle import Handle
+from ._ingress import Delivery, Ingress, Subscribing
 from ._keyring import Keyring
 from ._loop import AppLoop
 from ._model import (
@@ -64,7 +65,9 @@ def _default_clock(store: Store) -> Clock:
     return ServerClock(store.clock_offset, first=offset)
 
 
-class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning, Rekeying):
+class Stalwart(
+    Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, Pruning, Rekeying, Subscribing
+):
     """A stalwart app: declare workflows and steps on it, then run, start and inspect runs."""
 
     def __init__(
@@ -106,6 +109,7 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, 
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)
         self._operator = Operator(self._runtime, self._driver.keeper, self._views)
+        self._ingress = Ingress(Delivery(self._driver, self._operator))
 
     def _handle(self, workflow_id: str) -> Handle:
         return Handle(workflow_id, views=self._views, cancel=self.cancel)
@@ -281,8 +285,9 @@ class Stalwart(Reads, StreamReads, SharedContext, Snapshots, Schedules, Checks, 
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
     ) -> None:
-        """Run a worker here until SIGINT/SIGTERM (docs/workers.md); metrics: docs/fleet.md."""
-        serve(self._driver, concurrency, queues, metrics_port, metrics_host)
+        """Run a worker (and the subscriptions) until SIGINT/SIGTERM (docs/workers.md)."""
+        companions = self._ingress.companions()
+        serve(self._driver, concurrency, queues, metrics_port, metrics_host, companions=companions)
 
     def send_event(
         self,

@@ -175,6 +175,19 @@ class Metrics(Observer):
             "Ended runs this process deleted past their retention (docs/lifecycle.md).",
             registry=registry,
         )
+        self.ingress_messages = Counter(
+            "stalwart_ingress_messages",
+            "Messages this process accepted from a subscription or webhook (a run started or "
+            "an event delivered; docs/ingress.md).",
+            ["source"],
+            registry=registry,
+        )
+        self.ingress_rejected = Counter(
+            "stalwart_ingress_rejected",
+            "Messages this process rejected without requeue (a body that does not fit).",
+            ["source"],
+            registry=registry,
+        )
         registry.register(_Fleet(runtime, queues))
         self._server: Any = None
         self._thread: threading.Thread | None = None

@@ -14,10 +14,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import _inputs
 from ._engine.driver import Driver
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
     from ._store import RunRow
 
-__all__ = ["Worker", "serve"]
+__all__ = ["Companion", "Worker", "serve"]
 
 log = logging.getLogger("stalwart")
 
@@ -47,19 +48,46 @@ HOST_SCAN_SECONDS = 1.0
 DEFAULT_CONCURRENCY = 8
 
 
+class Companion(Protocol):
+    """What runs beside a worker's claim loop while it serves (the app's subscriptions)."""
+
+    def start(self, metrics: Metrics | None) -> None:
+        """Start, counting into the worker's metrics (``None``: it serves none)."""
+
+    def stop(self) -> None:
+        """Stop (before the worker gives its runs back)."""
+
+
 def serve(
     driver: Driver,
     concurrency: int | None,
     queues: list[str] | None,
     metrics_port: int | None,
     metrics_host: str,
+    *,
+    companions: Sequence[Companion] | None = None,
 ) -> None:
     """``app.serve``: a worker, with its metrics served at ``metrics_host:metrics_port``."""
     worker = Worker(driver, concurrency=concurrency, queues=queues)
+    worker.companions.extend(companions or ())
     warn_stranded(driver.runtime, worker.queues)
     if metrics_port is not None:
         worker.serve_metrics(metrics_host, metrics_port)
     worker.serve()
+
+
+@contextmanager
+def _beside(companions: Sequence[Companion], metrics: Metrics | None) -> Iterator[None]:
+    """The companions run while the block runs: stopped before the worker gives runs back."""
+    started: list[Companion] = []
+    try:
+        for companion in companions:
+            companion.start(metrics)
+            started.append(companion)
+        yield
+    finally:
+        for companion in reversed(started):
+            companion.stop()
 
 
 def _check_queues(queues: list[str] | None) -> None:
@@ -130,6 +158,30 @@ def _on_stop_signals(note: Callable[[int], None]) -> Callable[[], None]:
     return restore
 
 
+def _beat(runtime: Runtime, queues: list[str], started_at: float, running: int) -> None:
+    """Insert or refresh a worker's row in the store; a failure is logged (the next beat
+    tries again: only operators read the row)."""
+    row = WorkerRow(
+        id=runtime.owner,
+        host=HOSTNAME,
+        pid=os.getpid(),
+        queues=json.dumps(queues),
+        started_at=started_at,
+        seen_at=runtime.clock.time(),
+        running=running,
+        workflows=json.dumps(sorted(runtime.registry.workflows)),
+    )
+    try:
+        runtime.store.beat_worker(row)
+    except Exception:
+        log.warning(
+            "worker %s: refreshing its row failed",
+            runtime.owner,
+            exc_info=True,
+            extra=fields(None, runtime.owner),
+        )
+
+
 class Keyless:
     """The runs whose payloads need a key this worker lacks: each is left to workers that
     have it (its lease was given back) and not claimed here again for a lease period."""
@@ -186,6 +238,7 @@ class Worker:
         self._trimmer = Trimmer(self.runtime.store.release_memory)  # memory back after a burst
         self.metrics: Metrics | None = None
         self._metrics_at: tuple[str, int] | None = None
+        self.companions: list[Companion] = []  # started and stopped with the claim loop
 
     def serve_metrics(self, host: str, port: int) -> None:
         """Serve this worker's Prometheus metrics at ``http://host:port/metrics`` while it
@@ -235,7 +288,10 @@ class Worker:
             self._beat()
             try:
                 # a store's pushed change (a NOTIFY) wakes the loop at once
-                with self.runtime.store.changes.subscribed(self.runtime.wakeup.set):
+                with (
+                    _beside(self.companions, self.metrics),
+                    self.runtime.store.changes.subscribed(self.runtime.wakeup.set),
+                ):
                     self._loop(names, pool)
             finally:
                 self._shut_down(pool)
@@ -322,27 +378,8 @@ class Worker:
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as
         leases are renewed."""
-        runtime = self.runtime
-        self._next_beat = time.monotonic() + max(0.05, runtime.lease_seconds / 3)
-        row = WorkerRow(
-            id=runtime.owner,
-            host=HOSTNAME,
-            pid=os.getpid(),
-            queues=json.dumps(self.queues),
-            started_at=self._started_at,
-            seen_at=runtime.clock.time(),
-            running=len(self.active),
-            workflows=json.dumps(sorted(runtime.registry.workflows)),
-        )
-        try:
-            runtime.store.beat_worker(row)
-        except Exception:  # what operators read only: the next beat tries again
-            log.warning(
-                "worker %s: refreshing its row failed",
-                runtime.owner,
-                exc_info=True,
-                extra=fields(None, runtime.owner),
-            )
+        self._next_beat = time.monotonic() + max(0.05, self.runtime.lease_seconds / 3)
+        _beat(self.runtime, self.queues, self._started_at, len(self.active))
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.

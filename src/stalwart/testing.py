@@ -178,7 +178,9 @@ def worker(
     app: Stalwart, *, concurrency: int | None = None, queues: list[str] | None = None
 ) -> Worker:
     """A worker of ``app`` to run in a thread of the test (``serve()``, then ``stop()``), like
-    ``app.serve`` but stoppable without a signal."""
+    ``app.serve`` but stoppable without a signal (it consumes the app's subscriptions too)."""
     from ._worker import Worker as _Worker
 
-    return _Worker(app._driver, concurrency=concurrency, queues=queues)
+    made = _Worker(app._driver, concurrency=concurrency, queues=queues)
+    made.companions.extend(app._ingress.companions())
+    return made

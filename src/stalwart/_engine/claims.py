@@ -28,13 +28,14 @@ class RunClaims:
 
     def start(
         self, wf: WorkflowDef, wid: str, payload: bytes, *, queue: str | None, priority: int
-    ) -> None:
-        """Record a ``pending`` run for a worker (nothing, if the run already exists)."""
+    ) -> bool:
+        """Record a ``pending`` run for a worker; ``False`` (nothing written) if it exists."""
         now = self.runtime.clock.time()
-        self._insert(
+        created = self._insert(
             wf, wid, payload, now, queue=wf.queue if queue is None else queue, priority=priority
         )
         self.runtime.wakeup.set()
+        return created
 
     def _insert(
         self,

@@ -77,6 +77,7 @@ from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
 from .coordination import ChildStore, MessageStore, SharedStore
+from .ingress import IngressRow, IngressStore
 from .keys import KeyStore
 from .prunes import PruneStore
 from .read_roles import (
@@ -159,6 +160,8 @@ __all__ = [
     "ForkCandidate",
     "HeldRun",
     "IndexRow",
+    "IngressRow",
+    "IngressStore",
     "JournalReads",
     "JournalRow",
     "JournalStore",
@@ -196,7 +199,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 
 
 class RunStore(RunReads, Protocol):
@@ -529,6 +532,7 @@ class Store(
     KeyStore,
     StreamStore,
     PruneStore,
+    IngressStore,
     Protocol,
 ):
     """What the engine needs from a backend: every role."""

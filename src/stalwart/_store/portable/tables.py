@@ -74,6 +74,7 @@ COPIED: tuple[Table, ...] = (
     Table("payloads", ("digest",)),
     Table("shared_writes", ("key", "version"), payloads=("value",)),
     Table("schedules", ("name",), payloads=("input",)),
+    Table("ingress_sources", ("name",)),
     Table("queues", ("name",), merge=True),
     Table("queue_starts", ()),
     Table("breakers", ("name",)),

@@ -4,7 +4,8 @@ in ``sql/<backend>/queries.sql``: same names in every dialect).
 
 ``SQLStore`` is composed of one mixin per store role (``runs``, ``leases``, ``journal``,
 ``waits``, ``admin``, ``breakers``, ``reads``, ``children``, ``shared``, ``schedules``,
-``spend``, ``snapshots``, ``versions``, ``streams``, ``prune``) over the plumbing in ``_base``.
+``spend``, ``snapshots``, ``versions``, ``streams``, ``prune``, ``ingress``) over the
+plumbing in ``_base``.
 
 Writers that touch a run begin by locking its row (``_lock_run``): on PostgreSQL that
 serializes them per run as SQLite's ``BEGIN IMMEDIATE`` serializes every writer, so each verb
@@ -16,6 +17,7 @@ from __future__ import annotations
 from .admin import AdminVerbs
 from .breakers import BreakerVerbs
 from .children import ChildVerbs
+from .ingress import IngressVerbs
 from .journal import JournalVerbs
 from .keys import KeyVerbs
 from .leases import LeaseVerbs
@@ -52,5 +54,6 @@ class SQLStore(
     KeyVerbs,
     StreamVerbs,
     PruneVerbs,
+    IngressVerbs,
 ):
     """Store verbs over a DB-API-like connection; subclasses provide the plumbing."""

@@ -891,3 +891,16 @@ DELETE FROM payloads WHERE digest = :digest;
 -- Read again under the lock unused_chunks took: a use recorded before it is seen here.
 DELETE FROM snapshot_chunks
 WHERE digest = :digest AND NOT EXISTS (SELECT 1 FROM snapshot_uses u WHERE u.digest = snapshot_chunks.digest);
+
+-- name: count_ingress
+-- Add to a subscription's counts (its row created on first use, its kind and target kept
+-- up to date with the code that counts).
+INSERT INTO ingress_sources (name, kind, target, accepted, rejected, updated_at)
+VALUES (:name, :kind, :target, :accepted, :rejected, :now)
+ON CONFLICT (name) DO UPDATE SET accepted = ingress_sources.accepted + excluded.accepted,
+                                 rejected = ingress_sources.rejected + excluded.rejected,
+                                 kind = excluded.kind, target = excluded.target,
+                                 updated_at = excluded.updated_at;
+
+-- name: list_ingress
+SELECT name, kind, target, accepted, rejected, updated_at FROM ingress_sources ORDER BY name;

@@ -1,0 +1,233 @@
+"""The delivery core: one message (a broker's or a webhook's) into the store, exactly once.
+
+Signature (what a broker consumer and a webhook route both call)::
+
+    verdict = delivery.deliver(subscription, message_id, body)   # blocking; a thread's call
+    verdict.outcome      # Outcome.ACCEPTED | Outcome.DUPLICATE | Outcome.REJECTED
+    verdict.workflow_id  # the run started, or the run the event went to (None if rejected
+                         # before one was known)
+    verdict.reason       # why it was rejected (None otherwise)
+
+``delivery`` is the app's :class:`Delivery` (``ingress_of(app).delivery``), ``subscription`` a
+:class:`Subscription` (``kind="webhook"`` for a webhook, ``source=None``), ``message_id`` the
+broker's or the webhook's delivery id, ``body`` the raw bytes. It decodes the body as JSON,
+checks it against the workflow's argument annotation (or asks ``to(body)`` for the run of an
+event), then starts the run ``"<name>:<message id>"`` or sends the event with ``dedup_key`` =
+message id: a repeat of a message id changes nothing (``DUPLICATE``). ACCEPTED and REJECTED
+are counted in the store (``ingress_sources``, fleet-wide) and in the worker's Prometheus
+counters; a rejection is logged at WARNING with its reason. A store error is raised, never a
+verdict: the caller must not acknowledge the message (it is delivered again).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import logging
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .._errors import InvalidOperation, UsageError, WorkflowNotFound
+from .._model import run_id
+from .._serde import UnsupportedValue
+
+if TYPE_CHECKING:
+    from .._engine.driver import Driver
+    from .._metrics import Metrics
+    from .._operator import Operator
+    from .._registry import WorkflowDef
+
+__all__ = ["Delivery", "Outcome", "Subscription", "Verdict", "argument_check"]
+
+log = logging.getLogger("stalwart")
+
+
+class Outcome(enum.StrEnum):
+    """What became of a message."""
+
+    ACCEPTED = "accepted"  # a run started, or an event delivered
+    DUPLICATE = "duplicate"  # its id was seen before: nothing written
+    REJECTED = "rejected"  # its body does not fit: nothing written, never to be retried
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The outcome of one delivery."""
+
+    outcome: Outcome
+    workflow_id: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """Where messages go: each starts a run of ``start``, or is sent as event ``event`` to the
+    run ``to(body)`` names. ``source`` is a broker source (``None`` for a webhook)."""
+
+    name: str
+    kind: str
+    start: WorkflowDef | None = None
+    event: str | None = None
+    to: Callable[[Any], str] | None = None
+    concurrency: int = 16
+    source: Any = None
+    check: Callable[[Any], None] | None = None  # raises when a body does not fit ``start``
+
+    @property
+    def target(self) -> str:
+        """What a message does, for listings: ``starts agent`` or ``event 'paid'``."""
+        if self.start is not None:
+            return f"starts {self.start.name}"
+        return f"event {self.event!r}"
+
+
+class _Rejected(Exception):
+    """A body that does not fit: the message is rejected with this reason."""
+
+
+def _problems(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return f"{type(exc).__name__}: {exc}"
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e.get('loc', ())) or 'body'}: {e.get('msg', '')}"
+        for e in errors()[:3]
+    )
+
+
+def argument_check(wf: WorkflowDef) -> Callable[[Any], None] | None:
+    """What checks a body against ``wf``'s one argument's annotation (``None``: none to check,
+    any JSON value fits). ``UsageError`` when ``wf`` cannot take one positional argument."""
+    try:
+        wf.signature.bind(None)
+    except TypeError:
+        raise UsageError(
+            f"workflow {wf.name!r} cannot be started by messages: it must take the decoded "
+            "body as its one argument (def agent(body: dict) -> ...)"
+        ) from None
+    params = list(wf.signature.parameters.values())
+    first = params[0] if params else None
+    if first is None or first.kind is inspect.Parameter.VAR_POSITIONAL:
+        return None
+    try:
+        annotation = typing.get_type_hints(wf.fn).get(first.name)
+    except Exception:
+        return None
+    if annotation is None or annotation is Any or annotation is object:
+        return None
+    from pydantic import TypeAdapter
+
+    try:
+        adapter = TypeAdapter(annotation)
+    except Exception:
+        return None
+    shown = getattr(annotation, "__qualname__", repr(annotation))
+
+    def check(value: Any) -> None:
+        try:
+            adapter.validate_python(value)
+        except Exception as exc:
+            raise _Rejected(f"the body does not validate as {shown}: {_problems(exc)}") from None
+
+    return check
+
+
+def _decode(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise _Rejected(f"the body is not JSON: {exc}") from None
+
+
+class Delivery:
+    """Delivers messages of any subscription into the store (see the module docstring)."""
+
+    def __init__(self, driver: Driver, operator: Operator) -> None:
+        self.driver = driver
+        self.operator = operator
+        self.runtime = driver.runtime
+        self.metrics: Metrics | None = None  # the serving worker's, while one serves
+
+    def deliver(self, subscription: Subscription, message_id: str, body: bytes) -> Verdict:
+        """Start the message's run or send its event, once; count and log what happened."""
+        wid: str | None = None
+        try:
+            value = _decode(body)
+            if subscription.start is not None:
+                wid = f"{subscription.name}:{message_id}"
+                created = self._start(subscription, subscription.start, wid, value)
+            else:
+                wid = self._target(subscription, value)
+                created = self._send(subscription, wid, message_id, value)
+        except _Rejected as exc:
+            return self._rejected(subscription, message_id, wid, str(exc))
+        if not created:
+            return Verdict(Outcome.DUPLICATE, wid)
+        self._count(subscription, accepted=1, rejected=0)
+        return Verdict(Outcome.ACCEPTED, wid)
+
+    def _start(self, sub: Subscription, wf: WorkflowDef, wid: str, value: Any) -> bool:
+        if sub.check is not None:
+            sub.check(value)
+        try:
+            run_id(wid)
+        except UsageError as exc:
+            raise _Rejected(str(exc)) from None
+        try:
+            payload = self.runtime.codec.encode({"args": [value], "kwargs": {}})
+        except UnsupportedValue as exc:  # JSON decodes to what the codec takes; a guard only
+            raise _Rejected(f"the body cannot be stored: {exc.type_name}") from None
+        return self.driver.start(wf, wid, payload, queue=None, priority=0)
+
+    def _target(self, sub: Subscription, value: Any) -> str:
+        assert sub.to is not None
+        try:
+            wid = sub.to(value)
+        except Exception as exc:
+            raise _Rejected(f"to() raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(wid, str) or not wid:
+            raise _Rejected(f"to() returned {wid!r}, not a workflow id")
+        return wid
+
+    def _send(self, sub: Subscription, wid: str, message_id: str, value: Any) -> bool:
+        assert sub.event is not None
+        try:
+            return self.operator.send_event(
+                wid, sub.event, value, dedup_key=message_id, by=f"ingress:{sub.name}"
+            )
+        except WorkflowNotFound:
+            raise _Rejected(f"to() names the unknown run {wid!r}") from None
+        except (InvalidOperation, UsageError) as exc:  # an ended run, a bad id
+            raise _Rejected(str(exc)) from None
+
+    def _rejected(
+        self, sub: Subscription, message_id: str, wid: str | None, reason: str
+    ) -> Verdict:
+        log.warning(
+            "ingress %s: message %s rejected: %s",
+            sub.name,
+            message_id,
+            reason,
+            extra={"subscription": sub.name, "message_id": message_id},
+        )
+        self._count(sub, accepted=0, rejected=1)
+        return Verdict(Outcome.REJECTED, wid, reason)
+
+    def _count(self, sub: Subscription, *, accepted: int, rejected: int) -> None:
+        metrics = self.metrics
+        if metrics is not None:
+            if accepted:
+                metrics.ingress_messages.labels(sub.name).inc(accepted)
+            if rejected:
+                metrics.ingress_rejected.labels(sub.name).inc(rejected)
+        self.runtime.store.count_ingress(
+            sub.name,
+            kind=sub.kind,
+            target=sub.target,
+            accepted=accepted,
+            rejected=rejected,
+            now=self.runtime.clock.time(),
+        )
