@@ -42,7 +42,6 @@ import stalwart
 __all__ = [
     "COUNTER_KEYS",
     "EFFECTS",
-    "INGRESS_QUEUE",
     "OUTCOMES",
     "TERMINAL",
     "Fault",
@@ -58,7 +57,6 @@ __all__ = [
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 OUTCOMES = frozenset({"completed", "failed", "in_doubt"})
 COUNTER_KEYS = ("soak-counter-0", "soak-counter-1", "soak-counter-2")
-INGRESS_QUEUE = "stalwart-soak"
 # effect op -> (the workflow that makes it, whether verify settles it: exactly once when the
 # run completed)
 EFFECTS = {"charge": ("pay", True), "email": ("notify", False)}
@@ -114,14 +112,13 @@ class History:
     runs: dict[str, Run]
     outcomes: list[Outcome] = field(default_factory=list)
     # key -> (value, [(version, value, by)] oldest first)
-    counters: dict[str, tuple[int, list[tuple[int, Any, str | None]]]] = field(
-        default_factory=dict
-    )
+    counters: dict[str, tuple[int, list[tuple[int, Any, str | None]]]] = field(default_factory=dict)
     streams: dict[str, list[int]] = field(default_factory=dict)
     log: list[dict[str, Any]] = field(default_factory=list)
     samples: list[LeaseSample] = field(default_factory=list)
     faults: list[Fault] = field(default_factory=list)
     grace: float = 15.0
+    queue: str = "stalwart-soak"  # the RabbitMQ queue whose messages start runs
     notes: Counter[str] = field(default_factory=Counter)  # what the faults did, for the summary
 
 
@@ -176,7 +173,9 @@ def _effects(h: History) -> Iterable[Violation]:
             if verified and run.name == workflow and run.status == "completed":
                 n = made[(op, run.workflow_id)]
                 if n != 1:
-                    yield Violation("effect", run.workflow_id, f"completed with {op} made {n} times")
+                    yield Violation(
+                        "effect", run.workflow_id, f"completed with {op} made {n} times"
+                    )
 
 
 def _counters(h: History) -> Iterable[Violation]:
@@ -209,7 +208,7 @@ def _streams(h: History) -> Iterable[Violation]:
 
 def _messages(h: History) -> Iterable[Violation]:
     published = {line["id"] for line in h.log if line["op"] == "published"}
-    prefix = f"{INGRESS_QUEUE}:"
+    prefix = f"{h.queue}:"
     runs = Counter(
         wid.removeprefix(prefix) for wid, run in h.runs.items() if wid.startswith(prefix)
     )
@@ -262,6 +261,7 @@ def read_history(
     samples: list[LeaseSample],
     faults: list[Fault],
     grace: float,
+    queue: str,
 ) -> History:
     """The history of the soak on ``app``'s store whose logs are in ``workdir``."""
     from soak_workload import read_logs
@@ -288,10 +288,12 @@ def read_history(
         if run.name == "talk":
             with contextlib.suppress(TimeoutError):
                 streams[wid] = [c.offset for c in app.stream(wid, follow=False)]
-    counters = {}
+    counters: dict[str, tuple[int, list[tuple[int, Any, str | None]]]] = {}
     for key in COUNTER_KEYS:
         current = app.shared_get(key)
-        writes = [(w.version, w.value, w.by) for w in app.shared_history(key)]
+        writes: list[tuple[int, Any, str | None]] = [
+            (w.version, w.value, w.by) for w in app.shared_history(key)
+        ]
         counters[key] = (int(current.value or 0), writes)
     return History(
         runs=runs,
@@ -302,5 +304,6 @@ def read_history(
         samples=samples,
         faults=faults,
         grace=grace,
+        queue=queue,
         notes=notes,
     )

@@ -22,6 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -33,7 +34,7 @@ from soak_checker import (
     check,
     read_history,
 )
-from soak_workload import LEASE_S, EffectLog, declare
+from soak_workload import AMQP_ENV, LEASE_S, QUEUE_ENV, EffectLog, declare, read_logs
 
 import stalwart
 
@@ -49,8 +50,9 @@ SCHEDULE = "soak-tick"
 class Lab(Protocol):
     """The network and database faults of the fault lab, for the soak's workers."""
 
-    def worker(self, index: int) -> tuple[str, list[str]]:
-        """The store URL worker ``index`` uses and the command prefix that runs it."""
+    def worker(self, index: int, amqp_url: str | None) -> tuple[str, list[str], str | None]:
+        """The store URL worker ``index`` uses, the command prefix that runs it, and the URL
+        it reaches the broker at ``amqp_url`` by."""
         ...
 
     def partition(self, index: int) -> None:
@@ -68,6 +70,9 @@ class Lab(Protocol):
 
 class Publisher(Protocol):
     """Publishes messages to the queue the workers subscribe to."""
+
+    url: str  # the broker, from the driver's process
+    queue: str
 
     def publish(self, message_id: str, body: dict[str, Any]) -> None:
         """Publish ``body`` with the AMQP ``message_id``; returns once the broker confirmed."""
@@ -111,20 +116,27 @@ class _Worker:
     out: Path
     stopped_until: float | None = None
     partitioned_until: float | None = None
+    replaced: bool = False
 
 
 class _Fleet:
     """The soak's worker processes."""
 
-    def __init__(self, url: str, workdir: Path, lab: Lab | None) -> None:
+    def __init__(
+        self, url: str, workdir: Path, lab: Lab | None, publisher: Publisher | None
+    ) -> None:
         self.url = url
         self.workdir = workdir
         self.lab = lab
+        self.publisher = publisher
         self.workers: list[_Worker] = []
         self.spawned = 0
 
     def spawn(self, index: int) -> _Worker:
-        url, wrap = (self.url, []) if self.lab is None else self.lab.worker(index)
+        amqp = self.publisher.url if self.publisher else None
+        url, wrap = self.url, list[str]()
+        if self.lab is not None:
+            url, wrap, amqp = self.lab.worker(index, amqp)
         cmd = [*wrap, sys.executable, str(WORKLOAD), url, str(self.workdir)]
         out = self.workdir / f"worker-{self.spawned}.out"
         self.spawned += 1
@@ -132,6 +144,8 @@ class _Fleet:
         env.pop("STALWART_URL", None)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["PYTHONUNBUFFERED"] = "1"
+        if amqp and self.publisher is not None:
+            env[AMQP_ENV], env[QUEUE_ENV] = amqp, self.publisher.queue
         with out.open("wb") as sink:
             proc = subprocess.Popen(
                 cmd, stdout=sink, stderr=subprocess.STDOUT, cwd=self.workdir, env=env
@@ -139,6 +153,23 @@ class _Fleet:
         worker = _Worker(index, proc, out)
         self.workers.append(worker)
         return worker
+
+    def revive(self) -> int:
+        """Start a replacement for each worker that exited before it was ready (the database
+        was down as it opened the store: ``Stalwart()`` refuses an unreachable store); one that
+        exits after it was ready fails the soak. Returns how many it replaced."""
+        replaced = 0
+        for worker in list(self.workers):
+            if worker.replaced or worker.proc.poll() is None:
+                continue
+            if worker.proc.returncode == -signal.SIGKILL:
+                continue
+            if (self.workdir / f"ready-{self.pid(worker)}").exists():
+                raise AssertionError(f"worker {worker.proc.pid} exited on its own\n{self.tail()}")
+            worker.replaced = True
+            self.spawn(worker.index)
+            replaced += 1
+        return replaced
 
     def live(self) -> list[_Worker]:
         return [w for w in self.workers if w.proc.poll() is None]
@@ -199,6 +230,7 @@ class _Driver:
         self.log = EffectLog(fleet.workdir)
         self.faults: list[Fault] = []
         self.fault_counts: Counter[str] = Counter()
+        self.events: Counter[str] = Counter()  # what happened besides the faults
         self.samples: list[LeaseSample] = []
         self.n = 0
 
@@ -279,6 +311,7 @@ class _Driver:
         if kind == "kill":
             os.kill(victim.proc.pid, signal.SIGKILL)
             victim.proc.wait()
+            victim.replaced = True
             self.faults.append(Fault("kill", pid, now, None))
             self.fleet.spawn(victim.index)
         elif kind == "stop":
@@ -315,7 +348,12 @@ class _Driver:
 
     def _end_fault(self, kind: str, pid: int, now: float) -> None:
         for i, fault in enumerate(self.faults):
-            if fault.kind == kind and fault.pid == pid and fault.end is not None and fault.end > now:
+            if (
+                fault.kind == kind
+                and fault.pid == pid
+                and fault.end is not None
+                and fault.end > now
+            ):
                 self.faults[i] = Fault(kind, pid, fault.start, now)
 
 
@@ -344,7 +382,7 @@ def run_soak(
     seed = random.randrange(1 << 30) if seed is None else seed
     rng = random.Random(seed)
     kinds: tuple[str, ...] = ("kill", "stop", "partition") if lab else ("kill", "stop")
-    fleet = _Fleet(url, workdir, lab)
+    fleet = _Fleet(url, workdir, lab, publisher)
     app = stalwart.Stalwart(url, lease_seconds=LEASE_S)
     try:
         driver = _Driver(app, declare(app, workdir), fleet, rng, publisher)
@@ -370,6 +408,8 @@ def run_soak(
                 next_sample = now + 1.0
                 _retrying(driver.sample_leases, until)
             driver.heal_due()
+            if revived := fleet.revive():
+                driver.events["workers that could not open the store, replaced"] += revived
             if now >= next_fault:
                 next_fault = now + fault_every * rng.uniform(0.5, 1.5)
                 driver.inject(kinds)
@@ -382,7 +422,12 @@ def run_soak(
         _retrying(lambda: app.unschedule(SCHEDULE), time.monotonic() + 60)
         _settle(driver, settle_timeout)
         history = read_history(
-            app, workdir, samples=driver.samples, faults=driver.faults, grace=3 * LEASE_S + 5
+            app,
+            workdir,
+            samples=driver.samples,
+            faults=driver.faults,
+            grace=3 * LEASE_S + 5,
+            queue=publisher.queue if publisher else "",
         )
         violations = check(history)
         effects = Counter(
@@ -396,7 +441,7 @@ def run_soak(
             violations=violations,
             elapsed=time.monotonic() - began,
             seed=seed,
-            notes=history.notes,
+            notes=history.notes + driver.events,
         )
     finally:
         fleet.close()
@@ -410,15 +455,16 @@ def _settle(driver: _Driver, timeout: float) -> None:
         until = time.monotonic() + 60
         _retrying(driver.answer_approvals, until)
         _retrying(driver.sample_leases, until)
-        busy = {
-            status: _retrying(lambda s=status: driver.app.count_workflows(status=s), until)
-            for status in ("pending", "running", "suspended")
-        }
+        busy: dict[str, int] = {}
+        for status in ("pending", "running", "suspended"):
+            busy[status] = _retrying(partial(driver.app.count_workflows, status=status), until)
+        published = sum(line["op"] == "published" for line in read_logs(driver.fleet.workdir))
+        if driver.publisher is not None:
+            ingested = _retrying(lambda: driver.app.count_workflows(name="ingested"), until)
+            busy["messages not yet consumed"] = max(0, published - ingested)
         if not any(busy.values()):
             return
-        for worker in driver.fleet.workers:
-            if worker.proc.poll() is not None and worker.proc.returncode != -signal.SIGKILL:
-                raise AssertionError(f"a worker exited on its own\n{driver.fleet.tail()}")
+        driver.fleet.revive()
         if time.monotonic() > deadline:  # the checker reports the runs left over
             print(f"runs not settled after {timeout} s: {busy}", file=sys.stderr)
             for worker in driver.fleet.live():

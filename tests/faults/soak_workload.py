@@ -13,7 +13,8 @@ It declares the soak's workflows (one per feature the soak exercises), writes
 * ``count(key)``: one compare-and-set increment of a shared counter, then an ``acked`` step;
 * ``talk(n)``: a step that emits ``CHUNKS`` chunks to the run's stream;
 * ``tick()``: what the soak's schedule starts;
-* ``ingested(body)``: what a message of the soak's RabbitMQ queue starts.
+* ``ingested(body)``: what a message of the soak's RabbitMQ queue starts (when
+  ``$SOAK_AMQP_URL`` and ``$SOAK_QUEUE`` name one, the worker subscribes to it).
 
 The world outside the store is :class:`EffectLog`: every process (worker or driver) appends
 JSON lines to its own file ``WORKDIR/log-<PID>.jsonl``, one ``write`` per line on a file opened
@@ -41,11 +42,14 @@ from pathlib import Path
 from typing import Any
 
 import stalwart
+import stalwart.ingress
 
 __all__ = [
+    "AMQP_ENV",
     "CHUNKS",
     "KIDS",
     "LEASE_S",
+    "QUEUE_ENV",
     "RETRY",
     "EffectLog",
     "declare",
@@ -53,6 +57,7 @@ __all__ = [
     "read_logs",
 ]
 
+AMQP_ENV, QUEUE_ENV = "SOAK_AMQP_URL", "SOAK_QUEUE"  # the RabbitMQ queue to subscribe to
 CHUNKS = 12  # chunks a talk run emits
 KIDS = 3  # children of a family run
 LEASE_S = 4.0
@@ -221,7 +226,10 @@ def main(argv: list[str]) -> int:
     )
     workdir = Path(opts.workdir)
     with stalwart.Stalwart(opts.url, lease_seconds=opts.lease_seconds) as app:
-        declare(app, workdir)
+        workflows = declare(app, workdir)
+        if os.environ.get(AMQP_ENV):
+            source = stalwart.ingress.RabbitMQ(os.environ[AMQP_ENV], os.environ[QUEUE_ENV])
+            app.subscribe(source, start=workflows["ingested"])
         (workdir / f"ready-{os.getpid()}").touch()
         app.serve(concurrency=opts.concurrency)
     return 0

@@ -14,19 +14,65 @@ schema of ``$STALWART_TEST_POSTGRES_URL`` with SIGKILL and SIGSTOP only, and say
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from lab import LabDatabase, Namespace, missing, shared_postgres
-from soak_driver import Lab, run_soak
+from lab_relay import Relay
+from soak_driver import Lab, Publisher, run_soak
 
 from store_urls import postgres_schema_url
 
 SECONDS = float(os.environ.get("STALWART_SOAK_SECONDS", "120"))
 SETTLE_S = 240.0
 LAB_TOOLS = ("ip", "iptables", "postgres", "runuser")
+AMQP_URL = os.environ.get("STALWART_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+
+class RabbitPublisher:
+    """Publishes to a fresh durable queue of the soak's own (deleted by :meth:`close`), each
+    message with its ``message_id`` and waiting for the broker's confirm."""
+
+    def __init__(self, url: str) -> None:
+        import aio_pika
+
+        self.url = url
+        self.queue = f"stalwart-soak-{uuid.uuid4().hex[:8]}"
+        self._loop = asyncio.new_event_loop()
+        self._aio_pika = aio_pika
+
+        async def connect() -> tuple[Any, Any]:
+            connection = await aio_pika.connect(url, timeout=5)
+            channel = await connection.channel(publisher_confirms=True)
+            await channel.declare_queue(self.queue, durable=True)
+            return connection, channel
+
+        self._connection, self._channel = self._loop.run_until_complete(connect())
+
+    def publish(self, message_id: str, body: dict[str, Any]) -> None:
+        message = self._aio_pika.Message(
+            json.dumps(body).encode(), message_id=message_id, delivery_mode=2
+        )
+        self._loop.run_until_complete(
+            self._channel.default_exchange.publish(message, routing_key=self.queue)
+        )
+
+    def close(self) -> None:
+        async def close() -> None:
+            await self._channel.queue_delete(self.queue)
+            await self._connection.close()
+
+        try:
+            self._loop.run_until_complete(close())
+        finally:
+            self._loop.close()
 
 
 class SoakLab:
@@ -37,12 +83,19 @@ class SoakLab:
         self.db = db
         self._netns = netns
         self.namespaces: dict[int, Namespace] = {}
+        self.relays: list[Relay] = []
 
-    def worker(self, index: int) -> tuple[str, list[str]]:
+    def worker(self, index: int, amqp_url: str | None) -> tuple[str, list[str], str | None]:
         ns = self.namespaces.get(index)
         if ns is None:
             ns = self.namespaces[index] = self._netns()
-        return self.db.url_in(ns), ns.wrap
+        if amqp_url is not None:  # the broker listens on the host's loopback: relay to it
+            parts = urlsplit(amqp_url)
+            relay = Relay(ns.host_addr, (parts.hostname or "127.0.0.1", parts.port or 5672))
+            self.relays.append(relay)
+            netloc = parts.netloc.rsplit("@", 1)[0] + f"@{ns.host_addr}:{relay.port}"
+            amqp_url = parts._replace(netloc=netloc).geturl()
+        return self.db.url_in(ns), ns.wrap, amqp_url
 
     def partition(self, index: int) -> None:
         self.namespaces[index].cut()
@@ -52,6 +105,10 @@ class SoakLab:
 
     def restart_database(self) -> None:
         self.db.server.restart()
+
+    def close(self) -> None:
+        for relay in self.relays:
+            relay.close()
 
 
 @pytest.fixture
@@ -63,9 +120,11 @@ def soak_store(request: pytest.FixtureRequest) -> Iterator[tuple[str, Lab | None
         server = shared_postgres()
         db = LabDatabase(server, server.create_database())
         netns: Callable[[], Namespace] = request.getfixturevalue("netns")
+        lab = SoakLab(db, netns)
         try:
-            yield db.url, SoakLab(db, netns)
+            yield db.url, lab
         finally:
+            lab.close()
             db.server.drop_database(db.name)
         return
     if os.environ.get("CI") == "true":
@@ -75,10 +134,30 @@ def soak_store(request: pytest.FixtureRequest) -> Iterator[tuple[str, Lab | None
         yield url, None
 
 
+@pytest.fixture
+def publisher() -> Iterator[Publisher | None]:
+    """A publisher to RabbitMQ at ``$STALWART_TEST_AMQP_URL`` (default: guest on 127.0.0.1), or
+    ``None`` when no broker answers (the soak then starts no run from a queue, and says so)."""
+    try:
+        rabbit = RabbitPublisher(AMQP_URL)
+    except (TimeoutError, OSError, ConnectionError) as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"no RabbitMQ at {AMQP_URL}: {exc}")
+        print(f"\n(no RabbitMQ at {AMQP_URL}: {exc}; no run is started from a queue)")
+        yield None
+        return
+    try:
+        yield rabbit
+    finally:
+        rabbit.close()
+
+
 @pytest.mark.timeout(SECONDS + SETTLE_S + 180)
-def test_chaos_soak(tmp_path: Path, soak_store: tuple[str, Lab | None]) -> None:
+def test_chaos_soak(
+    tmp_path: Path, soak_store: tuple[str, Lab | None], publisher: Publisher | None
+) -> None:
     url, lab = soak_store
-    report = run_soak(url, tmp_path, SECONDS, lab=lab, settle_timeout=SETTLE_S)
+    report = run_soak(url, tmp_path, SECONDS, lab=lab, publisher=publisher, settle_timeout=SETTLE_S)
     summary = report.summary()
     print("\n" + summary)
     (tmp_path / "summary.txt").write_text(summary)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 from soak_checker import (
-    INGRESS_QUEUE,
     Fault,
     History,
     LeaseSample,
@@ -15,6 +14,8 @@ from soak_checker import (
     Run,
     check,
 )
+
+INGRESS_QUEUE = "stalwart-soak"
 
 
 def _line(op: str, **fields: Any) -> dict[str, Any]:
