@@ -152,6 +152,7 @@ def publisher() -> Iterator[Publisher | None]:
         rabbit.close()
 
 
+@pytest.mark.faults
 @pytest.mark.timeout(SECONDS + SETTLE_S + 180)
 def test_chaos_soak(
     tmp_path: Path, soak_store: tuple[str, Lab | None], publisher: Publisher | None
