@@ -22,7 +22,8 @@ clock), and the faults it injected. :func:`read_history` builds one from a store
 ``message``
     a published message without exactly one run, or a message run no one published.
 ``attempt``
-    an attempt of a step or compensation with more than one outcome in the journal.
+    an attempt of a step or compensation with more than one outcome (``completed`` or
+    ``failed``) in the journal; an ``in_doubt`` entry is not an outcome, it is settled by one.
 ``stale_lease``
     a run seen ``running`` longer than ``grace`` seconds past its lease while its holder was
     killed, paused or cut off.
@@ -55,7 +56,9 @@ __all__ = [
 ]
 
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
-OUTCOMES = frozenset({"completed", "failed", "in_doubt"})
+# An attempt's outcomes; ``in_doubt`` is not one: it says the outcome is unknown until verify
+# or an operator's resolve records it (then as the same attempt's ``completed``).
+OUTCOMES = frozenset({"completed", "failed"})
 COUNTER_KEYS = ("soak-counter-0", "soak-counter-1", "soak-counter-2")
 # effect op -> (the workflow that makes it, whether verify settles it: exactly once when the
 # run completed)
@@ -280,9 +283,9 @@ def read_history(
     notes: Counter[str] = Counter()
     for wid, run in runs.items():
         for e in app.journal(wid):
-            if e.kind in ("step", "compensation") and e.status in OUTCOMES:
+            if e.kind in ("step", "compensation") and e.status in (*OUTCOMES, "in_doubt"):
                 outcomes.append(Outcome(wid, e.kind, e.seq, e.attempt, e.status))
-                notes["attempts interrupted"] += "AttemptInterrupted" in (e.error or "")
+                notes["attempts interrupted"] += "interrupted" in (e.error or "")
                 notes["settled by verify"] += e.by == "verify"
                 notes["in doubt"] += e.status == "in_doubt"
         if run.name == "talk":

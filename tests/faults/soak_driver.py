@@ -91,6 +91,7 @@ class SoakReport:
     elapsed: float
     seed: int
     notes: Counter[str] = field(default_factory=Counter)
+    evidence: str = ""  # the journals of the first runs a violation names
 
     def summary(self) -> str:
         def fmt(c: Counter[str]) -> str:
@@ -106,7 +107,7 @@ class SoakReport:
             f"  violations: {len(self.violations)}",
         ]
         lines += [f"    {v}" for v in self.violations[:30]]
-        return "\n".join(lines)
+        return "\n".join(lines) + self.evidence
 
 
 @dataclass
@@ -430,6 +431,12 @@ def run_soak(
             queue=publisher.queue if publisher else "",
         )
         violations = check(history)
+        evidence = "".join(
+            f"\n--- journal of {wid}\n" + "\n".join(map(str, app.journal(wid)))
+            for wid in list(
+                dict.fromkeys(v.subject for v in violations if v.subject in history.runs)
+            )[:3]
+        )
         effects = Counter(
             line["op"] for line in history.log if line["op"] not in ("start", "decide", "inc")
         )
@@ -442,6 +449,7 @@ def run_soak(
             elapsed=time.monotonic() - began,
             seed=seed,
             notes=history.notes + driver.events,
+            evidence=evidence,
         )
     finally:
         fleet.close()

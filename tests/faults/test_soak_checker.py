@@ -39,6 +39,7 @@ def clean() -> History:
         outcomes=[
             Outcome("pay-1", "step", 1, 1, "failed"),
             Outcome("pay-1", "step", 1, 2, "completed"),
+            Outcome("pay-1", "step", 2, 1, "in_doubt"),  # interrupted; verify found the charge
             Outcome("pay-1", "step", 2, 1, "completed"),
         ],
         counters={
