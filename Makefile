@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption bench-prune soak slow clean
+.PHONY: demo test faults lint bench bench-streams bench-fleet bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-snapshots bench-migrate bench-encryption bench-prune soak slow clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,14 @@ TEST_WORKERS ?= 2
 
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
+# The fault lab (tests/faults/lab.py, docs/reliability.md): workers in network namespaces cut
+# off, slowed down and partitioned from a PostgreSQL of the lab's own, which it restarts; skewed
+# clocks (libfaketime), a full disk under SQLite. Slow variants included (the minute of latency);
+# `make test` runs the short ones. Needs root, iproute2, iptables and faketime (.ci/run installs
+# them); elsewhere the tests skip with one line saying what to install.
+faults: $(STAMP)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup -m faults tests/faults
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench

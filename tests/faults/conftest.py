@@ -84,3 +84,14 @@ def small_disk(tmp_path: Path) -> Iterator[SmallDisk]:
         yield disk
     finally:
         disk.close()
+
+
+@pytest.fixture
+def lab_workers(tmp_path: Path, lab_pg: LabDatabase) -> Iterator[WorkerHarness]:
+    """Starts workers (``program=lab_agent.LAB_AGENT``) on the ``lab_pg`` database; kills
+    leftovers."""
+    harness = WorkerHarness(tmp_path, lab_pg.url)
+    try:
+        yield harness
+    finally:
+        harness.close()

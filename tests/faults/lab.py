@@ -35,9 +35,10 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,6 +285,20 @@ class Namespace:
             else:
                 self._add_rule(chain, flag, self.host_addr, "-j", *target)
 
+    def drop_replies(self, containing: str) -> Callable[[], int]:
+        """Drop every TCP packet from the host whose payload holds ``containing`` (the server's
+        ``COMMIT`` tag: a commit happened and its acknowledgement never arrives), until
+        :meth:`heal`. Returns a function that tells how many packets it dropped so far."""
+        match = ["-m", "string", "--string", containing, "--algo", "bm"]
+        self._add_rule("INPUT", "-s", self.host_addr, "-p", "tcp", *match, "-j", "DROP")
+
+        def dropped() -> int:
+            out = self.run("iptables", "-L", "INPUT", "-v", "-x", "-n", check=False).stdout
+            lines = [line for line in out.splitlines() if f'"{containing}"' in line]
+            return int(lines[0].split()[0]) if lines else 0
+
+        return dropped
+
     def degrade(self, delay_ms: int = 200, loss: float = 0.05) -> None:
         """Delay what the namespace sends by ``delay_ms`` and drop a ``loss`` share of its
         packets, until :meth:`heal`."""
@@ -337,16 +352,22 @@ def resume(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
 
 
 def skewed_clock_env(seconds: float) -> dict[str, str]:
-    """Environment that runs a child under libfaketime with its clock ``seconds`` ahead
-    (negative: behind). Python's ``time.time``, ``datetime.now`` and libpq's timers all read
-    it; ``time.monotonic`` moves by the same offset, so intervals stay right."""
+    """Environment that runs a child under libfaketime with its wall clock ``seconds`` ahead
+    (negative: behind): ``time.time`` and ``datetime.now`` read it. The monotonic clock is left
+    alone, as on a real machine whose wall clock is off (libfaketime would shift it too, but it
+    does not translate the deadlines of Python's timed waits, ``sem_clockwait`` on that clock,
+    so every ``Event.wait(timeout)`` would sleep ``seconds`` longer, or forever); a Python
+    child's ``time.sleep`` is mended by ``lab_faketime/sitecustomize.py``, which this puts
+    first on ``PYTHONPATH``."""
     lib = _faketime_lib()
     if lib is None:
         raise RuntimeError("libfaketime not found: apt-get install -y faketime")
+    shim = Path(__file__).with_name("lab_faketime")  # its sitecustomize mends time.sleep
     return {
+        "PYTHONPATH": os.pathsep.join([str(shim), *(p for p in sys.path if p)]),
         "LD_PRELOAD": lib,
         "FAKETIME": f"{seconds:+g}s",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "0",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "FAKETIME_NO_CACHE": "1",
     }
 

@@ -158,6 +158,19 @@ class PostgresServer:
             conn.execute(f"CREATE DATABASE {name}")
         return name
 
+    def terminate(self, database: str) -> int:
+        """Close every server connection to ``database`` from the server's side (as a restart
+        would, for that database alone); returns how many it closed."""
+        import psycopg
+
+        query = (
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()"
+        )
+        with psycopg.connect(self.url(), autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(query, (database,)).fetchone()
+        return int(row[0]) if row else 0
+
     def drop_database(self, name: str) -> None:
         """Drop ``name``, cutting its remaining connections (the server may be down: then it
         is started first)."""

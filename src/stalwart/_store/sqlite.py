@@ -22,6 +22,7 @@ from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .changes import Changes
 from .checkpoints import BulkCheckpoints
+from .disk_full import DiskFull, is_disk_full
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -69,6 +70,7 @@ class SQLiteStore(SQLStore):
         self.durable = path is not None
         self._q = _Q
         self._lock = threading.RLock()
+        self._disk_full = DiskFull(url, path)
         try:
             if path is None:
                 conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
@@ -144,13 +146,20 @@ class SQLiteStore(SQLStore):
             self._conn.close()
 
     def _retrying(self, work: Callable[[], T]) -> T:
-        deadline = time.monotonic() + BUSY_GIVE_UP_S
-        delay = 0.001
+        began = time.monotonic()
+        deadline = began + BUSY_GIVE_UP_S
+        delay, full_delay = 0.001, 0.05
         while True:
             try:
                 with self._lock:
-                    return work()
+                    result = work()
+                if full_delay > 0.05:  # this write waited for space: there is room again
+                    self._disk_full.over()
+                return result
             except sqlite3.OperationalError as exc:
+                if is_disk_full(exc):
+                    full_delay = self._disk_full.wait(exc, began, full_delay)
+                    continue
                 if not _is_busy(exc) or time.monotonic() > deadline:
                     raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
             except sqlite3.DatabaseError as exc:
@@ -167,7 +176,11 @@ class SQLiteStore(SQLStore):
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:  # SQLite may have rolled back on its own (a full disk)
+                    if conn.in_transaction:
+                        raise
             raise
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -200,18 +213,25 @@ class SQLiteStore(SQLStore):
         if self._path is None:
             return self._run(work)
         path = Path(self._path).absolute().as_posix()
-        try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("BEGIN")
-            return work(conn)
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
-        finally:
-            conn.close()
+        began, delay = time.monotonic(), 0.05
+        while True:
+            try:
+                conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+                conn.execute("BEGIN")
+                return work(conn)
+            except sqlite3.OperationalError as exc:
+                # a reader may have to grow the write-ahead log's index: a full disk stops it
+                if not is_disk_full(exc):
+                    raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+                delay = self._disk_full.wait(exc, began, delay)
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
+            finally:
+                conn.close()
 
     def _reclaim(self) -> bool:
         """Give up to ``_VACUUM_PAGES`` free pages back to the file system, where the store
@@ -270,6 +290,6 @@ class SQLiteStore(SQLStore):
                 with self._lock:
                     return bool(self._conn.execute(query, params).rowcount == 1)
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc):
+                if not _is_busy(exc) and not is_disk_full(exc):  # the slow way waits for both
                     raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
         return super()._append_alone(workflow_id, entry, owner=owner)
