@@ -41,7 +41,14 @@ from ._model import (
 from ._runtime import Runtime
 from ._serde import UnsupportedValue
 from ._store import Entry
-from ._store.base import ChildRedrive, ForkCandidate, IndexRow, OperatorStore, RunRow
+from ._store.base import (
+    ChildRedrive,
+    ForkCandidate,
+    IndexRow,
+    IngressCount,
+    OperatorStore,
+    RunRow,
+)
 from ._views import Views, run_error
 
 __all__ = ["MISSING", "Operator", "failed_for_good", "fork_plan", "redrive_plan"]
@@ -235,6 +242,17 @@ def _check_decision(call: str, approval_id: Any, reason: Any, by: Any) -> None:
         _inputs.text(reason, "reason", call)
 
 
+def _event_payload(runtime: Runtime, workflow_id: str, name: str, payload: Any) -> bytes:
+    """An event's payload as stored; ``SerializationError`` naming the event and the value."""
+    try:
+        return runtime.codec.encode(payload)
+    except UnsupportedValue as exc:
+        raise SerializationError(
+            f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
+            f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
+        ) from None
+
+
 class Operator:
     """The operator verbs of one app."""
 
@@ -251,21 +269,23 @@ class Operator:
         payload: Any = None,
         dedup_key: str | None = None,
         by: str | None = None,
+        *,
+        count: IngressCount | None = None,
     ) -> bool:
         _check_event(workflow_id, name, dedup_key)
-        try:
-            data = self.runtime.codec.encode(payload)
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"event {name!r} for run {workflow_id!r}: cannot serialize a payload value of "
-                f"type {exc.type_name} at {exc.path.replace('value', 'payload', 1)}"
-            ) from None
+        data = _event_payload(self.runtime, workflow_id, name, payload)
         who = _who(by)
         now = self.runtime.clock.time()
         entry = _note(self.runtime, "send-event", now, who, {"name": name, "dedup_key": dedup_key})
         try:
             delivered = self.store.deliver_event(
-                workflow_id, name=name, payload=data, dedup_key=dedup_key, now=now, entry=entry
+                workflow_id,
+                name=name,
+                payload=data,
+                dedup_key=dedup_key,
+                now=now,
+                entry=entry,
+                count=count,
             )
         except KeyError:
             raise WorkflowNotFound(

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from stalwart._store import Store
+from stalwart._store import Entry, Store
+from stalwart._store.ingress import IngressCount
 
 
 def test_counts_are_created_then_added_to_and_listed_by_name(store: Store) -> None:
@@ -47,3 +48,40 @@ def test_concurrent_counts_add_up(store: Store) -> None:
         list(pool.map(add, range(40)))
     (row,) = store.list_ingress()
     assert row.accepted == 40
+
+
+def _run(store: Store, wid: str, count: IngressCount | None) -> bool:
+    return store.create_run(
+        workflow_id=wid,
+        name="agent",
+        status="pending",
+        queue="default",
+        priority=0,
+        input=b"J[]",
+        now=5.0,
+        owner=None,
+        lease_until=None,
+        entry=Entry(kind="run", name="started", status="completed", input=b"J[]"),
+        count=count,
+    )
+
+
+def test_a_run_or_event_is_counted_in_its_own_transaction_and_a_repeat_is_not(
+    store: Store,
+) -> None:
+    orders = IngressCount("orders", "redis", "starts agent")
+    assert _run(store, "orders:1", orders)
+    assert not _run(store, "orders:1", orders)  # the id exists: nothing written, not counted
+    assert _run(store, "other", None)
+    paid = IngressCount("paid", "nats", "event 'paid'")
+    note = Entry(kind="operator", name="send-event", status="completed")
+
+    def send(key: str) -> bool:
+        return store.deliver_event(
+            "other", name="paid", payload=b"J1", dedup_key=key, now=6.0, entry=note, count=paid
+        )
+
+    assert send("m1")
+    assert not send("m1")  # a repeated dedup_key: not counted again
+    counts = {row.name: (row.accepted, row.rejected) for row in store.list_ingress()}
+    assert counts == {"orders": (1, 0), "paid": (1, 0)}

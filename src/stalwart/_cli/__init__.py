@@ -11,7 +11,20 @@ to it, and this package imports them all, so it is the whole command line.
 
 from __future__ import annotations
 
-from . import check, keys, operate, portability, prune, runs, schedules, serve, shared, tail, ui  # noqa: F401  (each adds its commands)
+from . import (  # noqa: F401  (each adds its commands)
+    check,
+    keys,
+    operate,
+    portability,
+    prune,
+    runs,
+    schedules,
+    serve,
+    shared,
+    subscriptions,
+    tail,
+    ui,
+)
 from ._root import cli, open_app, url_option
 
 __all__ = ["cli", "main", "open_app", "url_option"]

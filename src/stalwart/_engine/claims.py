@@ -10,7 +10,7 @@ from .._model import RunStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
-from .._store.base import IndexRow
+from .._store.base import IndexRow, IngressCount
 from .interrupted import last_seen
 from .invocation import Invocation
 from .lifecycle import lifecycle
@@ -27,13 +27,20 @@ class RunClaims:
         self.runtime = runtime
 
     def start(
-        self, wf: WorkflowDef, wid: str, payload: bytes, *, queue: str | None, priority: int
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        *,
+        queue: str | None,
+        priority: int,
+        count: IngressCount | None = None,
     ) -> bool:
-        """Record a ``pending`` run for a worker; ``False`` (nothing written) if it exists."""
+        """Record a ``pending`` run for a worker; ``False`` (nothing written) if it exists.
+        ``count``: the subscription that counts it as accepted, in the same transaction."""
         now = self.runtime.clock.time()
-        created = self._insert(
-            wf, wid, payload, now, queue=wf.queue if queue is None else queue, priority=priority
-        )
+        queue = wf.queue if queue is None else queue
+        created = self._insert(wf, wid, payload, now, queue=queue, priority=priority, count=count)
         self.runtime.wakeup.set()
         return created
 
@@ -48,6 +55,7 @@ class RunClaims:
         priority: int = 0,
         owner: str | None = None,
         until: float | None = None,
+        count: IngressCount | None = None,
     ) -> bool:
         """Create the run, ``pending``, or ``running`` and held by ``owner``; ``False`` if
         it exists already."""
@@ -64,6 +72,7 @@ class RunClaims:
             entry=lifecycle("started", now, input=payload),
             deadline=None if wf.timeout is None else now + wf.timeout,
             trace_context=carried(self.runtime) if self.runtime.observers else None,
+            count=count,
         )
 
     def invocation(

@@ -13,10 +13,12 @@ Signature (what a broker consumer and a webhook route both call)::
 broker's or the webhook's delivery id, ``body`` the raw bytes. It decodes the body as JSON,
 checks it against the workflow's argument annotation (or asks ``to(body)`` for the run of an
 event), then starts the run ``"<name>:<message id>"`` or sends the event with ``dedup_key`` =
-message id: a repeat of a message id changes nothing (``DUPLICATE``). ACCEPTED and REJECTED
-are counted in the store (``ingress_sources``, fleet-wide) and in the worker's Prometheus
-counters; a rejection is logged at WARNING with its reason. A store error is raised, never a
-verdict: the caller must not acknowledge the message (it is delivered again).
+message id: a repeat of a message id changes nothing (``DUPLICATE``). ACCEPTED is counted in
+the store (``ingress_sources``, fleet-wide) in the transaction that writes the run or event,
+so a crash never separates them; REJECTED is counted alone (nothing else is written); both in
+the worker's Prometheus counters too. A rejection is logged at WARNING with its reason. A
+store error is raised, never a verdict: the caller must not acknowledge the message (it is
+delivered again).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import InvalidOperation, UsageError, WorkflowNotFound
 from .._model import run_id
 from .._serde import UnsupportedValue
+from .._store.ingress import IngressCount
 
 if TYPE_CHECKING:
     from .._engine.driver import Driver
@@ -82,6 +85,10 @@ class Subscription:
         if self.start is not None:
             return f"starts {self.start.name}"
         return f"event {self.event!r}"
+
+
+def _count(sub: Subscription) -> IngressCount:
+    return IngressCount(sub.name, sub.kind, sub.target)
 
 
 class _Rejected(Exception):
@@ -166,7 +173,8 @@ class Delivery:
             return self._rejected(subscription, message_id, wid, str(exc))
         if not created:
             return Verdict(Outcome.DUPLICATE, wid)
-        self._count(subscription, accepted=1, rejected=0)
+        if self.metrics is not None:
+            self.metrics.ingress_messages.labels(subscription.name).inc()
         return Verdict(Outcome.ACCEPTED, wid)
 
     def _start(self, sub: Subscription, wf: WorkflowDef, wid: str, value: Any) -> bool:
@@ -180,7 +188,7 @@ class Delivery:
             payload = self.runtime.codec.encode({"args": [value], "kwargs": {}})
         except UnsupportedValue as exc:  # JSON decodes to what the codec takes; a guard only
             raise _Rejected(f"the body cannot be stored: {exc.type_name}") from None
-        return self.driver.start(wf, wid, payload, queue=None, priority=0)
+        return self.driver.start(wf, wid, payload, queue=None, priority=0, count=_count(sub))
 
     def _target(self, sub: Subscription, value: Any) -> str:
         assert sub.to is not None
@@ -196,7 +204,12 @@ class Delivery:
         assert sub.event is not None
         try:
             return self.operator.send_event(
-                wid, sub.event, value, dedup_key=message_id, by=f"ingress:{sub.name}"
+                wid,
+                sub.event,
+                value,
+                dedup_key=message_id,
+                by=f"ingress:{sub.name}",
+                count=_count(sub),
             )
         except WorkflowNotFound:
             raise _Rejected(f"to() names the unknown run {wid!r}") from None
@@ -213,21 +226,14 @@ class Delivery:
             reason,
             extra={"subscription": sub.name, "message_id": message_id},
         )
-        self._count(sub, accepted=0, rejected=1)
-        return Verdict(Outcome.REJECTED, wid, reason)
-
-    def _count(self, sub: Subscription, *, accepted: int, rejected: int) -> None:
-        metrics = self.metrics
-        if metrics is not None:
-            if accepted:
-                metrics.ingress_messages.labels(sub.name).inc(accepted)
-            if rejected:
-                metrics.ingress_rejected.labels(sub.name).inc(rejected)
+        if self.metrics is not None:
+            self.metrics.ingress_rejected.labels(sub.name).inc()
         self.runtime.store.count_ingress(
             sub.name,
             kind=sub.kind,
             target=sub.target,
-            accepted=accepted,
-            rejected=rejected,
+            accepted=0,
+            rejected=1,
             now=self.runtime.clock.time(),
         )
+        return Verdict(Outcome.REJECTED, wid, reason)

@@ -126,7 +126,6 @@ class NATS:
     async def _jetstream(
         self, client: Any, lease_seconds: float, prefetch: int
     ) -> AsyncIterator[Message]:
-        from nats.errors import TimeoutError as FetchTimeout
         from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
         from nats.js.errors import NotFoundError
 
@@ -148,8 +147,8 @@ class NATS:
         while client.is_connected:
             try:
                 batch = await pull.fetch(prefetch, timeout=FETCH_SECONDS)
-            except FetchTimeout:
-                continue
+            except TimeoutError:  # nothing came within FETCH_SECONDS (nats-py raises either
+                continue  # its own subclass or asyncio's, depending on where it waited)
             for msg in batch:
                 yield _JetStreamMessage(msg)
         raise ConnectionError("the connection closed")

@@ -77,7 +77,7 @@ from .._errors import StoreError
 from .._model import ErrorRecord
 from .changes import Changes
 from .coordination import ChildStore, MessageStore, SharedStore
-from .ingress import IngressRow, IngressStore
+from .ingress import IngressCount, IngressRow, IngressStore
 from .keys import KeyStore
 from .prunes import PruneStore
 from .read_roles import (
@@ -160,6 +160,7 @@ __all__ = [
     "ForkCandidate",
     "HeldRun",
     "IndexRow",
+    "IngressCount",
     "IngressRow",
     "IngressStore",
     "JournalReads",
@@ -241,8 +242,10 @@ class RunStore(RunReads, Protocol):
         entry: Entry,
         deadline: float | None = None,
         trace_context: str | None = None,
+        count: IngressCount | None = None,
     ) -> bool:
-        """Insert a run (and its first journal entry); ``False`` if the id exists."""
+        """Insert a run (and its first journal entry); ``False`` if the id exists. With
+        ``count``, the same transaction adds one to that subscription's accepted count."""
 
     def finish_run(
         self,
@@ -413,9 +416,11 @@ class WaitStore(ApprovalReads, Protocol):
         dedup_key: str | None,
         now: float,
         entry: Entry,
+        count: IngressCount | None = None,
     ) -> bool:
         """Store an event and wake its run; ``False`` for a repeated ``dedup_key``;
-        ``InvalidOperation`` when the run is completed or cancelled."""
+        ``InvalidOperation`` when the run is completed or cancelled. With ``count``, a
+        delivered event adds one to that subscription's accepted count in its transaction."""
 
     def decide_approval(
         self,

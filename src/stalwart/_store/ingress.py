@@ -1,9 +1,10 @@
 """The ingress role of the store: the fleet-wide counts of what each subscription (a broker's
 queue, stream or subject, or a webhook) accepted and rejected.
 
-Each worker adds to a subscription's counts after the message's run or event is committed
-(``count_ingress``, an upsert that also creates the row, so a subscription is listed once a
-worker served it); the listings read them (``list_ingress``).
+A message's run or event is counted as accepted in the transaction that writes it
+(``create_run`` or ``deliver_event`` with an :class:`IngressCount`); a rejection, which writes
+nothing else, is counted alone (``count_ingress``, an upsert that also creates the row, so a
+subscription is listed once a worker served it). The listings read them (``list_ingress``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["IngressRow", "IngressStore"]
+__all__ = ["IngressCount", "IngressRow", "IngressStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,17 @@ class IngressRow:
     accepted: int
     rejected: int
     updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class IngressCount:
+    """The subscription a write counts as accepted: ``create_run`` and ``deliver_event`` given
+    one add one to its accepted count in their own transaction, so a crash never separates a
+    message's run or event from its count."""
+
+    name: str
+    kind: str
+    target: str
 
 
 class IngressStore(Protocol):

@@ -1,11 +1,28 @@
-"""Ingress counts over SQL: one upsert adds to a subscription's counts, one read lists them."""
+"""Ingress counts over SQL: one upsert adds to a subscription's counts (alone, or in the
+transaction of the run or event a message wrote), one read lists them."""
 
 from __future__ import annotations
 
-from ..ingress import IngressRow
+from typing import Any
+
+from ..ingress import IngressCount, IngressRow
 from ._base import SQLBase
 
-__all__ = ["IngressVerbs"]
+__all__ = ["IngressVerbs", "count_accepted"]
+
+
+def count_accepted(conn: Any, query: str, count: IngressCount, now: float) -> None:
+    """In the caller's transaction: one more message accepted by ``count``'s subscription
+    (``query``: the ``count_ingress`` statement)."""
+    params = {
+        "name": count.name,
+        "kind": count.kind,
+        "target": count.target,
+        "accepted": 1,
+        "rejected": 0,
+        "now": now,
+    }
+    conn.execute(query, params)
 
 
 class IngressVerbs(SQLBase):

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Entry, RunRow
+from ..ingress import IngressCount
 from ..payloads import INLINE_LIMIT
 from ._base import _inline
+from .ingress import count_accepted
 from .pipeline import Pipelined, Write
 
 __all__ = ["RunVerbs"]
@@ -31,8 +33,10 @@ class RunVerbs(Pipelined):
         entry: Entry,
         deadline: float | None = None,
         trace_context: str | None = None,
+        count: IngressCount | None = None,
     ) -> bool:
-        """Insert a run and its first journal entry; ``False`` if the id exists."""
+        """Insert a run and its first journal entry; ``False`` if the id exists (with
+        ``count``, counted as accepted in the same transaction)."""
 
         def insert(conn: Any, query: str = "create_run") -> Any:
             params = {
@@ -54,11 +58,15 @@ class RunVerbs(Pipelined):
             if insert(conn).rowcount != 1:
                 return False
             self._journal_in(conn, workflow_id, entry)
+            if count is not None:
+                count_accepted(conn, self._q["count_ingress"], count, now)
             return True
 
         def send(conn: Any) -> bool:
             insert(conn, "create_run_ahead")
             self._journal_in(conn, workflow_id, entry)
+            if count is not None:
+                count_accepted(conn, self._q["count_ingress"], count, now)
             return True
 
         def alone() -> bool:

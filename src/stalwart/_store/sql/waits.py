@@ -11,7 +11,9 @@ from ..._errors import InvalidOperation
 from ..._keyring import seal_text
 from ..._model import RunStatus
 from ..base import ApprovalRow, Entry, WaitDecision
+from ..ingress import IngressCount
 from ._base import SQLBase, _inline, _typed
+from .ingress import count_accepted
 
 __all__ = ["WaitVerbs"]
 
@@ -169,6 +171,7 @@ class WaitVerbs(SQLBase):
         dedup_key: str | None,
         now: float,
         entry: Entry,
+        count: IngressCount | None = None,
     ) -> bool:
         """Store an event in the run's inbox and wake the run if it waits for it.
 
@@ -178,7 +181,7 @@ class WaitVerbs(SQLBase):
 
         def work(conn: Any) -> bool:
             self._lock_run(conn, workflow_id)
-            return self._deliver(
+            delivered = self._deliver(
                 conn,
                 workflow_id,
                 name=name,
@@ -187,6 +190,9 @@ class WaitVerbs(SQLBase):
                 now=now,
                 entry=entry,
             )
+            if delivered and count is not None:  # counted with the event it delivered
+                count_accepted(conn, self._q["count_ingress"], count, now)
+            return delivered
 
         return self._once(workflow_id, entry, work)
 
