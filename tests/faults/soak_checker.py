@@ -277,7 +277,7 @@ def read_history(
             runs[info.workflow_id] = Run(info.workflow_id, info.name, info.status, info.error)
         if len(page) < 1000:
             break
-        before = page[-1].created_at
+        before = page[-1]  # exact, even among runs created at the same time
     outcomes = []
     streams: dict[str, list[int]] = {}
     notes: Counter[str] = Counter()

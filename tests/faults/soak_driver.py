@@ -431,6 +431,7 @@ def run_soak(
             queue=publisher.queue if publisher else "",
         )
         violations = check(history)
+        driver.events["running runs sampled"] = len(driver.samples)
         evidence = "".join(
             f"\n--- journal of {wid}\n" + "\n".join(map(str, app.journal(wid)))
             for wid in list(

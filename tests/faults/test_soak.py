@@ -32,7 +32,7 @@ from store_urls import postgres_schema_url
 
 SECONDS = float(os.environ.get("STALWART_SOAK_SECONDS", "120"))
 SETTLE_S = 240.0
-LAB_TOOLS = ("ip", "iptables", "postgres", "runuser")
+LAB_TOOLS = ("ip", "iptables", "tc", "postgres", "runuser")
 AMQP_URL = os.environ.get("STALWART_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 
