@@ -43,7 +43,7 @@ from ._schedules import Schedules
 from ._serde import make_codec
 from ._shared import SharedContext
 from ._snapshots import Snapshots
-from ._store import Store, open_store, resolve_url, store_name
+from ._store import Store, open_store, resolve_url, stamp_with, store_name
 from ._store.keys import attach_keyring
 from ._streams import StreamReads
 from ._tracing import Tracing
@@ -105,6 +105,8 @@ class Stalwart(
             observers=[Tracing()],
             retention=kept,
         )
+        stamp_with(store, self._runtime.clock.time)
+
         self._runtime.app = weakref.ref(self)
         self._driver = Driver(self._runtime)
         self._views = Views(self._runtime)

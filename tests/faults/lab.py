@@ -24,6 +24,13 @@ The API, by fault:
   its wall clock moved by some seconds (``WorkerHarness.start(env=...)``).
 * **Disk** — :class:`SmallDisk`: a size-limited tmpfs to put a SQLite store on; ``fill()``
   takes every free byte, ``free()`` gives them back.
+
+Fixtures (``tests/faults/conftest.py``): ``lab_pg`` (a :class:`LabDatabase`: ``.url`` from the
+host, ``.url_in(ns)`` from a namespace, ``.server`` to restart), ``netns`` (a factory:
+``netns()`` makes a :class:`Namespace`), ``lab_workers`` (a ``WorkerHarness`` on ``lab_pg``;
+start ``lab_agent.py`` workers with ``program=LAB_AGENT, wrap=ns.wrap, url=lab_pg.url_in(ns)``)
+and ``small_disk``. Each cleans up after the test, failed or not; a lab namespace or server left
+by a process killed hard is removed by the next one that starts.
 """
 
 from __future__ import annotations

@@ -103,8 +103,18 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
     def slow_chain(n: int, pause: float) -> int:
         return sum(slow_link(i, pause) for i in range(n))
 
+    @app.step(name="big_result")
+    def big_result(size: int) -> str:
+        rec.executed("big_result")
+        return stalwart.workflow_id() + ":" + "x" * size  # stored apart, as a payload row
+
+    @app.workflow(name="big_agent")
+    def big_agent(size: int) -> int:
+        return len(big_result(size))
+
     return {
         **workflows,
+        "big_agent": big_agent,
         "pay_agent": pay_agent,
         "tick_job": tick_job,
         "slow_chain": slow_chain,

@@ -19,6 +19,7 @@ import contextlib
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -46,6 +47,25 @@ def find_pg_bin() -> Path | None:
     return None
 
 
+_PREFIX = "stalwart-lab-pg-"
+
+
+def _reap_orphans() -> None:
+    """Stop and delete the lab servers of test processes that no longer exist (killed hard,
+    so their ``atexit`` never ran)."""
+    for root in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        try:
+            owner = int((root / "owner").read_text())
+        except (OSError, ValueError):
+            continue
+        if Path(f"/proc/{owner}").exists():
+            continue
+        pid_file = root / "data" / "postmaster.pid"
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            os.kill(int(pid_file.read_text().split()[0]), signal.SIGQUIT)  # immediate stop
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -64,12 +84,14 @@ class PostgresServer:
         if bin_dir is None:
             raise RuntimeError("initdb not found: apt-get install postgresql")
         self.bin = bin_dir
-        self.root = Path(root or tempfile.mkdtemp(prefix="stalwart-lab-pg-"))
+        _reap_orphans()
+        self.root = Path(root or tempfile.mkdtemp(prefix=_PREFIX))
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.port = _free_port()
         self._as_postgres = os.geteuid() == 0
         self._initdb()
+        (self.root / "owner").write_text(str(os.getpid()))
 
     # -- commands ------------------------------------------------------------------------
 

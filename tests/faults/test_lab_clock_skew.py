@@ -3,7 +3,8 @@
 A fleet compares times that different machines write: lease expiries, timers' wake times,
 schedules' ticks. Over PostgreSQL they are all read by the server's clock (``ServerClock``), so
 a worker with a skewed clock must neither take a live worker's lease, nor wake a timer early
-(or late), nor start a tick before it is due (or miss it). The test watches with its own clock,
+(or late), nor start a tick before it is due (or miss it), nor stamp a payload row it stores
+with a time the collector would misread. The test watches with its own clock,
 which is the server's (the lab's server runs on this host), allowing the error of reading a
 server's clock over a network (:data:`READ_S`). On SQLite, one host, every process
 reads the same clock: there is nothing to skew.
@@ -15,6 +16,7 @@ import datetime as _dt
 import time
 from collections import Counter
 
+import psycopg
 import pytest
 from fault_harness import WorkerHarness
 from lab import LabDatabase, require, skewed_clock_env
@@ -47,6 +49,7 @@ def test_a_skewed_worker_keeps_leases_timers_and_schedules_right(
         sleepers = [
             app.start(wf["sleepy_agent"], SLEEP_S, workflow_id=f"sleep-{i}") for i in range(3)
         ]
+        big = app.start(wf["big_agent"], 5000, workflow_id="big-1")
         first_tick = app.schedule(wf["tick_job"], EVERY_2S, name="every2s").next_tick.timestamp()
         seen: dict[str, float] = {}
         deadline = time.monotonic() + SERVE_S
@@ -60,6 +63,13 @@ def test_a_skewed_worker_keeps_leases_timers_and_schedules_right(
             handle.result(timeout=SLEEP_S + 20)  # a worker 30 s behind would sleep 30 s more
         slept = time.monotonic() - began
         assert slept >= SLEEP_S, slept  # a worker 30 s ahead would have woken them at once
+
+        # Payload rows are stamped by the server's clock too: the collector compares their age
+        # with it, and a row stamped 30 s (or an hour) in the past could look collectable.
+        assert big.result(timeout=30) == len("big-1:") + 5000
+        with psycopg.connect(lab_pg.url) as conn:
+            stamps = [row[0] for row in conn.execute("SELECT touched_at FROM payloads")]
+        assert stamps and all(abs(t - time.time()) < READ_S + 20 for t in stamps), stamps
 
         ticks = {
             wid: _dt.datetime.strptime(wid.split("@", 1)[1], "%Y-%m-%dT%H:%M:%SZ")

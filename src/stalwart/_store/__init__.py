@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import warnings
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from .._errors import NotDurableWarning, StoreError, UsageError, mask_url
 from .base import Entry, IndexRow, JournalRow, RunRow, Store
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = [
     "DEFAULT_URL",
@@ -17,6 +21,7 @@ __all__ = [
     "RunRow",
     "Store",
     "open_store",
+    "stamp_with",
     "store_name",
 ]
 
@@ -71,3 +76,13 @@ def open_store(url: str, *, durability: str = "process") -> Store:
         f"unknown store URL {mask_url(url)!r}: use sqlite:///path.db (embedded), "
         "postgresql://user@host/db, or memory:// (tests only)"
     )
+
+
+def stamp_with(store: Store, clock: Callable[[], float]) -> None:
+    """Stamp the payload rows ``store`` writes by ``clock``, the app's: the clock the collector
+    compares their age against (the server's, over PostgreSQL), so that a machine whose own
+    clock is off, by any amount, never makes a row it just stored look old enough to collect."""
+    from .sql._base import SQLBase
+
+    if isinstance(store, SQLBase):
+        store.stamp_clock = clock

@@ -33,7 +33,8 @@ __all__ = [
 # A writer refreshes a row it finds stored once its touched_at is older than this.
 REFRESH_SECONDS = 600.0
 # The collector keeps every row touched within this window: longer than the refresh interval
-# plus the longest transaction a writer may hold open, plus any clock skew between machines.
+# plus the longest transaction a writer may hold open. Writers stamp rows by the store's clock,
+# the collector's (``stamp_with``), so no machine's own clock enters.
 GRACE_SECONDS = 3600.0
 
 _MANIFEST = b"M"

@@ -85,6 +85,7 @@ class SQLBase(Migrating):
     durable: bool
     _q: dict[str, str]
     keyring: Keyring | None = None  # set by the app that opened it with encryption=
+    stamp_clock: Callable[[], float] | None = None  # set by the app: see ``stamp_with``
 
     # -- what a backend provides ----------------------------------------------------------
 
@@ -247,7 +248,7 @@ class SQLBase(Migrating):
         if payload is None or len(payload) <= INLINE_LIMIT:
             return payload
 
-        now = time.time()
+        now = time.time() if self.stamp_clock is None else self.stamp_clock()
         stale = now - garbage.REFRESH_SECONDS
 
         def put(digest: bytes, data: bytes) -> bool:
