@@ -38,39 +38,47 @@ AMQP_URL = os.environ.get("STALWART_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.
 
 class RabbitPublisher:
     """Publishes to a fresh durable queue of the soak's own (deleted by :meth:`close`), each
-    message with its ``message_id`` and waiting for the broker's confirm."""
+    message with its ``message_id``, waiting for the broker's confirm. Its event loop runs only
+    while it publishes, so the broker may drop the idle connection (missed heartbeats): it
+    connects again then."""
 
     def __init__(self, url: str) -> None:
         import aio_pika
 
         self.url = url
         self.queue = f"stalwart-soak-{uuid.uuid4().hex[:8]}"
-        self._loop = asyncio.new_event_loop()
         self._aio_pika = aio_pika
+        self._loop = asyncio.new_event_loop()
+        self._connection: Any = None
+        self._channel: Any = None
+        self._connect()
 
+    def _connect(self) -> None:
         async def connect() -> tuple[Any, Any]:
-            connection = await aio_pika.connect(url, timeout=5)
+            connection = await self._aio_pika.connect(self.url, timeout=5)
             channel = await connection.channel(publisher_confirms=True)
             await channel.declare_queue(self.queue, durable=True)
             return connection, channel
 
         self._connection, self._channel = self._loop.run_until_complete(connect())
 
+    def _call(self, what: Callable[[], Any]) -> Any:
+        try:
+            return self._loop.run_until_complete(what())
+        except (ConnectionError, RuntimeError):  # aio-pika: AMQPError, ChannelInvalidStateError
+            self._connect()
+            return self._loop.run_until_complete(what())
+
     def publish(self, message_id: str, body: dict[str, Any]) -> None:
         message = self._aio_pika.Message(
             json.dumps(body).encode(), message_id=message_id, delivery_mode=2
         )
-        self._loop.run_until_complete(
-            self._channel.default_exchange.publish(message, routing_key=self.queue)
-        )
+        self._call(lambda: self._channel.default_exchange.publish(message, routing_key=self.queue))
 
     def close(self) -> None:
-        async def close() -> None:
-            await self._channel.queue_delete(self.queue)
-            await self._connection.close()
-
         try:
-            self._loop.run_until_complete(close())
+            self._call(lambda: self._channel.queue_delete(self.queue))
+            self._loop.run_until_complete(self._connection.close())
         finally:
             self._loop.close()
 
