@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test faults lint bench bench-streams bench-fleet bench-ingress bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-pictures bench-snapshots bench-migrate bench-encryption bench-prune soak clean
+.PHONY: demo test faults lint bench bench-streams bench-fleet bench-ingress bench-throttle bench-journal bench-budgets bench-langgraph bench-console bench-pictures bench-snapshots bench-migrate bench-encryption bench-prune soak slow clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -122,8 +122,15 @@ bench-encryption: $(STAMP)
 bench-migrate: $(STAMP)
 	$(BIN)/python bench/migrate.py
 
-# The long soak tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
+# The chaos soak for 10 minutes (tests/faults/test_soak.py, docs/reliability.md: 4 workers over
+# PostgreSQL, a mixed workload, SIGKILL, SIGSTOP, partitions and database restarts, then the
+# history checker); `make test` runs it for 2. Prints the faults, runs, effects and violations.
+SOAK_SECONDS ?= 600
 soak: $(STAMP)
+	STALWART_SOAK_SECONDS=$(SOAK_SECONDS) $(BIN)/python -m pytest -s -p no:cacheprovider tests/faults/test_soak.py
+
+# The long tests (the 500-run fleet chaos on PostgreSQL), which `make test` leaves out.
+slow: $(STAMP)
 	$(BIN)/python -m pytest -m slow -s
 
 clean:

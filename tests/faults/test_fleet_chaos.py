@@ -21,7 +21,7 @@ Once the killer stops and the last workers have finished, the test claims:
 
 The short version (60 runs, a kill every 1.5 s for 12 s) runs in CI on PostgreSQL and on
 SQLite; the spec's full size (500 runs, a kill every 2 s for 60 s, PostgreSQL) is marked
-``slow``, which the default run deselects: ``make soak`` (``pytest -m slow``) runs it. Run
+``slow``, which the default run deselects: ``make slow`` (``pytest -m slow``) runs it. Run
 with ``-s`` to see the one-line summary.
 
 The steps have a generous attempt budget (a crash charges the interrupted attempt, and the

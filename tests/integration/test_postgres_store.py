@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -438,3 +439,34 @@ def test_a_shared_write_retried_after_a_lost_acknowledgement_reports_what_it_did
         ]
     finally:
         store.close()
+
+
+def test_a_claim_lost_to_another_worker_logs_no_warning(
+    pg_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers racing for a run is routine: the loser's claim, sent ahead and refused by
+    the server, logs nothing. psycopg used to warn "error ignored terminating Pipeline" when
+    the refusal arrived while the claim's last statements were still being sent (the chaos
+    soak found it); a pause before the claim's journal entry makes that the case here."""
+    with stalwart.Stalwart(pg_url) as first, stalwart.Stalwart(pg_url) as second:
+        raced = first.workflow(name="raced")(lambda: 1)
+        second.workflow(name="raced")(lambda: 1)
+        first.start(raced, workflow_id="raced-1")
+        store = store_of(second)
+        seen_pending = store.get_run("raced-1")  # the loser read it before the winner took it
+        assert seen_pending is not None and seen_pending.status == "pending"
+        caplog.set_level(logging.WARNING)
+        assert claim_run(first, "raced-1") is not None
+        journal_in = store._journal_in  # type: ignore[attr-defined]
+
+        def late_journal_in(*args: Any) -> None:
+            time.sleep(0.3)  # the server's refusal of the claim arrives meanwhile
+            journal_in(*args)
+
+        monkeypatch.setattr(store, "_journal_in", late_journal_in)
+        runtime = second._runtime
+        workflow = runtime.registry.workflows["raced"]
+        assert second._driver.take(workflow, seen_pending, runtime.clock.time()) is None
+        held = store.get_run("raced-1")
+        assert held is not None and held.status == "running"  # the winner's, untouched
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

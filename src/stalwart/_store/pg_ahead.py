@@ -51,16 +51,25 @@ def send_ahead(conn: Any, send: Callable[[Any], T]) -> T:
     pipeline mode.)"""
     import psycopg
 
+    failed: psycopg.Error | None = None
     try:
         with conn.pipeline():  # its end sends what is queued and reads every answer
-            conn.execute("BEGIN")
-            value = send(_Prepared(conn))
-            conn.execute("COMMIT")
+            try:
+                conn.execute("BEGIN")
+                value = send(_Prepared(conn))
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:
+                # An answer read while statements were still being sent (a refusal that came
+                # back fast) ends the block here, not through the pipeline's end, which would
+                # meet the aborted pipeline and log a WARNING for a routine refusal.
+                failed = exc
     except psycopg.Error as exc:
-        if connection_lost(exc):
-            raise
+        failed = failed or exc
+    if failed is not None:
+        if connection_lost(failed):
+            raise failed
         conn.execute("ROLLBACK")  # the failed statement left the transaction open
-        if isinstance(exc, psycopg.errors.DivisionByZero):
-            raise Refused from exc
-        raise NotAhead from exc
+        if isinstance(failed, psycopg.errors.DivisionByZero):
+            raise Refused from failed
+        raise NotAhead from failed
     return value
