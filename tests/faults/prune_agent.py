@@ -1,6 +1,6 @@
 """The two processes of the collector's race (test_prune_beside_writers.py).
 
-    python prune_agent.py writer|collector URL WORKDIR SECONDS
+    python prune_agent.py writer|collector URL WORKDIR SECONDS [encrypted]
 
 Both run with a grace window of ``GRACE`` seconds and a refresh interval of ``REFRESH`` (the
 release's are an hour and ten minutes: the test keeps their proportions, in seconds).
@@ -9,6 +9,7 @@ release's are an hour and ten minutes: the test keeps their proportions, in seco
   a new round ``k``, whose argument, step input and output and result are ``value(k)``: values
   stored apart (as trees, manifests and whole rows), equal to those of the collector's ``old``
   runs of that round. Prints ``{"runs": n}``.
+- ``encrypted``: both open the store with ``KEYRING`` (every row sealed, its refs in clear).
 - ``collector``: round after round: runs three ``old`` runs of ``value(k)``, waits until their
   rows are older than the grace window, prunes them, names the round in ``WORKDIR/round`` (the
   writer starts writing the same values) and at once collects garbage three times, while the
@@ -28,7 +29,7 @@ import stalwart
 from stalwart._store import garbage
 from stalwart.testing import store_of
 
-__all__ = ["GRACE", "declare", "value"]
+__all__ = ["GRACE", "declare", "keyring", "value"]
 
 GRACE = 1.0
 REFRESH = 0.2
@@ -42,9 +43,14 @@ def value(k: int) -> dict[str, Any]:
     return {"round": k, "messages": messages}
 
 
-def declare(url: str) -> tuple[stalwart.Stalwart, Any, Any]:
+def keyring() -> stalwart.Keyring:
+    """The keyring of the encrypted variant (a fixed key: both processes and the test)."""
+    return stalwart.Keyring({"k1": bytes(range(32))})
+
+
+def declare(url: str, encrypted: bool = False) -> tuple[stalwart.Stalwart, Any, Any]:
     """The app, its ``old`` and its ``live`` workflow (the same body)."""
-    app = stalwart.Stalwart(url)
+    app = stalwart.Stalwart(url, encryption=keyring() if encrypted else None)
 
     @app.step
     def echo(v: dict[str, Any]) -> dict[str, Any]:
@@ -67,8 +73,8 @@ def _round(workdir: Path) -> int:
     return int(path.read_text()) if path.exists() else 0
 
 
-def writer(url: str, workdir: Path, until: float) -> dict[str, int]:
-    app, _old, live = declare(url)
+def writer(url: str, workdir: Path, until: float, encrypted: bool) -> dict[str, int]:
+    app, _old, live = declare(url, encrypted)
     runs, last = 0, -1
     with app:
         while time.time() < until:
@@ -96,8 +102,8 @@ def _slow_mark(store: Any) -> None:
     store._mark = marked_then_wait
 
 
-def collector(url: str, workdir: Path, until: float) -> dict[str, int]:
-    app, old, _live = declare(url)
+def collector(url: str, workdir: Path, until: float, encrypted: bool) -> dict[str, int]:
+    app, old, _live = declare(url, encrypted)
     store = store_of(app)
     _slow_mark(store)
     rounds = pruned = collected = 0
@@ -117,10 +123,11 @@ def collector(url: str, workdir: Path, until: float) -> dict[str, int]:
 
 def main() -> None:
     role, url, workdir, seconds = sys.argv[1:5]
+    encrypted = sys.argv[5:6] == ["encrypted"]
     garbage.REFRESH_SECONDS = REFRESH
     until = time.time() + float(seconds)
     act = writer if role == "writer" else collector
-    print(json.dumps(act(url, Path(workdir), until)), flush=True)
+    print(json.dumps(act(url, Path(workdir), until, encrypted)), flush=True)
 
 
 if __name__ == "__main__":

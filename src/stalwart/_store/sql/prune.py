@@ -104,21 +104,18 @@ class PruneVerbs(SQLBase):
         before children, and what each row refers to."""
 
         def read(conn: Any) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
-            # An encrypted value hides the rows it refers to (a sealed tree node, a sealed
-            # root in a column): none can be proven unused, so a store that was ever opened
-            # with a keyring collects no payload rows (its runs are still pruned whole).
-            if conn.execute(self._q["digest_keys"]).fetchone() is not None:
-                return [], {}
             graph = Graph()
-            for digest, touched_at, head in conn.execute(self._q["payload_graph"]):
-                if bytes(head[:1]) == SEALED_TAG:
+            for digest, touched_at, head, refs in conn.execute(self._q["payload_graph"]):
+                sealed = bytes(head[:1]) == SEALED_TAG
+                if sealed and refs is None:
+                    # sealed before refs were kept (schema 26): what it, or a column's sealed
+                    # root beside it, refers to cannot be proven, so nothing is collected
                     return [], {}
                 recent = touched_at is not None and touched_at >= cutoff
-                graph.add(bytes(digest), bytes(head), recent=recent)
+                listed = bytes(refs) if sealed else None
+                graph.add(bytes(digest), bytes(head), recent=recent, refs=listed)
             references: list[bytes] = []
             for (column,) in conn.execute(self._q["payload_references"]):
-                if bytes(column[:1]) == SEALED_TAG:
-                    return [], {}
                 references.extend(referenced_by(bytes(column)))
             return graph.garbage(references), graph.children
 

@@ -264,7 +264,8 @@ DELETE FROM stream_chunks WHERE workflow_id = ANY(:ids);
 
 -- name: payload_graph
 SELECT digest, touched_at,
-       CASE WHEN substr(data, 1, 1) IN ('\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea) THEN data ELSE substr(data, 1, 33) END AS head
+       CASE WHEN substr(data, 1, 1) IN ('\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea) THEN data ELSE substr(data, 1, 33) END AS head,
+       refs
 FROM payloads;
 
 -- name: payload_references
