@@ -118,6 +118,7 @@ def measure(kind: str, url: str, args: argparse.Namespace) -> None:
             began = time.perf_counter()
             deleted = prune_runs(runtime, where)
             pruned_in = time.perf_counter() - began
+            phase.write_text("collect")
             began = time.perf_counter()
             payloads, chunks = collect(runtime)
             collected_in = time.perf_counter() - began
@@ -127,7 +128,7 @@ def measure(kind: str, url: str, args: argparse.Namespace) -> None:
         if child.poll() is None:
             child.kill()
         shutil.rmtree(workdir, ignore_errors=True)
-    claims: dict[str, list[float]] = {"baseline": [], "prune": []}
+    claims: dict[str, list[float]] = {"baseline": [], "prune": [], "collect": []}
     for line in out.splitlines():
         name, ms = json.loads(line)
         claims[name].append(ms)
@@ -139,6 +140,13 @@ def measure(kind: str, url: str, args: argparse.Namespace) -> None:
         f"{collected_in:.1f} s"
     )
     base_max, base_p99, base_n = _stats(claims["baseline"])
+    for part in ("prune", "collect"):
+        most, p99, n = _stats(claims[part])
+        print(
+            f"{kind}: claims during the {part} alone: longest {most:.1f} ms "
+            f"({most - base_max:+.1f} ms), p99 {p99:.1f} ms ({n} claims)"
+        )
+    claims["prune"] += claims["collect"]
     prune_max, prune_p99, prune_n = _stats(claims["prune"])
     extra = prune_max - base_max
     print(

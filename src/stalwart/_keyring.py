@@ -125,6 +125,7 @@ class Keyring:
         self._digests: dict[bytes, bytes] = {}
         self._wrapped: list[str] = []  # the key ids the store's digest key is wrapped under
         self._verified: set[str] = set()  # key ids seen to open the store's digest key
+        self._nonces: tuple[bytes, Any] | None = None  # (digest key, its nonce state)
         current_id = self.current.encode("ascii")
         self._head = SEALED_TAG + bytes([len(current_id)]) + current_id
 
@@ -196,14 +197,30 @@ class Keyring:
             self._digests[data] = found
         return found
 
-    def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
-        """``data`` encrypted under the current key, tagged with its id."""
-        head = self._head
-        framed = head + len(aad).to_bytes(2, "big") + aad + data
+    def _nonce_state(self) -> Any:
+        """The keyed BLAKE2b of the nonce, fed the current key's tag and an empty ``aad``'s
+        length: copied for each value, so no value pays for the keying."""
         key = self.digest_key or self._digest_key()
-        nonce = hashlib.blake2b(
-            framed, digest_size=_NONCE, key=key, person=b"stalwart nonce"
-        ).digest()
+        if self._nonces is None or self._nonces[0] is not key:
+            state = hashlib.blake2b(digest_size=_NONCE, key=key, person=b"stalwart nonce")
+            state.update(self._head + b"\x00\x00")
+            self._nonces = (key, state)
+        return self._nonces[1]
+
+    def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
+        """``data`` encrypted under the current key, tagged with its id. The nonce is the
+        keyed BLAKE2b of the tag, ``aad``'s length, ``aad`` and ``data``."""
+        head = self._head
+        if aad:
+            key = self.digest_key or self._digest_key()
+            framed = head + len(aad).to_bytes(2, "big") + aad + data
+            nonce = hashlib.blake2b(
+                framed, digest_size=_NONCE, key=key, person=b"stalwart nonce"
+            ).digest()
+        else:
+            state = self._nonce_state().copy()
+            state.update(data)
+            nonce = state.digest()
         cipher = self._sealer or self._cipher(self.current)
         sealed: bytes = cipher.encrypt(nonce, data, aad or None)
         return head + nonce + sealed

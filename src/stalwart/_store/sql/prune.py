@@ -45,16 +45,37 @@ class PruneVerbs(SQLBase):
         (SQLite: a connection of its own)."""
         return self._run(work)
 
+    def _settle(self) -> None:
+        """After a batch, outside its transaction: what the backend does so the next writer,
+        a claim among them, does not pay for the batch's writes (SQLite: a passive
+        checkpoint of the write-ahead log the batch grew)."""
+
     def _reclaim(self) -> bool:
         """One step of giving the space freed by deletes back (SQLite: an incremental vacuum
         step); whether there may be more to give."""
         return False
+
+    def _touched(self, conn: Any, digests: list[bytes]) -> dict[bytes, float | None]:
+        """When each row of ``digests`` still stored was last touched, read in the deleting
+        transaction (``payload_touched``: on PostgreSQL locked)."""
+        found: dict[bytes, float | None] = {}
+        for digest in digests:
+            row = conn.execute(self._q["payload_touched"], {"digest": digest}).fetchone()
+            if row is not None:
+                found[digest] = row[0]
+        return found
+
+    def _delete_payloads(self, conn: Any, digests: list[bytes]) -> None:
+        """Delete the payload rows ``digests``."""
+        for digest in digests:
+            conn.execute(self._q["delete_payload"], {"digest": digest})
 
     def release_space(self) -> None:
         """Give the space deletes freed back, a short transaction a step, pausing between."""
         while True:
             began = time.monotonic()
             more = self._reclaim()
+            self._settle()
             if not more:
                 return
             time.sleep(time.monotonic() - began)
@@ -95,6 +116,7 @@ class PruneVerbs(SQLBase):
             return deleted
 
         deleted: list[str] = self._write(work)
+        self._settle()
         return deleted
 
     # -- garbage --------------------------------------------------------------------------
@@ -138,22 +160,18 @@ class PruneVerbs(SQLBase):
                 continue
 
             def work(conn: Any, todo: list[bytes] = todo) -> tuple[list[bytes], list[bytes]]:
-                revived = []
-                for digest in todo:
-                    row = conn.execute(self._q["payload_touched"], {"digest": digest}).fetchone()
-                    if row is None:
-                        continue
-                    if row[0] is not None and row[0] >= cutoff:
-                        revived.append(digest)
+                touched = self._touched(conn, todo)
+                revived = [d for d in todo if (touched.get(d) or 0.0) >= cutoff]
                 kept = _below(revived, children)
                 gone = [digest for digest in todo if digest not in kept]
-                for digest in gone:
-                    conn.execute(self._q["delete_payload"], {"digest": digest})
+                self._delete_payloads(conn, gone)
                 return gone, revived
 
             began = time.monotonic()
             gone, revived = self._write(work)
-            time.sleep(time.monotonic() - began)  # claims get their turn between batches
+            held = time.monotonic() - began
+            self._settle()
+            time.sleep(held)  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
         return deleted
@@ -178,7 +196,9 @@ class PruneVerbs(SQLBase):
 
             began = time.monotonic()
             found, gone = self._write(work)
-            time.sleep(time.monotonic() - began)
+            held = time.monotonic() - began
+            self._settle()
+            time.sleep(held)
             deleted += gone
             if found < batch:
                 break

@@ -283,6 +283,13 @@ UNION ALL SELECT input AS ref FROM run_calls WHERE substr(input, 1, 1) IN ('\x48
 -- name: payload_touched
 SELECT touched_at FROM payloads WHERE digest = :digest FOR UPDATE;
 
+-- own: payloads_touched
+-- payload_touched for a whole batch in one round trip (the rows locked FOR UPDATE alike).
+SELECT digest, touched_at FROM payloads WHERE digest = ANY(:digests) ORDER BY digest FOR UPDATE;
+
+-- own: delete_payloads
+DELETE FROM payloads WHERE digest = ANY(:digests);
+
 -- name: unused_chunks
 SELECT digest FROM snapshot_chunks c
 WHERE created_at < :before
