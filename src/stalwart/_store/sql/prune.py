@@ -34,6 +34,9 @@ class PruneVerbs(SQLBase):
     """The ``PruneStore`` verbs over SQL."""
 
     _collect_batch = 500  # rows the collector deletes a transaction
+    # The least a batch leaves the store free after it (SQLite: longer than a waiting claim's
+    # busy handler sleeps between its tries, so its next try finds the write lock free).
+    pause_floor = 0.0
     # How long the last prune_runs transaction held the store, from its first statement to its
     # end (not the wait for SQLite's write lock before it): what the next batch is sized by.
     last_held = 0.0
@@ -78,7 +81,7 @@ class PruneVerbs(SQLBase):
             self._settle()
             if not more:
                 return
-            time.sleep(time.monotonic() - began)
+            time.sleep(max(time.monotonic() - began, self.pause_floor))
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -171,7 +174,7 @@ class PruneVerbs(SQLBase):
             gone, revived = self._write(work)
             held = time.monotonic() - began
             self._settle()
-            time.sleep(held)  # claims get their turn between batches
+            time.sleep(max(held, self.pause_floor))  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
         return deleted
@@ -198,7 +201,7 @@ class PruneVerbs(SQLBase):
             found, gone = self._write(work)
             held = time.monotonic() - began
             self._settle()
-            time.sleep(held)
+            time.sleep(max(held, self.pause_floor))
             deleted += gone
             if found < batch:
                 break
