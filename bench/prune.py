@@ -63,8 +63,9 @@ def claimer(url: str, phase_file: Path, every: float) -> None:
     owner = f"bench-claimer-{os.getpid()}:1"
     out: list[tuple[str, float]] = []
     i = 0
+    phase = "baseline"
     while True:
-        phase = phase_file.read_text().strip()
+        phase = phase_file.read_text().strip() or phase  # caught while it was rewritten
         if phase == "stop":
             break
         app.start(live, i, workflow_id=f"live-{os.getpid()}-{i}")

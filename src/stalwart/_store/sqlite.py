@@ -8,7 +8,6 @@ are absorbed by ``busy_timeout`` and, past it, by a retry loop; they never reach
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import sqlite3
@@ -101,8 +100,6 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
-        self._settling = threading.Lock()
-        self._checkpointer: sqlite3.Connection | None = None
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self.changes = Changes(self.data_version)
         self.stream_changes = self.changes  # one file, one change counter
@@ -152,9 +149,6 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         """Close the connection."""
-        with self._settling:
-            if self._checkpointer is not None:
-                self._checkpointer.close()
         with self._lock:
             self._conn.close()
 
@@ -227,21 +221,6 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
         finally:
             conn.close()
-
-    def _settle(self) -> None:
-        """Copy what a prune batch added to the write-ahead log into the database now, on a
-        connection of its own and without the write lock (``PASSIVE``), so the log stays
-        short and no other writer's commit (a claim's) copies it instead (a connection
-        checkpoints at the commit that takes the log past 1,000 pages)."""
-        if self._path is None:
-            return
-        with self._settling:
-            if self._checkpointer is None:
-                self._checkpointer = sqlite3.connect(
-                    self._path, isolation_level=None, check_same_thread=False
-                )
-            with contextlib.suppress(sqlite3.Error):  # busy: the next one copies it
-                self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def _reclaim(self) -> bool:
         """Give up to ``_VACUUM_PAGES`` free pages back to the file system, where the store

@@ -48,11 +48,6 @@ class PruneVerbs(SQLBase):
         (SQLite: a connection of its own)."""
         return self._run(work)
 
-    def _settle(self) -> None:
-        """After a batch, outside its transaction: what the backend does so the next writer,
-        a claim among them, does not pay for the batch's writes (SQLite: a passive
-        checkpoint of the write-ahead log the batch grew)."""
-
     def _reclaim(self) -> bool:
         """One step of giving the space freed by deletes back (SQLite: an incremental vacuum
         step); whether there may be more to give."""
@@ -78,7 +73,6 @@ class PruneVerbs(SQLBase):
         while True:
             began = time.monotonic()
             more = self._reclaim()
-            self._settle()
             if not more:
                 return
             time.sleep(max(time.monotonic() - began, self.pause_floor))
@@ -119,7 +113,6 @@ class PruneVerbs(SQLBase):
             return deleted
 
         deleted: list[str] = self._write(work)
-        self._settle()
         return deleted
 
     # -- garbage --------------------------------------------------------------------------
@@ -173,7 +166,6 @@ class PruneVerbs(SQLBase):
             began = time.monotonic()
             gone, revived = self._write(work)
             held = time.monotonic() - began
-            self._settle()
             time.sleep(max(held, self.pause_floor))  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
@@ -200,7 +192,6 @@ class PruneVerbs(SQLBase):
             began = time.monotonic()
             found, gone = self._write(work)
             held = time.monotonic() - began
-            self._settle()
             time.sleep(max(held, self.pause_floor))
             deleted += gone
             if found < batch:
