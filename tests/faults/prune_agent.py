@@ -5,15 +5,16 @@
 Both run with a grace window of ``GRACE`` seconds and a refresh interval of ``REFRESH`` (the
 release's are an hour and ten minutes: the test keeps their proportions, in seconds).
 
-- ``writer``: until SECONDS have passed, runs a ``live`` run as soon as ``WORKDIR/round`` names
-  a new round ``k``, whose argument, step input and output and result are ``value(k)``: values
-  stored apart (as trees, manifests and whole rows), equal to those of the collector's ``old``
-  runs of that round. Prints ``{"runs": n}``.
-- ``encrypted``: both open the store with ``KEYRING`` (every row sealed, its refs in clear).
-- ``collector``: round after round: runs three ``old`` runs of ``value(k)``, waits until their
-  rows are older than the grace window, prunes them, names the round in ``WORKDIR/round`` (the
-  writer starts writing the same values) and at once collects garbage three times, while the
-  writer reuses the rows the pruned runs left. Prints the totals.
+- ``writer``: until the collector writes ``WORKDIR/done``, runs a ``live`` run as soon as
+  ``WORKDIR/round`` names a new round ``k``, whose argument, step input and output and result
+  are ``value(k)``: values stored apart (as trees, manifests and whole rows), equal to those of
+  the collector's ``old`` runs of that round. Prints ``{"runs": n}``.
+- ``collector``: round after round, for SECONDS and at least ``ROUNDS`` rounds: runs three
+  ``old`` runs of ``value(k)``, waits until their rows are older than the grace window, prunes
+  them, names the round in ``WORKDIR/round`` (the writer starts writing the same values) and at
+  once collects garbage three times, while the writer reuses the rows the pruned runs left.
+  Prints the totals.
+- ``encrypted``: both open the store with ``keyring()`` (every row sealed, its refs in clear).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = ["GRACE", "declare", "keyring", "value"]
 GRACE = 1.0
 REFRESH = 0.2
 MARK_TO_SWEEP = 0.3
+ROUNDS = 3  # the collector goes on past SECONDS until it has done this many
+LONGEST = 60.0  # past SECONDS, a writer whose collector never says it is done stops
 
 
 def value(k: int) -> dict[str, Any]:
@@ -77,7 +80,8 @@ def writer(url: str, workdir: Path, until: float, encrypted: bool) -> dict[str, 
     app, _old, live = declare(url, encrypted)
     runs, last = 0, -1
     with app:
-        while time.time() < until:
+        # until the collector is done (its rounds take longer on a loaded machine)
+        while not (workdir / "done").exists() and time.time() < until + LONGEST:
             k = _round(workdir)
             if k == last:
                 time.sleep(0.005)
@@ -108,7 +112,7 @@ def collector(url: str, workdir: Path, until: float, encrypted: bool) -> dict[st
     _slow_mark(store)
     rounds = pruned = collected = 0
     with app:
-        while time.time() < until:
+        while time.time() < until or rounds < ROUNDS:
             rounds += 1
             for j in range(3):
                 app.run(old, value(rounds), workflow_id=f"old-{rounds}-{j}")
@@ -118,6 +122,7 @@ def collector(url: str, workdir: Path, until: float, encrypted: bool) -> dict[st
             (workdir / "round.new").replace(workdir / "round")
             for _ in range(3):
                 collected += store.collect_payloads(now=time.time(), grace=GRACE)
+    (workdir / "done").write_text(str(rounds))
     return {"rounds": rounds, "pruned": pruned, "collected": collected}
 
 
