@@ -63,9 +63,6 @@ class SQLiteStore(SQLStore):
     """A store in one SQLite database file, or in memory for ``memory://``."""
 
     _collect_batch = 50  # one writer for every claim: short collector transactions
-    # SQLite's busy handler sleeps up to 25 ms between tries in a claim's first 100 ms of
-    # waiting: a prune leaves the write lock free longer than that after each batch
-    pause_floor = 0.03
 
     def __init__(self, url: str, path: str | None, *, durability: str) -> None:
         self.url = url
