@@ -83,7 +83,7 @@ def prune_runs(
         if not gone:
             break  # every one was redriven or given a child since it was found
         size = _next_size(size, held, hold)
-        time.sleep(max(held, store.pause_floor))
+        time.sleep(held)
     if deleted:
         store.release_space()
     return deleted

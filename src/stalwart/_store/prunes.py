@@ -38,7 +38,6 @@ class PruneStore(Protocol):
     """Deleting ended runs and collecting unused content-addressed rows."""
 
     last_held: float  # how long the last prune_runs transaction held the store, in seconds
-    pause_floor: float  # the least a batch leaves the store free after it, in seconds
 
     def prunable_runs(self, where: PruneFilter, *, limit: int) -> list[str]:
         """Up to ``limit`` ids of runs ``where`` selects, oldest change first."""

@@ -34,10 +34,6 @@ class PruneVerbs(SQLBase):
     """The ``PruneStore`` verbs over SQL."""
 
     _collect_batch = 500  # rows the collector deletes a transaction
-    # The least a batch leaves the store free after it, in seconds (a floor of 30 ms on
-    # SQLite, for a waiting claim's busy handler, was measured: it cut the prune's pace to a
-    # sixth and left the claims' longest wait as it was).
-    pause_floor = 0.0
     # How long the last prune_runs transaction held the store, from its first statement to its
     # end (not the wait for SQLite's write lock before it): what the next batch is sized by.
     last_held = 0.0
@@ -76,7 +72,7 @@ class PruneVerbs(SQLBase):
             more = self._reclaim()
             if not more:
                 return
-            time.sleep(max(time.monotonic() - began, self.pause_floor))
+            time.sleep(time.monotonic() - began)
 
     # -- runs ---------------------------------------------------------------------------
 
@@ -167,7 +163,7 @@ class PruneVerbs(SQLBase):
             began = time.monotonic()
             gone, revived = self._write(work)
             held = time.monotonic() - began
-            time.sleep(max(held, self.pause_floor))  # claims get their turn between batches
+            time.sleep(held)  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
         return deleted
@@ -193,7 +189,7 @@ class PruneVerbs(SQLBase):
             began = time.monotonic()
             found, gone = self._write(work)
             held = time.monotonic() - began
-            time.sleep(max(held, self.pause_floor))
+            time.sleep(held)
             deleted += gone
             if found < batch:
                 break
