@@ -124,6 +124,8 @@ class Keyring:
         self._sealer: Any = None  # the current key's cipher, once made
         self._digests: dict[bytes, bytes] = {}
         self._wrapped: list[str] = []  # the key ids the store's digest key is wrapped under
+        self._verified: set[str] = set()  # key ids seen to open the store's digest key
+        self._nonces: tuple[bytes, Any] | None = None  # (digest key, its nonce state)
         current_id = self.current.encode("ascii")
         self._head = SEALED_TAG + bytes([len(current_id)]) + current_id
 
@@ -171,11 +173,15 @@ class Keyring:
             wrapped = sorted(self._wrapped)
             if not wrapped:
                 raise UsageError("the keyring is not attached to a store yet (no digest key)")
+            mine = list(self.keys)
             raise EncryptionKeyMissing(
                 wrapped[0],
-                detail=f"the store's digest key is wrapped under keys {wrapped} only, so this "
-                "keyring can read but not write; add one of them to the keyring (or pass "
-                "digest_key=)",
+                detail=f"this keyring's keys {mine} never opened this store, whose digest key "
+                f"is wrapped under keys {wrapped} only: without that key nothing can be "
+                f"written encrypted (nor read what those keys sealed); add key "
+                f"{wrapped[0]!r} to the keyring beside yours (Keyring({{{mine[0]!r}: ..., "
+                f"{wrapped[0]!r}: ...}}, current={self.current!r}); it can go once the store "
+                "has wrapped its digest key under yours), or pass digest_key=",
             )
         return self.digest_key
 
@@ -191,14 +197,30 @@ class Keyring:
             self._digests[data] = found
         return found
 
-    def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
-        """``data`` encrypted under the current key, tagged with its id."""
-        head = self._head
-        framed = head + len(aad).to_bytes(2, "big") + aad + data
+    def _nonce_state(self) -> Any:
+        """The keyed BLAKE2b of the nonce, fed the current key's tag and an empty ``aad``'s
+        length: copied for each value, so no value pays for the keying."""
         key = self.digest_key or self._digest_key()
-        nonce = hashlib.blake2b(
-            framed, digest_size=_NONCE, key=key, person=b"stalwart nonce"
-        ).digest()
+        if self._nonces is None or self._nonces[0] is not key:
+            state = hashlib.blake2b(digest_size=_NONCE, key=key, person=b"stalwart nonce")
+            state.update(self._head + b"\x00\x00")
+            self._nonces = (key, state)
+        return self._nonces[1]
+
+    def _seal(self, data: bytes, aad: bytes = b"") -> bytes:
+        """``data`` encrypted under the current key, tagged with its id. The nonce is the
+        keyed BLAKE2b of the tag, ``aad``'s length, ``aad`` and ``data``."""
+        head = self._head
+        if aad:
+            key = self.digest_key or self._digest_key()
+            framed = head + len(aad).to_bytes(2, "big") + aad + data
+            nonce = hashlib.blake2b(
+                framed, digest_size=_NONCE, key=key, person=b"stalwart nonce"
+            ).digest()
+        else:
+            state = self._nonce_state().copy()
+            state.update(data)
+            nonce = state.digest()
         cipher = self._sealer or self._cipher(self.current)
         sealed: bytes = cipher.encrypt(nonce, data, aad or None)
         return head + nonce + sealed
@@ -219,9 +241,20 @@ class Keyring:
         try:
             return bytes(cipher.decrypt(nonce, body, aad or None))
         except _InvalidTag:
+            if key_id in self._verified:
+                why = (
+                    f"key {key_id} opens the store's digest key, so the value was changed "
+                    "after it was written; restore it from a backup"
+                )
+            else:
+                why = (
+                    f"the key under id {key_id!r} does not open it, most likely wrong key "
+                    f"material under that id (give {key_id!r} the key that wrote the value, in "
+                    "STALWART_ENCRYPTION_KEYS or Keyring(...)); else the value was changed "
+                    "after it was written"
+                )
             raise CorruptRecord(
-                f"an encrypted payload (key {key_id}) does not decrypt: it was changed "
-                "after it was written"
+                f"an encrypted payload (key {key_id}) does not decrypt: {why}"
             ) from None
 
     # -- the digest key, kept in the store --------------------------------------------------
@@ -241,6 +274,7 @@ class Keyring:
         key), or derive it from the current key where the store has none; returns the rows
         the store lacks (the key wrapped under keys it has no row for)."""
         self._wrapped = list(wrapped)
+        self._verify(wrapped)
         if self.digest_key is None:
             if not wrapped:
                 self.digest_key = hmac.new(
@@ -250,7 +284,27 @@ class Keyring:
                 return {}  # reads work; a write names the keys it needs
             else:
                 self.digest_key = self._unwrap(wrapped)
-        return {k: v for k, v in self._wrap_digest_key().items() if k not in wrapped}
+        added = {k: v for k, v in self._wrap_digest_key().items() if k not in wrapped}
+        self._verified.update(added)  # they wrap it now: nothing in the store is under them
+        return added
+
+    def _verify(self, wrapped: Mapping[str, bytes]) -> None:
+        """Check each key of the ring against the digest key the store wrapped under its id:
+        wrong key material under a known id is refused here, by name, before it misleads."""
+        for key_id, row in wrapped.items():
+            if key_id not in self.keys:
+                continue
+            try:
+                self._cipher(key_id).decrypt(row[:_NONCE], row[_NONCE:], _DIGEST_INFO)
+            except _InvalidTag:
+                raise CorruptRecord(
+                    f"key {key_id!r} of the keyring does not open the store's digest key, which "
+                    f"was wrapped under key id {key_id!r}: the key under that id is not the one "
+                    "that wrote this store (most likely wrong key material); give id "
+                    f"{key_id!r} its original key in STALWART_ENCRYPTION_KEYS or Keyring(...) "
+                    "(a new key needs a new id)"
+                ) from None
+            self._verified.add(key_id)
 
     def _unwrap(self, wrapped: Mapping[str, bytes]) -> bytes:
         for key_id, row in wrapped.items():

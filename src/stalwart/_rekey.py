@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ._errors import UsageError
 from ._runtime import Runtime
+from ._store.portable.extension_keys import rekey_extensions
 
 __all__ = ["Rekeying"]
 
@@ -15,7 +16,13 @@ class Rekeying:
 
     def rekey(self, batch: int = 500) -> int:
         """Re-encrypt at most ``batch`` stored payloads held under older keys, or in
-        plaintext, with the keyring's current key; how many it did (0: none is left)."""
+        plaintext, with the keyring's current key, then what the integrations sealed in their
+        tables under older keys; how many it did (0: none is left)."""
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise UsageError(f"batch={batch!r}: pass a positive int")
-        return self._runtime.store.rekey(batch)
+        store = self._runtime.store
+        done = store.rekey(batch)
+        keyring = store.keyring
+        if done < batch and keyring is not None:
+            done += rekey_extensions(store, keyring, batch - done)
+        return done

@@ -302,6 +302,8 @@ class Views(FleetViews):
                     if row.output
                     else None
                 )
+            except EncryptionKeyMissing as exc:
+                raise exc.at(row.workflow_id, None) from None
             except (ValueError, CorruptRecord) as exc:
                 raise CorruptRecord(
                     f"run {row.workflow_id!r}: its recorded result cannot be decoded ({exc})",

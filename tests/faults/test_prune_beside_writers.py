@@ -4,7 +4,8 @@ more, another keeps writing values equal to those the pruned runs used, reusing 
 they become garbage. Afterwards every payload of every run still in the store resolves: no
 collector deleted a row a live writer referenced, on SQLite and on PostgreSQL. (With the writers'
 refresh turned off, REFRESH = 1e9 in prune_agent.py, it fails on both: a run journaled between
-the mark and the sweep is left referring to deleted rows.)"""
+the mark and the sweep is left referring to deleted rows.) The same on an encrypted store, whose
+sealed rows name the rows they refer to in their refs column."""
 
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ SECONDS = 10.0
 pytestmark = pytest.mark.timeout(120)
 
 
-def _spawn(role: str, url: str, workdir: Path) -> subprocess.Popen[str]:
+def _spawn(role: str, url: str, workdir: Path, encrypted: bool) -> subprocess.Popen[str]:
+    mode = ["encrypted"] if encrypted else []
     return subprocess.Popen(
-        [sys.executable, str(AGENT), role, url, str(workdir), str(SECONDS)],
+        [sys.executable, str(AGENT), role, url, str(workdir), str(SECONDS), *mode],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -40,13 +42,14 @@ def _finished(child: subprocess.Popen[str]) -> dict[str, int]:
     return result
 
 
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
 def test_a_value_reused_while_its_last_other_user_is_pruned_survives(
-    fault_url: str, tmp_path: Path
+    fault_url: str, tmp_path: Path, encrypted: bool
 ) -> None:
-    app, _old, _live = declare(fault_url)  # creates the store before both children open it
+    app, _old, _live = declare(fault_url, encrypted)  # creates the store before both open it
     with app:
-        collector = _spawn("collector", fault_url, tmp_path)
-        writer = _spawn("writer", fault_url, tmp_path)
+        collector = _spawn("collector", fault_url, tmp_path, encrypted)
+        writer = _spawn("writer", fault_url, tmp_path, encrypted)
         collected, written = _finished(collector), _finished(writer)
         assert collected["rounds"] >= 3 and written["runs"] >= 3
         assert collected["pruned"] == 3 * collected["rounds"]

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import datetime as _dt
 import os
 import threading
 import time
@@ -325,19 +324,3 @@ def test_a_worker_without_the_key_leaves_the_run_to_others(
     with stalwart.Stalwart(shared_url, encryption=ring("k1")) as app:
         flow = declare_echo(app)
         assert app.run(flow, f"{MARK} argument", workflow_id="w1") == f"{MARK} argument"
-
-
-def test_an_encrypted_store_collects_no_payload_row(shared_url: str) -> None:
-    """A sealed value hides the rows it refers to, so none can be proven unused: the
-    collector leaves an encrypted store's payload rows alone, and every run still reads."""
-    with stalwart.Stalwart(shared_url, encryption=ring("k1")) as app:
-        agent = declare(app)
-        drive(app, agent, "w1")
-        drive(app, agent, "w2")
-        store = testing.store_of(app)
-        before = testing.execute_sql(store, "SELECT count(*) FROM payloads")[0][0]
-        assert before > 0
-        soon = _dt.datetime.now(_dt.UTC) + _dt.timedelta(hours=1)
-        assert app.prune(soon) >= 1  # every ended run
-        assert store.collect_payloads(now=time.time() + 7200) == 0
-        assert testing.execute_sql(store, "SELECT count(*) FROM payloads")[0][0] == before

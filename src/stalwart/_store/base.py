@@ -202,7 +202,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 25
+SCHEMA_VERSION = 26
 
 
 class RunStore(RunReads, Protocol):

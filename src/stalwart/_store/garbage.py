@@ -2,7 +2,10 @@
 
 A column refers to a payload row by ``b"H" + digest`` or holds a tree's root inline; a stored
 row may refer to others (a tree node to its children, a manifest to its chunks, a piece to the
-row it was compressed against). A row is *live* when a column reaches it, or when a writer
+row it was compressed against). In an encrypted store a sealed row hides what it refers to, so
+it lists those keys in clear in its ``refs`` column (keyed digests: nothing secret), written
+with it, and a sealed column never holds a tree's root (it refers to it by ``b"H"`` + digest,
+in clear). A row is *live* when a column reaches it, or when a writer
 stored or found it within the grace window (``touched_at``): such a row is a root of the mark
 too, so whatever lies below it is kept with it, though no writer has touched that. What is not
 live is swept parents first, in batches, each batch reading its rows' ``touched_at`` again
@@ -27,7 +30,9 @@ __all__ = [
     "REFRESH_SECONDS",
     "Graph",
     "children_of",
+    "listed",
     "referenced_by",
+    "refs_of",
 ]
 
 # A writer refreshes a row it finds stored once its touched_at is older than this.
@@ -73,6 +78,22 @@ def children_of(data: bytes) -> list[bytes]:
     return []
 
 
+def refs_of(data: bytes) -> bytes:
+    """What a sealed row's ``refs`` column keeps for the row whose plaintext is ``data``: the
+    keys it refers to, each a length byte then the key (keyed digests, nothing secret)."""
+    return b"".join(bytes([len(key)]) + key for key in children_of(data))
+
+
+def listed(refs: bytes) -> list[bytes]:
+    """The keys a ``refs`` value lists (``refs_of``'s inverse)."""
+    keys, pos = [], 0
+    while pos < len(refs):
+        end = pos + 1 + refs[pos]
+        keys.append(refs[pos + 1 : end])
+        pos = end
+    return keys
+
+
 def referenced_by(column: bytes) -> list[bytes]:
     """The payload rows a column value refers to directly."""
     if column[:1] == REF_TAG and len(column) == HEAD_SIZE:
@@ -90,9 +111,10 @@ class Graph:
     children: dict[bytes, list[bytes]] = field(default_factory=dict)
     recent: set[bytes] = field(default_factory=set)
 
-    def add(self, digest: bytes, head: bytes, *, recent: bool) -> None:
-        """Record a row by its digest and its head (whole for a node, else its first bytes)."""
-        self.children[digest] = children_of(head)
+    def add(self, digest: bytes, head: bytes, *, recent: bool, refs: bytes | None = None) -> None:
+        """Record a row by its digest and its head (whole for a node, else its first bytes),
+        or, for a sealed row, by the keys its ``refs`` lists."""
+        self.children[digest] = children_of(head) if refs is None else listed(refs)
         if recent:
             self.recent.add(digest)
 

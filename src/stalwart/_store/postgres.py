@@ -210,7 +210,22 @@ class _ChunkArrays:
         conn.execute(self._q["append_chunks"], params)
 
 
-class PostgresStore(Outages, _ChunkArrays, _ServerBinding):
+class _CollectArrays:
+    """PostgreSQL's collector reads and deletes a batch of payload rows in one statement
+    each, not one a row (a round trip each)."""
+
+    _q: dict[str, str]
+
+    def _touched(self, conn: Any, digests: list[bytes]) -> dict[bytes, float | None]:
+        rows = conn.execute(self._q["payloads_touched"], {"digests": digests}).fetchall()
+        return {bytes(digest): touched for digest, touched in rows}
+
+    def _delete_payloads(self, conn: Any, digests: list[bytes]) -> None:
+        if digests:
+            conn.execute(self._q["delete_payloads"], {"digests": digests})
+
+
+class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:

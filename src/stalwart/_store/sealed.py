@@ -2,15 +2,20 @@
 one too big to keep in its row is opened here and kept apart as a tree whose pieces and
 nodes are each sealed under the current key, keyed by HMAC under the digest key, so the
 unchanged prefix of a conversation still shares its pieces. A column keeps either a sealed
-value or a reference (``b"H"`` + a keyed digest); no plaintext reaches the SQL."""
+value or a reference (``b"H"`` + a keyed digest); no plaintext reaches the SQL. A tree's root
+is always kept as a row of its own (a column never seals one), and each sealed row is stored
+with the keys it refers to in clear (``garbage.refs_of``), so the collector can prove which
+rows no column reaches without opening anything."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 
 from .._errors import EncryptionKeyMissing
 from .._keyring import SEALED_TAG, Keyring, key_id_of, seal_text
+from .garbage import refs_of
 from .payloads import (
     DIGEST_SIZE,
     INLINE_LIMIT,
@@ -27,6 +32,7 @@ from .payloads import (
 )
 
 __all__ = [
+    "SealedPut",
     "column_for",
     "is_kept_apart",
     "is_reference",
@@ -41,9 +47,14 @@ __all__ = [
 ]
 
 
-def sealing(keyring: Keyring, put: Put) -> Put:
-    """``put`` that stores each row sealed, bound to its key."""
-    return lambda key, data: put(key, keyring._seal(data, key))
+# Stores a row: its key, its sealed bytes and what it refers to (``garbage.refs_of``); says
+# whether it was new or refreshed, as ``payloads.Put`` does.
+SealedPut = Callable[[bytes, bytes, bytes], bool]
+
+
+def sealing(keyring: Keyring, put: SealedPut) -> Put:
+    """``put`` that stores each row sealed, bound to its key, with the keys it refers to."""
+    return lambda key, data: put(key, keyring._seal(data, key), refs_of(data))
 
 
 def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
@@ -65,7 +76,7 @@ def opening(keyring: Keyring | None, get: Get, trusted: set[bytes]) -> Get:
 def is_kept_apart(column: bytes) -> bool:
     """Whether a column value stands for a payload kept apart (a reference or a tree's root),
     not the payload itself."""
-    return is_reference(column) or column[:1] in (NODE_TAG, REST_TAG, MANIFEST_TAG)
+    return is_reference(column) or _is_root(column)
 
 
 def is_reference(column: bytes) -> bool:
@@ -73,18 +84,23 @@ def is_reference(column: bytes) -> bool:
     return column[:1] == REF_TAG and len(column) == 1 + DIGEST_SIZE
 
 
+def _is_root(column: bytes) -> bool:
+    return column[:1] in (NODE_TAG, REST_TAG, MANIFEST_TAG)
+
+
 def pack_sealed(
-    keyring: Keyring, sealed: bytes, put: Put, dictionary: Dictionary | None
+    keyring: Keyring, sealed: bytes, put: SealedPut, dictionary: Dictionary | None
 ) -> bytes | None:
-    """The column value for the sealed payload ``sealed``, kept apart piece by piece."""
-    column = pack(
-        keyring._open(sealed),
-        sealing(keyring, put),
-        dictionary=dictionary,
-        digest=keyring._digest,
-    )
+    """The column value for the sealed payload ``sealed``, kept apart piece by piece; a tree's
+    root small enough to stay in the column is kept as a row too, referred to in clear."""
+    sealed_put = sealing(keyring, put)
+    column = pack(keyring._open(sealed), sealed_put, dictionary=dictionary, digest=keyring._digest)
     if column is None or is_reference(column):
         return column
+    if _is_root(column):
+        key = keyring._digest(column)
+        sealed_put(key, column)
+        return REF_TAG + key
     return keyring._seal(column)
 
 
@@ -98,7 +114,12 @@ def unpacked(keyring: Keyring | None, stored: bytes, get: Get) -> bytes:
         return column  # no keyring or not its key: the codec names the key
     if column is not stored and not is_kept_apart(column):
         return stored  # a sealed value kept in its row
-    payload = unpack(column, opening(keyring, get, trusted), trusted)
+    try:
+        payload = unpack(column, opening(keyring, get, trusted), trusted)
+    except EncryptionKeyMissing as missing:
+        # a row of the tree is under a key this keyring lacks: the codec names it
+        key_id = missing.key_id.encode("ascii", "replace")
+        return SEALED_TAG + bytes([len(key_id)]) + key_id
     if keyring is not None and (trusted or column is not stored):
         return keyring._seal(payload)
     return payload
@@ -112,6 +133,8 @@ def column_for(payload: bytes, keyring: Keyring | None) -> bytes:
     if len(payload) <= INLINE_LIMIT:
         return payload
     column = column_of(keyring._open(payload), keyring._digest)
+    if _is_root(column):
+        return REF_TAG + keyring._digest(column)
     return column if is_reference(column) else keyring._seal(column)
 
 

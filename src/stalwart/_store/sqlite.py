@@ -67,6 +67,7 @@ class SQLiteStore(SQLStore):
 
     def __init__(self, url: str, path: str | None, *, durability: str) -> None:
         self.url = url
+        self._path = path
         self.durable = path is not None
         self._q = _Q
         self._lock = threading.RLock()
@@ -98,12 +99,17 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
-        self._path = path
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self.changes = Changes(self.data_version)
         self.stream_changes = self.changes  # one file, one change counter
         self._migrate()
         self._open_pipeline()
+
+    def _named(self) -> str:
+        """The store by its absolute path (a relative URL means nothing where it is read)."""
+        if self._path is None:
+            return self.url
+        return f"sqlite:///{Path(self._path).absolute().as_posix()}"
 
     def _set_wal(self, conn: sqlite3.Connection) -> None:
         deadline = time.monotonic() + BUSY_GIVE_UP_S

@@ -17,8 +17,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..._keyring import SEALED_TAG
 from ..base import Store
-from ..payloads import unpack
+from ..garbage import children_of, listed, referenced_by
 from .access import Bulk
 from .tables import RUN_TABLES, Table
 
@@ -92,20 +93,27 @@ def _rows(bulk: Bulk, entry: Table, workflow_id: str) -> list[dict[str, Any]]:
     return [{c: encoded(row[c]) for c in columns} for row in found]
 
 
-def _referenced(bulk: Bulk, values: Sequence[bytes]) -> dict[bytes, bytes]:
-    """Every payloads row ``values`` reach (resolving each records what it reads)."""
-    store: Any = bulk.store
-    seen: dict[bytes, bytes] = {}
-
-    def get(digests: list[bytes]) -> dict[bytes, bytes]:
-        wanted = [d for d in digests if d not in seen]
-        if wanted:
-            seen.update(bulk.read(lambda c: store._fetch_found(c, wanted)))
-        return {d: seen[d] for d in digests if d in seen}
-
-    for value in values:
-        unpack(value, get)
-    return seen
+def _referenced(bulk: Bulk, values: Sequence[bytes]) -> list[dict[str, Any]]:
+    """Every payloads row ``values`` reach, by what each row says it refers to (a sealed row:
+    its ``refs``), so an encrypted store's trees go along without a key."""
+    columns = [c for c in ("digest", "data", "refs") if c in bulk.columns("payloads")]
+    found: dict[bytes, dict[str, Any]] = {}
+    todo = [key for value in values for key in referenced_by(value)]
+    while todo:
+        digest = todo.pop()
+        if digest in found:
+            continue
+        where = f"digest = {bulk.param('d')}"
+        for page in bulk.pages("payloads", columns, (), where, {"d": digest}):
+            for row in page:
+                stored = dict(zip(columns, row, strict=True))
+                found[digest] = stored
+                data, refs = bytes(stored["data"]), stored.get("refs")
+                if data[:1] == SEALED_TAG and refs is not None:
+                    todo.extend(listed(bytes(refs)))
+                else:
+                    todo.extend(children_of(data))
+    return [{c: encoded(v) for c, v in found[d].items()} for d in sorted(found)]
 
 
 def _export_one(bulk: Bulk, workflow_id: str, with_snapshots: bool) -> dict[str, Any] | None:
@@ -127,10 +135,7 @@ def _export_one(bulk: Bulk, workflow_id: str, with_snapshots: bool) -> dict[str,
         "workflow_id": workflow_id,
         "status": rows["runs"][0]["status"],
         "rows": rows,
-        "payloads": [
-            {"digest": encoded(d), "data": encoded(v)}
-            for d, v in sorted(_referenced(bulk, payload_values).items())
-        ],
+        "payloads": _referenced(bulk, payload_values),
     }
     if with_snapshots:
         digests = [decoded(u["digest"]) for u in rows.get("snapshot_uses", [])]

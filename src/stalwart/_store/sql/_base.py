@@ -251,8 +251,8 @@ class SQLBase(Migrating):
         now = time.time() if self.stamp_clock is None else self.stamp_clock()
         stale = now - garbage.REFRESH_SECONDS
 
-        def put(digest: bytes, data: bytes) -> bool:
-            params = {"digest": digest, "data": data, "now": now, "stale": stale}
+        def put(digest: bytes, data: bytes, refs: bytes | None = None) -> bool:
+            params = {"digest": digest, "data": data, "now": now, "stale": stale, "refs": refs}
             return bool(conn.execute(self._q["put_payload"], params).rowcount == 1)
 
         big = len(payload) > CHUNK_LIMIT

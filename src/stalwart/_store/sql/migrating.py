@@ -25,6 +25,11 @@ class Migrating:
     durable: bool
     _q: dict[str, str]
 
+    def _named(self) -> str:
+        """The store as a message names it: its URL, any password masked (SQLite: by its
+        absolute path, so the message says which file wherever it is read)."""
+        return mask_url(self.url)
+
     def _apply_script(self, conn: Any, sql: str) -> None:
         """Execute one migration file's statements inside the migration transaction."""
         raise NotImplementedError
@@ -78,7 +83,7 @@ class Migrating:
 
     def _too_new(self, found: SchemaVersion) -> str:
         return (
-            f"the store {mask_url(self.url)} has schema version {found.version}, which needs "
+            f"the store {self._named()} has schema version {found.version}, which needs "
             f"stalwart code of schema version {found.oldest_compatible} or newer, and this "
             f"code's schema version is {SCHEMA_VERSION}: upgrade stalwart on this machine "
             "(to the release that upgraded the store, or a newer one)"
@@ -98,7 +103,7 @@ class Migrating:
     def _unmigrated(self, current: int) -> str:
         found = f"has schema version {current}" if current else "has no stalwart schema"
         return (
-            f"the store {mask_url(self.url)} {found} and this code needs {SCHEMA_VERSION}; "
+            f"the store {self._named()} {found} and this code needs {SCHEMA_VERSION}; "
             "stalwart check reads a store without migrating it: check against a copy of "
             "the store, or once a worker of this release has migrated it"
         )

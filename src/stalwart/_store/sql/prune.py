@@ -50,6 +50,21 @@ class PruneVerbs(SQLBase):
         step); whether there may be more to give."""
         return False
 
+    def _touched(self, conn: Any, digests: list[bytes]) -> dict[bytes, float | None]:
+        """When each row of ``digests`` still stored was last touched, read in the deleting
+        transaction (``payload_touched``: on PostgreSQL locked)."""
+        found: dict[bytes, float | None] = {}
+        for digest in digests:
+            row = conn.execute(self._q["payload_touched"], {"digest": digest}).fetchone()
+            if row is not None:
+                found[digest] = row[0]
+        return found
+
+    def _delete_payloads(self, conn: Any, digests: list[bytes]) -> None:
+        """Delete the payload rows ``digests``."""
+        for digest in digests:
+            conn.execute(self._q["delete_payload"], {"digest": digest})
+
     def release_space(self) -> None:
         """Give the space deletes freed back, a short transaction a step, pausing between."""
         while True:
@@ -104,21 +119,18 @@ class PruneVerbs(SQLBase):
         before children, and what each row refers to."""
 
         def read(conn: Any) -> tuple[list[bytes], dict[bytes, list[bytes]]]:
-            # An encrypted value hides the rows it refers to (a sealed tree node, a sealed
-            # root in a column): none can be proven unused, so a store that was ever opened
-            # with a keyring collects no payload rows (its runs are still pruned whole).
-            if conn.execute(self._q["digest_keys"]).fetchone() is not None:
-                return [], {}
             graph = Graph()
-            for digest, touched_at, head in conn.execute(self._q["payload_graph"]):
-                if bytes(head[:1]) == SEALED_TAG:
+            for digest, touched_at, head, refs in conn.execute(self._q["payload_graph"]):
+                sealed = bytes(head[:1]) == SEALED_TAG
+                if sealed and refs is None:
+                    # sealed before refs were kept (schema 26): what it, or a column's sealed
+                    # root beside it, refers to cannot be proven, so nothing is collected
                     return [], {}
                 recent = touched_at is not None and touched_at >= cutoff
-                graph.add(bytes(digest), bytes(head), recent=recent)
+                listed = bytes(refs) if sealed else None
+                graph.add(bytes(digest), bytes(head), recent=recent, refs=listed)
             references: list[bytes] = []
             for (column,) in conn.execute(self._q["payload_references"]):
-                if bytes(column[:1]) == SEALED_TAG:
-                    return [], {}
                 references.extend(referenced_by(bytes(column)))
             return graph.garbage(references), graph.children
 
@@ -141,22 +153,17 @@ class PruneVerbs(SQLBase):
                 continue
 
             def work(conn: Any, todo: list[bytes] = todo) -> tuple[list[bytes], list[bytes]]:
-                revived = []
-                for digest in todo:
-                    row = conn.execute(self._q["payload_touched"], {"digest": digest}).fetchone()
-                    if row is None:
-                        continue
-                    if row[0] is not None and row[0] >= cutoff:
-                        revived.append(digest)
+                touched = self._touched(conn, todo)
+                revived = [d for d in todo if (touched.get(d) or 0.0) >= cutoff]
                 kept = _below(revived, children)
                 gone = [digest for digest in todo if digest not in kept]
-                for digest in gone:
-                    conn.execute(self._q["delete_payload"], {"digest": digest})
+                self._delete_payloads(conn, gone)
                 return gone, revived
 
             began = time.monotonic()
             gone, revived = self._write(work)
-            time.sleep(time.monotonic() - began)  # claims get their turn between batches
+            held = time.monotonic() - began
+            time.sleep(held)  # claims get their turn between batches
             graph_kept |= _below(revived, children)
             deleted += len(gone)
         return deleted
@@ -181,7 +188,8 @@ class PruneVerbs(SQLBase):
 
             began = time.monotonic()
             found, gone = self._write(work)
-            time.sleep(time.monotonic() - began)
+            held = time.monotonic() - began
+            time.sleep(held)
             deleted += gone
             if found < batch:
                 break

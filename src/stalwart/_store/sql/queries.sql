@@ -87,7 +87,8 @@ VALUES (:workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started
 -- locked either way, by ON CONFLICT DO UPDATE, until this transaction ends): the collector's
 -- grace window then covers every transaction that may still reference it (docs/lifecycle.md).
 -- Changes one row when it stored or refreshed the row: its children are then put in turn.
-INSERT INTO payloads (digest, data, touched_at) VALUES (:digest, :data, :now)
+-- refs (a sealed row's references in clear) is written with the row, never changed after.
+INSERT INTO payloads (digest, data, touched_at, refs) VALUES (:digest, :data, :now, :refs)
 ON CONFLICT (digest) DO UPDATE SET touched_at = excluded.touched_at
 WHERE payloads.touched_at IS NULL OR payloads.touched_at < :stale;
 
@@ -867,8 +868,9 @@ WHERE workflow_id = :k0 AND stream = :k1 AND "offset" = :k2 AND data = :old;
 -- dialect: delete_stream_chunks
 
 -- dialect: payload_graph
--- Every payloads row for the collector's mark: its digest, when it was last touched, and its
--- head (a node or manifest whole, else its first 33 bytes: a piece's dictionary reference).
+-- Every payloads row for the collector's mark: its digest, when it was last touched, its
+-- head (a node or manifest whole, else its first 33 bytes: a piece's dictionary reference),
+-- and refs (what a sealed row refers to).
 -- The tag bytes are written as literals of each dialect.
 
 -- dialect: payload_references

@@ -264,7 +264,8 @@ DELETE FROM stream_chunks WHERE workflow_id = ANY(:ids);
 
 -- name: payload_graph
 SELECT digest, touched_at,
-       CASE WHEN substr(data, 1, 1) IN ('\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea) THEN data ELSE substr(data, 1, 33) END AS head
+       CASE WHEN substr(data, 1, 1) IN ('\x4d'::bytea, '\x51'::bytea, '\x54'::bytea, '\x55'::bytea, '\x56'::bytea) THEN data ELSE substr(data, 1, 33) END AS head,
+       refs
 FROM payloads;
 
 -- name: payload_references
@@ -281,6 +282,13 @@ UNION ALL SELECT input AS ref FROM run_calls WHERE substr(input, 1, 1) IN ('\x48
 
 -- name: payload_touched
 SELECT touched_at FROM payloads WHERE digest = :digest FOR UPDATE;
+
+-- own: payloads_touched
+-- payload_touched for a whole batch in one round trip (the rows locked FOR UPDATE alike).
+SELECT digest, touched_at FROM payloads WHERE digest = ANY(:digests) ORDER BY digest FOR UPDATE;
+
+-- own: delete_payloads
+DELETE FROM payloads WHERE digest = ANY(:digests);
 
 -- name: unused_chunks
 SELECT digest FROM snapshot_chunks c

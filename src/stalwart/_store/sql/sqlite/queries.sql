@@ -165,7 +165,8 @@ DELETE FROM stream_chunks WHERE workflow_id IN (SELECT value FROM json_each(:ids
 
 -- name: payload_graph
 SELECT digest, touched_at,
-       CASE WHEN substr(data, 1, 1) IN (x'4d', x'51', x'54', x'55', x'56') THEN data ELSE substr(data, 1, 33) END AS head
+       CASE WHEN substr(data, 1, 1) IN (x'4d', x'51', x'54', x'55', x'56') THEN data ELSE substr(data, 1, 33) END AS head,
+       refs
 FROM payloads;
 
 -- name: payload_references
