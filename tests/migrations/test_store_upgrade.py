@@ -86,7 +86,7 @@ def test_this_release_upgrades_a_02_store_in_place_and_completes_its_waiting_run
     assert schema_rows.versions(url) == [(v, 1) for v in range(1, release_02.SCHEMA + 1)]
     with stalwart.Stalwart(url) as app:  # upgraded on open
         agent_02.declare(app)
-        migrations = load_migrations("sqlite")  # a number may be missing (taken by a branch)
+        migrations = load_migrations("sqlite")
         oldest = [m.oldest_compatible for m in migrations]
         recorded = [(m.version, max(oldest[: i + 1])) for i, m in enumerate(migrations)]
         assert recorded[-1][0] == SCHEMA_VERSION
@@ -217,7 +217,7 @@ def test_processes_opening_a_02_store_at_once_apply_each_step_once(
         thread.join(timeout=60)
     try:
         assert errors == []
-        numbers = [m.version for m in load_migrations("sqlite")]  # a number may be missing
+        numbers = [m.version for m in load_migrations("sqlite")]
         assert [v for v, _ in schema_rows.versions(url)] == numbers
         agent_02.declare(opened[0])
         _reads_as_02_did(opened[0], {"outcomes": expected["outcomes"]})
