@@ -6,19 +6,61 @@ can never describe a run two ways. Each function takes the app (a
 from __future__ import annotations
 
 import base64
+import binascii
+import dataclasses
+import datetime as dt
 import json
 from typing import Any
 
 from ._model import STATUSES, WorkflowInfo
 from ._wire import detail_json, info_json, iso
 
-__all__ = ["approvals_answer", "encode_cursor", "journal_answer", "run_answer", "runs_page"]
+__all__ = [
+    "approvals_answer",
+    "decode_cursor",
+    "encode_cursor",
+    "iso_time",
+    "journal_answer",
+    "run_answer",
+    "runs_page",
+]
 
 
 def encode_cursor(info: WorkflowInfo) -> str:
     """Where the next page starts: the last run's creation time and id, opaque to clients."""
     raw = json.dumps([iso(info.created_at), info.workflow_id], separators=(",", ":"))
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def iso_time(text: str) -> dt.datetime | None:
+    """An ISO 8601 time (naive: UTC), or ``None`` when ``text`` is not one a store can
+    compare (year 1 in a zone east of UTC has no epoch time)."""
+    text = text.strip()
+    if "T" in text and " " in text:  # an unencoded "+" of a zone arrives as a space
+        text = text.replace(" ", "+")
+    try:
+        when = dt.datetime.fromisoformat(text)
+        when = when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
+        when.timestamp()
+    except (ValueError, OverflowError):
+        return None
+    return when
+
+
+def decode_cursor(text: str) -> WorkflowInfo | None:
+    """The run a page's ``next_before`` names (only its creation time and id are set), or
+    ``None`` when ``text`` is not a cursor."""
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        created, workflow_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError):
+        return None
+    when = iso_time(created) if isinstance(created, str) else None
+    if when is None or not isinstance(workflow_id, str):
+        return None
+    fields: dict[str, Any] = {f.name: None for f in dataclasses.fields(WorkflowInfo)}
+    fields.update(workflow_id=workflow_id, created_at=when, updated_at=when)
+    return WorkflowInfo(**fields)
 
 
 def runs_page(

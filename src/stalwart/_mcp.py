@@ -11,7 +11,9 @@ is the SDK's to refuse). ``read_only`` registers the reads alone.
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -19,8 +21,20 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+try:
+    from pydantic import MISSING  # "no result given", told from a JSON null
+except ImportError:  # pydantic < 2.14 (the mcp SDK needs 2.12 or newer)
+    from pydantic.experimental.missing_sentinel import MISSING
+
 from . import __version__
-from ._api_answers import approvals_answer, journal_answer, run_answer, runs_page
+from ._api_answers import (
+    approvals_answer,
+    decode_cursor,
+    iso_time,
+    journal_answer,
+    run_answer,
+    runs_page,
+)
 from ._errors import StalwartError, UsageError
 
 __all__ = ["BY", "READS", "WRITES", "build_server", "serve"]
@@ -36,13 +50,43 @@ RunId = Annotated[str, Field(min_length=1, max_length=2000, description="The run
 Limit = Annotated[int, Field(ge=1, le=1000)]
 Seq = Annotated[int, Field(ge=1, le=2**31 - 1, description="The journal entry's seq.")]
 Reason = Annotated[str | None, Field(max_length=10_000)]
+Before = Annotated[
+    str | None,
+    Field(max_length=2000, description="next_before of the previous page, or an ISO time."),
+]
 
 _INSTRUCTIONS = (
     "Operate a stalwart fleet (durable runs of AI agents). Start with list_runs "
     "(status='needs_attention' or 'failed' are what wait for an operator) and "
     "list_approvals; show_run gives a run and its journal, whose entries carry the seq that "
-    "resolve takes. Every write is recorded in the run's journal with by='mcp'."
+    "resolve takes. Every write is recorded in the run's journal with by='mcp'. Before "
+    "resolving an in-doubt step with a result, check the provider's records (a charge, an "
+    "email) by the step's idempotency_key, shown in its journal entry, to learn whether its "
+    "effect took place; if it did not, resolve with rerun=true instead. A write answers the "
+    "run as stored right after it; a worker then resumes it."
 )
+
+# an operator error names the CLI's command; the assistant has the resolve tool instead
+_CLI_RESOLVE = re.compile(
+    r"stalwart resolve (?P<id>.+?) (?P<seq>\d+) --result JSON(?: with what happened)?,? "
+    r"or --rerun(?: to run it again)?"
+)
+
+
+def _for_assistant(message: str) -> str:
+    """``message`` with the CLI's ``stalwart resolve`` command told as the resolve tool."""
+    return _CLI_RESOLVE.sub(
+        lambda m: (
+            f"call resolve(workflow_id={m['id']!r}, seq={m['seq']}, result=...) with "
+            f"what happened, or resolve(workflow_id={m['id']!r}, seq={m['seq']}, rerun=true)"
+        ),
+        message,
+    )
+
+
+def _plain(doc: str | None) -> str:
+    """A tool's docstring as its description: dedented, without reST's double backticks."""
+    return inspect.cleandoc(doc or "").replace("``", "")
 
 
 def _answer(compute: Callable[[], dict[str, Any]]) -> CallToolResult:
@@ -51,7 +95,7 @@ def _answer(compute: Callable[[], dict[str, Any]]) -> CallToolResult:
     try:
         value = compute()
     except StalwartError as exc:
-        error = {"error": {"type": type(exc).__name__, "message": str(exc)}}
+        error = {"error": {"type": type(exc).__name__, "message": _for_assistant(str(exc))}}
         text = json.dumps(error, ensure_ascii=False)
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
     text = json.dumps(value, ensure_ascii=False)
@@ -70,17 +114,41 @@ def _write(*, destructive: bool = False, idempotent: bool = False) -> ToolAnnota
     )
 
 
+def _tool(
+    server: MCPServer[Any], annotations: ToolAnnotations
+) -> Callable[[Callable[..., CallToolResult]], Callable[..., CallToolResult]]:
+    """Register a tool described by its docstring as plain text."""
+
+    def register(fn: Callable[..., CallToolResult]) -> Callable[..., CallToolResult]:
+        return server.tool(annotations=annotations, description=_plain(fn.__doc__))(fn)
+
+    return register
+
+
 def _add_reads(server: MCPServer[Any], app: Any) -> None:
-    @server.tool(annotations=_READ)
+    @_tool(server, _READ)
     def list_runs(
-        status: Status | None = None, name: str | None = None, limit: Limit = 50
+        status: Status | None = None,
+        name: str | None = None,
+        limit: Limit = 50,
+        before: Before = None,
     ) -> CallToolResult:
         """Runs, newest first (at most ``limit``), only those in ``status`` and of the
         workflow ``name`` when given; ``counts`` has how many runs each status holds, and
-        each run says what it waits for."""
-        return _answer(lambda: runs_page(app, status, name, limit))
+        each run says what it waits for. When ``more`` is true, pass ``next_before`` as
+        ``before`` for the next page."""
 
-    @server.tool(annotations=_READ)
+        def page() -> dict[str, Any]:
+            cursor = None if before is None else (iso_time(before) or decode_cursor(before))
+            if before is not None and cursor is None:
+                raise UsageError(
+                    f"before={before[:80]!r}: pass next_before of a page or an ISO time"
+                )
+            return runs_page(app, status, name, limit, before=cursor)
+
+        return _answer(page)
+
+    @_tool(server, _READ)
     def show_run(workflow_id: RunId) -> CallToolResult:
         """A run: status, error, what it waits for, the step it executes now, its usage, and
         ``journal``: every step, attempt, wait, event, approval and operator action, in
@@ -92,7 +160,7 @@ def _add_reads(server: MCPServer[Any], app: Any) -> None:
 
         return _answer(shown)
 
-    @server.tool(annotations=_READ)
+    @_tool(server, _READ)
     def list_approvals() -> CallToolResult:
         """The approval requests that wait for a decision, oldest first (approve or reject
         them by their run's workflow_id, and approval_id when a run has several)."""
@@ -100,12 +168,13 @@ def _add_reads(server: MCPServer[Any], app: Any) -> None:
 
 
 def _add_decisions(server: MCPServer[Any], app: Any) -> None:
-    @server.tool(annotations=_write())
+    @_tool(server, _write())
     def approve(
         workflow_id: RunId, reason: Reason = None, approval_id: str | None = None
     ) -> CallToolResult:
         """Approve the run's pending approval request (or the one named ``approval_id``),
-        with ``reason`` recorded; answers the run."""
+        with ``reason`` recorded; answers the run as stored right after the decision (a
+        worker then resumes it)."""
 
         def approved() -> dict[str, Any]:
             app.approve(workflow_id, by=BY, reason=reason, approval_id=approval_id)
@@ -113,12 +182,13 @@ def _add_decisions(server: MCPServer[Any], app: Any) -> None:
 
         return _answer(approved)
 
-    @server.tool(annotations=_write())
+    @_tool(server, _write())
     def reject(
         workflow_id: RunId, reason: Reason = None, approval_id: str | None = None
     ) -> CallToolResult:
         """Reject the run's pending approval request (or the one named ``approval_id``),
-        with ``reason`` recorded; answers the run."""
+        with ``reason`` recorded; answers the run as stored right after the decision (a
+        worker then resumes it)."""
 
         def rejected() -> dict[str, Any]:
             app.reject(workflow_id, by=BY, reason=reason, approval_id=approval_id)
@@ -128,7 +198,7 @@ def _add_decisions(server: MCPServer[Any], app: Any) -> None:
 
 
 def _add_actions(server: MCPServer[Any], app: Any) -> None:
-    @server.tool(annotations=_write())
+    @_tool(server, _write())
     def retry(workflow_id: RunId) -> CallToolResult:
         """Dead-letter redrive: a failed run resumes from its failed step; a needs_attention
         run that does not wait on resolve tries again. Answers the run."""
@@ -139,10 +209,10 @@ def _add_actions(server: MCPServer[Any], app: Any) -> None:
 
         return _answer(retried)
 
-    @server.tool(annotations=_write(destructive=True, idempotent=True))
+    @_tool(server, _write(destructive=True))
     def cancel(workflow_id: RunId) -> CallToolResult:
         """Cancel the run: at once if it waits, else at its next step boundary; its
-        compensations run. Answers the run."""
+        compensations run. Answers the run. Cancelling a run that has ended is refused."""
 
         def cancelled() -> dict[str, Any]:
             app.cancel(workflow_id, by=BY)
@@ -150,18 +220,22 @@ def _add_actions(server: MCPServer[Any], app: Any) -> None:
 
         return _answer(cancelled)
 
-    @server.tool(annotations=_write(destructive=True))
+    @_tool(server, _write(destructive=True))
     def resolve(
-        workflow_id: RunId, seq: Seq, result: Any = None, rerun: bool = False
+        workflow_id: RunId, seq: Seq, result: Any | MISSING = MISSING, rerun: bool = False
     ) -> CallToolResult:
-        """Settle the in-doubt irreversible step ``seq`` of a needs_attention run: record
-        ``result`` (any JSON, null by default) as what the step did, or ``rerun=true`` to run
-        it again. Check first (in the provider's records) whether the effect took place.
-        Answers the run."""
+        """Settle the in-doubt irreversible step ``seq`` of a needs_attention run: give
+        exactly one of ``result`` (any JSON, null included) to record as what the step did,
+        or ``rerun=true`` to run it again. Check first, in the provider's records, by the
+        step's idempotency_key, whether the effect took place. Answers the run."""
 
         def resolved() -> dict[str, Any]:
-            if rerun and result is not None:
-                raise UsageError("give result or rerun=true, not both")
+            if rerun == (result is not MISSING):
+                raise UsageError(
+                    "give exactly one of result (the JSON the step returned, null included) "
+                    "or rerun=true: resolve(workflow_id, seq, result=...) or "
+                    "resolve(workflow_id, seq, rerun=true)"
+                )
             if rerun:
                 app.resolve(workflow_id, seq, rerun=True, by=BY)
             else:
@@ -170,14 +244,17 @@ def _add_actions(server: MCPServer[Any], app: Any) -> None:
 
         return _answer(resolved)
 
-    @server.tool(annotations=_write())
+    @_tool(server, _write())
     def send_event(
         workflow_id: RunId,
         name: Annotated[str, Field(min_length=1, max_length=512)],
         payload: Any = None,
     ) -> CallToolResult:
         """Send the event ``name`` with ``payload`` (any JSON) to the run's inbox, where
-        ``wait_for_event(name)`` takes it. Answers the run, with ``delivered``."""
+        ``wait_for_event(name)`` takes it. Answers the run as stored right after the event
+        (a run that waited still shows its wait: a worker then resumes it), with
+        ``delivered``: true when the event was stored for the run, which need not wait for
+        that name now (it takes it when it does). A completed or cancelled run refuses it."""
 
         def sent() -> dict[str, Any]:
             delivered = app.send_event(workflow_id, name, payload, by=BY)

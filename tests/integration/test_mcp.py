@@ -233,3 +233,70 @@ def test_without_the_extra_the_error_names_the_install(tmp_path: Path) -> None:
     [line] = done.stderr.splitlines()
     assert line.startswith("error: stalwart mcp needs the mcp extra (the official MCP SDK): pip ")
     assert "[mcp]" in line
+
+
+def in_doubt(url: str, workdir: Path) -> tuple[stalwart.Stalwart, dict[str, Any], int]:
+    """An app on ``url`` whose run ``doubt`` waits on resolve, and the in-doubt step's seq."""
+    app = stalwart.Stalwart(url)
+    workflows = declare(app, workdir)
+    (workdir / "crash").touch()
+    with pytest.raises(KeyboardInterrupt):
+        app.run(workflows["pay"], "o1", workflow_id="doubt")
+    with pytest.raises(stalwart.NeedsAttention):
+        app.run(workflows["pay"], "o1", workflow_id="doubt")
+    (workdir / "crash").unlink()
+    [seq] = [e.seq for e in app.journal("doubt") if e.name == "charge"][-1:]
+    return app, workflows, seq
+
+
+async def called(server: Any, tool: str, **arguments: Any) -> tuple[bool, Any]:
+    """Whether the in-process server's ``tool`` refused, and its JSON answer."""
+    result = await server.call_tool(tool, arguments)
+    return bool(result.is_error), json.loads(result.content[0].text)
+
+
+def test_the_tools_say_what_they_take_and_refuse(tmp_path: Path) -> None:
+    from stalwart._mcp import build_server
+
+    app, workflows, seq = in_doubt(f"sqlite:///{tmp_path / 'tools.db'}", tmp_path)
+    with app:
+        for n in range(3):
+            app.start(workflows["inbox"], workflow_id=f"page-{n}")
+        server = build_server(app)
+
+        async def act() -> None:
+            assert "idempotency_key" in (server.instructions or "")
+            for tool in await server.list_tools():
+                assert "``" not in tool.description, tool.name
+                assert "\n " not in tool.description, tool.name
+                assert tool.annotations.idempotent_hint is not True, tool.name
+
+            refused, error = await called(server, "resolve", workflow_id="doubt", seq=seq)
+            assert refused and error["error"]["type"] == "UsageError"
+            assert "resolve(workflow_id, seq, result=...)" in error["error"]["message"]
+            assert app.handle("doubt").status() == "needs_attention"
+
+            refused, error = await called(server, "retry", workflow_id="doubt")
+            assert refused
+            message = error["error"]["message"]
+            assert f"resolve(workflow_id='doubt', seq={seq}, result=...)" in message
+            assert "stalwart resolve" not in message and "--result" not in message
+
+            refused, run = await called(
+                server, "resolve", workflow_id="doubt", seq=seq, result=None
+            )
+            assert not refused and run["status"] != "needs_attention"
+
+            first = (await called(server, "list_runs", name="inbox", limit=2))[1]
+            assert first["more"] is True
+            rest = (await called(server, "list_runs", name="inbox", before=first["next_before"]))[1]
+            pages = [r["workflow_id"] for r in first["runs"] + rest["runs"]]
+            assert sorted(pages) == ["page-0", "page-1", "page-2"] and not rest["more"]
+            refused, error = await called(server, "list_runs", before="nonsense")
+            assert refused and "next_before" in error["error"]["message"]
+
+            assert not (await called(server, "cancel", workflow_id="page-0"))[0]
+            assert (await called(server, "cancel", workflow_id="page-0"))[0]
+
+        asyncio.run(act())
+        assert app.run(workflows["pay"], "o1", workflow_id="doubt") is None  # the null recorded

@@ -9,12 +9,9 @@ same way). So nothing here takes a lock of its own.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import datetime as _dt
 import hmac
-import json
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request
@@ -22,7 +19,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.convertors import Convertor, register_url_convertor
 
 from .. import __version__, _inputs
-from .._api_answers import approvals_answer, journal_answer, run_answer, runs_page
+from .._api_answers import (
+    approvals_answer,
+    decode_cursor,
+    iso_time,
+    journal_answer,
+    run_answer,
+    runs_page,
+)
 from .._errors import UsageError
 from .._model import WorkflowInfo
 from .._wire import breaker_json, queue_json, schedule_json, worker_json
@@ -171,39 +175,10 @@ _WRITE = declared(400, 401, 404, 409, 415)
 # -- times and cursors ------------------------------------------------------------------------
 
 
-def _iso_time(text: str) -> _dt.datetime | None:
-    """An ISO 8601 time (naive: UTC), or ``None`` when ``text`` is not one a store can
-    compare (year 1 in a zone east of UTC has no epoch time)."""
-    text = text.strip()
-    if "T" in text and " " in text:  # an unencoded "+" of a zone arrives as a space
-        text = text.replace(" ", "+")
-    try:
-        when = _dt.datetime.fromisoformat(text)
-        when = when if when.tzinfo is not None else when.replace(tzinfo=_dt.UTC)
-        when.timestamp()
-    except (ValueError, OverflowError):
-        return None
-    return when
-
-
-def _decode_cursor(text: str) -> WorkflowInfo | None:
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        created, workflow_id = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError):
-        return None
-    when = _iso_time(created) if isinstance(created, str) else None
-    if when is None or not isinstance(workflow_id, str):
-        return None
-    fields: dict[str, Any] = {f.name: None for f in dataclasses.fields(WorkflowInfo)}
-    fields.update(workflow_id=workflow_id, created_at=when, updated_at=when)
-    return WorkflowInfo(**fields)
-
-
 def _before(text: str | None) -> WorkflowInfo | _dt.datetime | None:
     if text is None:
         return None
-    found = _iso_time(text) or _decode_cursor(text)
+    found = iso_time(text) or decode_cursor(text)
     if found is None:
         raise ApiError(
             400, "BadRequest", f"before={text[:80]!r}: pass next_before of a page or an ISO time"
@@ -214,7 +189,7 @@ def _before(text: str | None) -> WorkflowInfo | _dt.datetime | None:
 def _since(text: str | None) -> _dt.datetime | None:
     if text is None:
         return None
-    when = _iso_time(text)
+    when = iso_time(text)
     if when is None:
         raise ApiError(400, "BadRequest", f"since={text[:80]!r}: pass an ISO 8601 time")
     return when
