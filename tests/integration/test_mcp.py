@@ -300,3 +300,17 @@ def test_the_tools_say_what_they_take_and_refuse(tmp_path: Path) -> None:
 
         asyncio.run(act())
         assert app.run(workflows["pay"], "o1", workflow_id="doubt") is None  # the null recorded
+
+
+def test_docs_table_names_each_tools_arguments() -> None:
+    import re
+
+    from stalwart._mcp import build_server
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)\(([^)]*)\)` \|", doc, flags=re.MULTILINE))
+    with stalwart.Stalwart("memory://") as app:
+        tools = asyncio.run(build_server(app).list_tools())
+    for tool in tools:
+        documented = [arg.split("=")[0].strip() for arg in rows[tool.name].split(",") if arg]
+        assert documented == list(tool.input_schema["properties"]), tool.name
