@@ -86,14 +86,23 @@ def _for_assistant(message: str) -> str:
 
 def _plain(doc: str | None) -> str:
     """A tool's docstring as its description: dedented, without reST's double backticks."""
-    return inspect.cleandoc(doc or "").replace("``", "")
+    return " ".join(inspect.cleandoc(doc or "").replace("``", "").split())
+
+
+def _told(value: dict[str, Any]) -> dict[str, Any]:
+    """An answer whose runs' errors (the run's own, each listed run's) name the tools."""
+    runs = [value, *value.get("runs", [])]
+    for run in runs:
+        if isinstance(run.get("error"), str):
+            run["error"] = _for_assistant(run["error"])
+    return value
 
 
 def _answer(compute: Callable[[], dict[str, Any]]) -> CallToolResult:
     """``compute``'s JSON as the tool's result, or a stalwart error as a tool error in the
     HTTP API's error shape."""
     try:
-        value = compute()
+        value = _told(compute())
     except StalwartError as exc:
         error = {"error": {"type": type(exc).__name__, "message": _for_assistant(str(exc))}}
         text = json.dumps(error, ensure_ascii=False)

@@ -276,6 +276,9 @@ def test_the_tools_say_what_they_take_and_refuse(tmp_path: Path) -> None:
             assert "resolve(workflow_id, seq, result=...)" in error["error"]["message"]
             assert app.handle("doubt").status() == "needs_attention"
 
+            shown = (await called(server, "show_run", workflow_id="doubt"))[1]
+            assert "stalwart resolve" not in shown["error"]
+            assert f"call resolve(workflow_id='doubt', seq={seq}, result=...)" in shown["error"]
             refused, error = await called(server, "retry", workflow_id="doubt")
             assert refused
             message = error["error"]["message"]
