@@ -86,6 +86,17 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
         charge_id = pay_fenced(order_id, amount)
         return {"charge": charge_id, "receipt": pay_receipt(charge_id)}
 
+    @app.step(name="pay_unfenced", irreversible=True, verify=find_payment)
+    def pay_unfenced(order_id: str, amount: int) -> str:
+        _hold(rec, "pay_unfenced")  # frozen here, it calls when it wakes: only the key dedups
+        charge_id = downstream.charge(stalwart.idempotency_key(), order_id, amount)
+        rec.executed("pay_unfenced", charge_id=charge_id)
+        return charge_id
+
+    @app.workflow(name="pay_unfenced_agent")
+    def pay_unfenced_agent(order_id: str, amount: int) -> dict[str, Any]:
+        return {"charge": pay_unfenced(order_id, amount)}  # its outcome commits with the end
+
     @app.step(name="pay_receipt")
     def pay_receipt(charge_id: str) -> str:
         rec.executed("pay_receipt")
@@ -130,6 +141,7 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
         "big_agent": big_agent,
         "pay_agent": pay_agent,
         "pay_fenced_agent": pay_fenced_agent,
+        "pay_unfenced_agent": pay_unfenced_agent,
         "tick_job": tick_job,
         "slow_chain": slow_chain,
     }

@@ -311,7 +311,8 @@ def _lease_lost(inv: Invocation) -> Outcome:
     """Another worker took the run over: nothing more is written. Steps that ran without
     their outcome written (still running, or done but not journaled yet) are named, since
     fencing stops writes, not what a step did meanwhile."""
-    ran = [e.name for e in inv.lost_outcomes if e.status == EntryStatus.COMPLETED]
+    unwritten = [*inv.lost_outcomes, *inv.deferred]
+    ran = [e.name for e in unwritten if e.status == EntryStatus.COMPLETED]
     if inv.current_step is not None:
         ran.append(inv.current_step.name)
     if not ran:
