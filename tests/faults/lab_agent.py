@@ -73,6 +73,30 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
         _hold(rec, "pay")  # the effect happened; the journal does not know yet
         return charge_id
 
+    @app.step(name="pay_fenced", irreversible=True, verify=find_payment)
+    def pay_fenced(order_id: str, amount: int) -> str:
+        _hold(rec, "pay_fenced")  # a worker frozen here has not charged yet
+        stalwart.heartbeat()  # raises once another worker took the run over
+        charge_id = downstream.charge(stalwart.idempotency_key(), order_id, amount)
+        rec.executed("pay_fenced", charge_id=charge_id)
+        return charge_id
+
+    @app.workflow(name="pay_fenced_agent")
+    def pay_fenced_agent(order_id: str, amount: int) -> dict[str, Any]:
+        charge_id = pay_fenced(order_id, amount)
+        return {"charge": charge_id, "receipt": pay_receipt(charge_id)}
+
+    @app.step(name="pay_unfenced", irreversible=True, verify=find_payment)
+    def pay_unfenced(order_id: str, amount: int) -> str:
+        _hold(rec, "pay_unfenced")  # frozen here, it calls when it wakes: only the key dedups
+        charge_id = downstream.charge(stalwart.idempotency_key(), order_id, amount)
+        rec.executed("pay_unfenced", charge_id=charge_id)
+        return charge_id
+
+    @app.workflow(name="pay_unfenced_agent")
+    def pay_unfenced_agent(order_id: str, amount: int) -> dict[str, Any]:
+        return {"charge": pay_unfenced(order_id, amount)}  # its outcome commits with the end
+
     @app.step(name="pay_receipt")
     def pay_receipt(charge_id: str) -> str:
         rec.executed("pay_receipt")
@@ -116,6 +140,8 @@ def declare(app: stalwart.Stalwart, rec: Recorder) -> dict[str, Any]:
         **workflows,
         "big_agent": big_agent,
         "pay_agent": pay_agent,
+        "pay_fenced_agent": pay_fenced_agent,
+        "pay_unfenced_agent": pay_unfenced_agent,
         "tick_job": tick_job,
         "slow_chain": slow_chain,
     }

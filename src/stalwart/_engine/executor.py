@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._loop import run_on
 from .._model import (
+    EntryStatus,
     ErrorRecord,
     ErrorType,
     OutcomeKind,
@@ -248,8 +249,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
         log.info("run %s: given back at a step boundary (worker shutting down)", wid)
         return Outcome(OutcomeKind.RELEASED)
     except LeaseLost:
-        log.warning("run %s: lease lost to another worker; stopped without writing", wid)
-        return Outcome(OutcomeKind.LEASE_LOST)
+        return _lease_lost(inv)
 
 
 def _roll_back(
@@ -298,14 +298,35 @@ def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
         flush_outcomes(inv)
         flush_stream(inv)
     except LeaseLost:
-        log.warning("run %s: lease lost to another worker; stopped", inv.workflow_id)
-        return Outcome(OutcomeKind.LEASE_LOST)
+        return _lease_lost(inv)
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", inv.workflow_id, signal.error)
         with contextlib.suppress(Exception):
             runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
         return Outcome(OutcomeKind.ABORT, signal.error)
     return None
+
+
+def _lease_lost(inv: Invocation) -> Outcome:
+    """Another worker took the run over: nothing more is written. Steps that ran without
+    their outcome written (still running, or done but not journaled yet) are named, since
+    fencing stops writes, not what a step did meanwhile."""
+    unwritten = [*inv.lost_outcomes, *inv.deferred]
+    ran = [e.name for e in unwritten if e.status == EntryStatus.COMPLETED]
+    if inv.current_step is not None:
+        ran.append(inv.current_step.name)
+    if not ran:
+        wid = inv.workflow_id
+        log.warning("run %s: lease lost to another worker; stopped without writing", wid)
+        return Outcome(OutcomeKind.LEASE_LOST)
+    log.warning(
+        "run %s: lease lost to another worker; stopped without writing; step %s ran and may have"
+        " had its effect after the lease was lost: only the provider deduplicating on its"
+        " stalwart.idempotency_key() prevents a duplicate",
+        inv.workflow_id,
+        ", ".join(ran),
+    )
+    return Outcome(OutcomeKind.LEASE_LOST)
 
 
 def _has_compensations(runtime: Runtime, inv: Invocation) -> bool:
@@ -371,10 +392,11 @@ def _finish(
         error=text,
         now=now,
         entry=entry,
-        charged=take_outcomes(inv),  # the last step's outcome commits with the run's end
+        charged=(charged := take_outcomes(inv)),  # the last step's outcome commits with it
     )
     if not ok:
-        return Outcome(OutcomeKind.LEASE_LOST)
+        inv.lost_outcomes = charged
+        return _lease_lost(inv)
     finished(runtime, inv, status, text)
     runtime.note_settled()
     failure = exc if isinstance(exc, Exception) else None

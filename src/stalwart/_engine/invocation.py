@@ -256,6 +256,7 @@ class Invocation:
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         self.deferred: list[Entry] = []
+        self.lost_outcomes: list[Entry] = []  # deferred outcomes a lost lease kept out
         self.stream: RunStream | None = None  # its emitted chunks not written yet
         self._lock = threading.Lock()
 
@@ -547,10 +548,14 @@ def take_outcomes(inv: Invocation) -> list[Entry]:
 def flush_outcomes(inv: Invocation) -> None:
     """Journal the deferred outcomes now (``LeaseLost`` if the lease is gone)."""
     entries = take_outcomes(inv)
-    if len(entries) == 1:
-        inv.append(entries[0])
-    elif entries:
-        inv.append_many(entries)
+    try:
+        if len(entries) == 1:
+            inv.append(entries[0])
+        elif entries:
+            inv.append_many(entries)
+    except LeaseLost:
+        inv.lost_outcomes = entries
+        raise
 
 
 _E = TypeVar("_E", bound=BaseException)
