@@ -158,10 +158,7 @@ export default function overview(ctx, _arg, params) {
 
   /** The window an address names: a known one, or (said, and the address corrected) 24h. */
   function known(given) {
-    if (given === undefined || given === null || WINDOWS[given]) {
-      notice.clear();
-      return given ? given : "24h";
-    }
+    if (given === undefined || given === null || WINDOWS[given]) return given ? given : "24h";
     notice.error(`window=${given} is not a window the overview draws: showing the last 24 hours. Choose 1h, 24h or 7d.`);
     ctx.setParams({ window: "24h" });
     return "24h";
