@@ -924,12 +924,15 @@ SELECT name, kind, target, accepted, rejected, updated_at FROM ingress_sources O
 -- timed when it lasted longer than nothing: one a crash interrupted before its holder was seen
 -- alive again is journaled with no real duration (finished_at = started_at), as is an operator's
 -- settlement, and neither says how long the step takes.
-SELECT name, count(*) AS attempts,
+-- In-doubt rows are counted apart (doubts): only when there are some does the store ask
+-- stats_steps_in_doubt which of them no row settles yet.
+SELECT name, sum(CASE WHEN status = 'in_doubt' THEN 0 ELSE 1 END) AS attempts,
        sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failures,
-       sum(CASE WHEN finished_at > started_at THEN 1 ELSE 0 END) AS timed
+       sum(CASE WHEN status <> 'in_doubt' AND finished_at > started_at THEN 1 ELSE 0 END) AS timed,
+       sum(CASE WHEN status = 'in_doubt' THEN 1 ELSE 0 END) AS doubts
 FROM journal
 WHERE kind = 'step' AND started_at >= :since AND attempt > 0
-  AND status IN ('completed', 'failed')
+  AND status IN ('completed', 'failed', 'in_doubt')
 GROUP BY name
 ORDER BY name;
 

@@ -104,10 +104,10 @@ class ReadVerbs(SQLBase):
         """Attempts, failures, p50 and p95 by step name. An in-doubt attempt not yet settled
         counts as an attempt (not a failure); an attempt with no real duration (interrupted
         before its holder was seen alive, or settled by an operator) is counted but not timed.
-        The percentiles are the nearest rank
-        of every timed attempt up to SAMPLE of them in the window; past that, of an evenly
-        spread sample of about SAMPLE (every k-th by id), and of every attempt of a step the
-        sample would leave with fewer than RARE (so a rare step is never guessed from a few)."""
+        The percentiles are the nearest rank of every timed attempt up to SAMPLE of them in the
+        window; past that, of an evenly spread sample of about SAMPLE (every k-th by id), and of
+        every attempt of a step the sample would leave with fewer than RARE (so a rare step is
+        never guessed from a few)."""
         counts = self._rows("stats_steps", {"since": since})
         timed = sum(int(row[3]) for row in counts)
         every = max(1, math.ceil(timed / SAMPLE))
@@ -120,11 +120,10 @@ class ReadVerbs(SQLBase):
                 if int(row[3]) // every < RARE:
                     exact = {"since": since, "every": 1, "name": row[0]}
                     took[row[0]] = [float(t) for _, t in self._rows("stats_step_times", exact)]
-        tally = {
-            str(name): [int(attempts), int(failures)] for name, attempts, failures, _ in counts
-        }
-        for name, attempts in self._rows("stats_steps_in_doubt", {"since": since}):
-            tally.setdefault(str(name), [0, 0])[0] += int(attempts)  # an attempt, not a failure
+        tally = {str(name): [int(n), int(bad)] for name, n, bad, _, _ in counts}
+        if any(int(row[4]) for row in counts):  # rare: ask which are not settled yet
+            for name, attempts in self._rows("stats_steps_in_doubt", {"since": since}):
+                tally[str(name)][0] += int(attempts)  # an attempt, not a failure
         out = []
         for name, (attempts, failures) in sorted(tally.items()):
             ranked = sorted(took.get(name, ()))
