@@ -178,10 +178,11 @@ def test_a_live_runs_timeline_grows_as_the_run_goes_on(page: Any, fleet: Fleet) 
 
 
 LAYOUT = """async ([entries, run]) => {
-  const { layout } = await import("/console/views/runchart.js");
+  const { barTitle, layout } = await import("/console/views/runchart.js");
   const drawn = layout(entries, run, null, Date.parse("2026-01-01T00:10:00Z") / 1000);
   const t = (s) => (s === null ? null : Math.round(s - drawn.t0));
   return {
+    titles: drawn.bars.map(barTitle),
     bars: drawn.bars.map((b) => [b.lane, b.outcome, t(b.from), t(b.to), b.unknown]),
     gaps: drawn.gaps.map((g) => [g.lane, g.kind, g.label.split(" ").slice(0, 2).join(" ")]),
     marks: drawn.marks.map((m) => [m.kind, t(m.at)]),
@@ -231,6 +232,12 @@ def test_the_timeline_draws_attempts_only_names_a_dead_workers_gap_and_ends_a_ca
     assert not any(kind == "backoff" for _, kind, _ in drawn["gaps"])
     assert ["run", "rollback", "rollback (compensations)"] in drawn["gaps"]
     assert drawn["marks"] == [["recovery", 30], ["cancel", 90]]
+    assert drawn["titles"] == [
+        "#1 fetch, attempt 1, duration unknown (its worker died): failed",
+        "#1 fetch, attempt 2, 2.0 s: completed",
+        "#2 undo book, attempt 1, 3.0 s: completed",
+        "#4 approval ok, 40 s: cancelled",
+    ]
 
 
 def test_the_overview_says_when_its_address_names_no_window_and_keys_its_colours(

@@ -118,9 +118,11 @@ function lanesOf(bars, gaps) {
 // What the table's Outcome column says of a gap (the bars' rows say the attempt's outcome).
 const GAP_WORDS = { backoff: "gap: backoff", down: "gap: worker down", waiting: "gap: waiting", rollback: "gap: rollback" };
 
-function barTitle(b) {
+/** A bar's words: its entry (kind and name), attempt, duration and outcome. */
+export function barTitle(b) {
   const e = b.e;
-  const what = `${e.seq === null || e.seq === undefined ? "" : `#${e.seq} `}${e.kind === "compensation" ? "undo " : ""}${e.name}`;
+  const kind = e.kind === "compensation" ? "undo " : WAITS.has(e.kind) && e.kind !== "sleep" ? `${e.kind} ` : "";
+  const what = `${e.seq === null || e.seq === undefined ? "" : `#${e.seq} `}${kind}${e.name}`;
   const attempt = e.attempt ? `, attempt ${e.attempt}` : "";
   const took = b.unknown ? ", duration unknown (its worker died)" : b.to === null ? "" : `, ${duration(b.to - b.from)}`;
   return `${what}${attempt}${took}: ${b.outcome}`;
