@@ -27,13 +27,7 @@ from .._errors import (
 )
 from .schemas import ErrorBody
 
-__all__ = [
-    "ApiError",
-    "declared",
-    "install_error_handlers",
-    "not_found",
-    "strip_422",
-]
+__all__ = ["ApiError", "declared", "install_error_handlers", "not_found", "strip_422"]
 
 log = logging.getLogger("stalwart")
 
