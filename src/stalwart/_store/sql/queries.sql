@@ -941,14 +941,15 @@ ORDER BY name;
 -- abandoned after its timeout) that no completed or failed row of the same attempt settles yet
 -- (a settled one is counted by stats_steps, once). In-doubt rows are rare: the range of
 -- journal_steps finds them, journal_by_run the settling rows of their run.
-SELECT d.name, count(*) AS attempts
-FROM journal d
-WHERE d.kind = 'step' AND d.started_at >= :since AND d.attempt > 0 AND d.status = 'in_doubt'
+SELECT journal.name, count(*) AS attempts
+FROM journal
+WHERE journal.kind = 'step' AND journal.started_at >= :since AND journal.attempt > 0
+  AND journal.status = 'in_doubt'
   AND NOT EXISTS (
     SELECT 1 FROM journal s
-    WHERE s.workflow_id = d.workflow_id AND s.kind = 'step' AND s.seq = d.seq
-      AND s.attempt = d.attempt AND s.status IN ('completed', 'failed'))
-GROUP BY d.name;
+    WHERE s.workflow_id = journal.workflow_id AND s.kind = 'step' AND s.seq = journal.seq
+      AND s.attempt = journal.attempt AND s.status IN ('completed', 'failed'))
+GROUP BY journal.name;
 
 -- name: stats_step_times
 -- The durations of the timed attempts stats_steps counts, every :every-th by id (1: all of
