@@ -180,8 +180,8 @@ def stats(kind: str, url: str, calls: int) -> None:
         window = {"since": since, "width": 21_600.0, "every": 13, "name": None}
         parts = [
             timed(f"7d query {name}", lambda n=name: store._rows(n, window), max(5, calls // 4))
-            for name in ("stats_started", "stats_finished", "stats_steps", "stats_step_times",
-                         "stats_workflows")
+            for name in ("stats_started", "stats_finished", "stats_steps",
+                         "stats_steps_in_doubt", "stats_step_times", "stats_workflows")
         ]  # fmt: skip
         parts.append(timed("queues (queue_counts, ...)", app.queues, max(5, calls // 4)))
         cpu = {w: cpu_ms(lambda w=w: app._stats_json(w), calls) for w in ("1h", "24h", "7d")}

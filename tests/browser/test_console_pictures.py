@@ -175,3 +175,80 @@ def test_a_live_runs_timeline_grows_as_the_run_goes_on(page: Any, fleet: Fleet) 
     expect(chart.locator("rect.bar > title").filter(has_text="tick_off")).to_have_count(2)
     expect(chart.locator("rect.o-waiting")).to_have_count(0)
     shot(page.get_by_role("figure", name="Run timeline"), "run-timeline")
+
+
+LAYOUT = """async ([entries, run]) => {
+  const { barTitle, layout } = await import("/console/views/runchart.js");
+  const drawn = layout(entries, run, null, Date.parse("2026-01-01T00:10:00Z") / 1000);
+  const t = (s) => (s === null ? null : Math.round(s - drawn.t0));
+  return {
+    titles: drawn.bars.map(barTitle),
+    bars: drawn.bars.map((b) => [b.lane, b.outcome, t(b.from), t(b.to), b.unknown]),
+    gaps: drawn.gaps.map((g) => [g.lane, g.kind, g.label.split(" ").slice(0, 2).join(" ")]),
+    marks: drawn.marks.map((m) => [m.kind, t(m.at)]),
+  };
+}"""
+
+
+def _entry(kind: str, name: str, status: str, at: int, took: int | None, **more: Any) -> Any:
+    iso = lambda s: None if s is None else f"2026-01-01T00:{s // 60:02d}:{s % 60:02d}Z"  # noqa: E731
+    return {
+        "kind": kind, "name": name, "status": status, "seq": more.get("seq"),
+        "attempt": more.get("attempt"), "started_at": iso(at),
+        "finished_at": iso(None if took is None else at + took), "error": more.get("error"),
+        "output": more.get("output"), "input": None, "by": more.get("by"),
+    }  # fmt: skip
+
+
+def test_the_timeline_draws_attempts_only_names_a_dead_workers_gap_and_ends_a_cancels_waits(
+    page: Any, fleet: Fleet
+) -> None:
+    page.goto(f"{fleet.console_url}#/overview")
+    cut = "AttemptInterrupted: attempt 1 was interrupted after ~0.00s: its process stopped"
+    entries = [
+        _entry("run", "started", "completed", 0, 0),
+        # a worker died in attempt 1 of fetch (journaled at the recovery, no duration)
+        _entry("step", "fetch", "failed", 30, 0, seq=1, attempt=1, error=cut),
+        _entry("run", "resumed", "completed", 30, 0, output={"recovered_from": "w1"}),
+        _entry("step", "fetch", "completed", 35, 2, seq=1, attempt=2),
+        # a saga rolls back: its markers are no bars, its compensation is one
+        _entry("compensation", "book", "scheduled", 40, None, seq=2, attempt=1),
+        _entry("compensation", "book", "completed", 40, 3, seq=2, attempt=1),
+        _entry("step", "book", "compensated", 43, 0, seq=3, attempt=1),
+        _entry("approval", "ok", "scheduled", 50, None, seq=4),
+        _entry("run", "suspended", "completed", 50, 0, output={"waiting_for": "approval:ok"}),
+        _entry("run", "finished", "failed", 90, 0, error="WorkflowCancelled: by ops", by="ops"),
+    ]
+    run = {"status": "cancelled", "created_at": "2026-01-01T00:00:00Z"}
+    run["updated_at"] = "2026-01-01T00:05:00Z"  # the row changed again later
+    drawn = page.evaluate(LAYOUT, [entries, run])
+    assert drawn["bars"] == [
+        ["fetch", "failed", 30, 30, True],  # no 0 s bar claims to know how long it ran
+        ["fetch", "completed", 35, 37, False],
+        ["undo book", "completed", 40, 43, False],
+        ["approval ok", "cancelled", 50, 90, None],  # ends with the run, not the axis
+    ]
+    assert ["fetch", "down", "worker down,"] in drawn["gaps"]
+    assert not any(kind == "backoff" for _, kind, _ in drawn["gaps"])
+    assert ["run", "rollback", "rollback (compensations)"] in drawn["gaps"]
+    assert drawn["marks"] == [["recovery", 30], ["cancel", 90]]
+    assert drawn["titles"] == [
+        "#1 fetch, attempt 1, duration unknown (its worker died): failed",
+        "#1 fetch, attempt 2, 2.0 s: completed",
+        "#2 undo book, attempt 1, 3.0 s: completed",
+        "#4 approval ok, 40 s: cancelled",
+    ]
+
+
+def test_the_overview_says_when_its_address_names_no_window_and_keys_its_colours(
+    page: Any, fleet: Fleet
+) -> None:
+    page.goto(f"{fleet.console_url}#/overview?window=2d")
+    expect(page.get_by_role("alert")).to_contain_text("window=2d is not a window")
+    expect(page).to_have_url(f"{fleet.console_url}#/overview?window=24h")
+    expect(page.get_by_role("button", name="24h")).to_have_attribute("aria-pressed", "true")
+    legend = page.get_by_role("img", name="Runs over time").locator("g.legend")
+    expect(legend).to_contain_text("started")
+    for status in ENDED:
+        expect(legend).to_contain_text(status)
+    assert " 1 runs " not in page.get_by_role("figure", name="Runs over time").inner_text()

@@ -110,3 +110,25 @@ def test_run_stats_of_an_empty_window_is_empty(store: Store) -> None:
     _run(store, "a", "agent", 100.0)
     stats = store.run_stats(since=SINCE, width=WIDTH)
     assert (stats.started, stats.finished, stats.steps, stats.workflows) == ([], [], [], [])
+
+
+def test_run_stats_counts_interrupted_and_in_doubt_attempts_but_times_only_real_ones(
+    store: Store,
+) -> None:
+    _run(store, "a", "agent", 1010.0)
+    _attempt(store, "a", 1, "call", at=1011.0, took=2.0)
+    # a crash interrupted attempt 1 of seq 2; recovery journaled it with no real duration
+    _attempt(store, "a", 2, "call", at=1050.0, took=0.0, failed=True)
+    _attempt(store, "a", 2, "call", at=1051.0, took=4.0, attempt=2)
+    for seq in (3, 4):  # an irreversible step killed mid-call: in doubt
+        doubt = Entry(
+            kind="step", name="charge", status="in_doubt", seq=seq, position=str(seq - 1),
+            attempt=1, started_at=1060.0 + seq, finished_at=1070.0 + seq,
+        )  # fmt: skip
+        assert store.append("a", doubt, owner="w1")
+    # an operator settles seq 4's: its row (no duration) is the same attempt, counted once
+    _attempt(store, "a", 4, "charge", at=1080.0, took=0.0)
+    steps = {name: rest for name, *rest in store.run_stats(since=SINCE, width=WIDTH).steps}
+    # call: 3 attempts, 1 failure; p50/p95 of the timed two (2 s, 4 s), never 0 ms
+    assert steps["call"] == [3, 1, pytest.approx(2.0), pytest.approx(4.0)]
+    assert steps["charge"] == [2, 0, None, None]

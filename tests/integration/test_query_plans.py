@@ -120,6 +120,7 @@ def _reads(at: float) -> list[tuple[str, str, dict[str, Any]]]:
         ("the overview's runs started", "stats_started", {"since": at, "width": 300.0}),
         ("the overview's runs ended", "stats_finished", {"since": at, "width": 300.0}),
         ("the overview's steps", "stats_steps", {"since": at}),
+        ("the overview's unsettled doubts", "stats_steps_in_doubt", {"since": at}),
         ("the overview's step times", "stats_step_times", {"since": at, "every": 1, "name": None}),
         ("a step's times", "stats_step_times", {"since": at, "every": 1, "name": "call_llm"}),
         ("the overview's workflows", "stats_workflows", {"since": at}),

@@ -186,3 +186,20 @@ def test_head_answers_like_get_without_a_body(ui: Scene) -> None:
         assert head.status_code == get.status_code == 200, path
         assert head.content == b""
         assert head.headers["content-type"] == get.headers["content-type"]
+
+
+@pytest.mark.parametrize(
+    ("path", "params"),
+    [
+        ("/api/v1/stats", {"windw": "1h"}),
+        ("/api/v1/runs", {"stauts": "failed"}),
+        ("/api/v1/runs/paid/journal", {"aftr": "1"}),
+        ("/api/v1/breakers", {"x": "1"}),
+    ],
+)
+def test_an_unknown_query_name_is_refused_not_ignored(
+    ui: Scene, path: str, params: dict[str, str]
+) -> None:
+    error = _error(ui.reader().get(path, params=params), 400)
+    assert error["type"] == "BadRequest"
+    assert f"unknown query parameter {next(iter(params))!r}" in error["message"]

@@ -55,7 +55,7 @@ from .schemas import (
     WorkerList,
 )
 
-__all__ = ["ServerState", "router"]
+__all__ = ["ServerState", "known_query", "router"]
 
 MAX_LIMIT = 1000
 MAX_BY = 200
@@ -121,6 +121,34 @@ def _writer(
         raise ApiError(401, "Unauthorized", "writes need Authorization: Bearer TOKEN")
     by = (x_stalwart_by or "").strip() or "ui"
     return Writer(state.app, by)
+
+
+def known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not declare (``?windw=1h``), as an unknown body
+    field is refused, instead of answering as if it were not there."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None:
+        return
+    known: set[str] = set()
+    calls = set()
+    todo = [dependant]
+    while todo:  # the route's own parameters and those of its dependencies
+        each = todo.pop()
+        known.update(str(p.alias) for p in each.query_params)
+        calls.add(each.call)
+        todo.extend(each.dependencies)
+    state = _state(request)
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    authorised = scheme.lower() == "bearer" and _token_ok(state, given.strip())
+    if not authorised and (_writer in calls or (_reader in calls and state.reads_need_token)):
+        return  # the missing token is the mistake to answer (401)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        given = ", ".join(repr(name) for name in unknown)
+        allowed = ", ".join(sorted(known)) or "none"
+        raise ApiError(
+            400, "BadRequest", f"unknown query parameter {given}: this endpoint takes {allowed}"
+        )
 
 
 Reader = Annotated[Any, Depends(_reader)]

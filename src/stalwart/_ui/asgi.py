@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from .. import __version__
-from .api import ServerState, router
+from .api import ServerState, known_query, router
 from .errors import install_error_handlers, strip_422
 from .guard import Guard
 from .hooks_route import hooks_route
@@ -48,8 +48,9 @@ def create_app(
     api.state.hooks_app = app
     install_error_handlers(api)
     # before the run's own route, whose id may hold slashes (it would take ".../stream")
-    api.include_router(stream_router, prefix="/api/v1")
-    api.include_router(router, prefix="/api/v1")
+    strict = [Depends(known_query)]  # an unknown query name is refused, never ignored
+    api.include_router(stream_router, prefix="/api/v1", dependencies=strict)
+    api.include_router(router, prefix="/api/v1", dependencies=strict)
     hooks = hooks_route()  # its signature is its authentication: no token, no OpenAPI entry
     api.add_route(hooks.path, hooks.endpoint, methods=["POST"], include_in_schema=False)
     api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])

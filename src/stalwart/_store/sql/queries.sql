@@ -919,16 +919,37 @@ SELECT name, kind, target, accepted, rejected, updated_at FROM ingress_sources O
 
 -- name: stats_steps
 -- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left
--- out), how many failed and how many recorded both times: a range of journal_steps (0025),
--- which holds the step rows only and every column read here, aggregated where it is read.
-SELECT name, count(*) AS attempts,
+-- out), how many failed and how many are timed: a range of journal_steps (0025), which holds
+-- the step rows only and every column read here, aggregated where it is read. An attempt is
+-- timed when it lasted longer than nothing: one a crash interrupted before its holder was seen
+-- alive again is journaled with no real duration (finished_at = started_at), as is an operator's
+-- settlement, and neither says how long the step takes.
+-- In-doubt rows are counted apart (doubts): only when there are some does the store ask
+-- stats_steps_in_doubt which of them no row settles yet.
+SELECT name, sum(CASE WHEN status = 'in_doubt' THEN 0 ELSE 1 END) AS attempts,
        sum(CASE WHEN status = 'failed' THEN 1 ELSE 0 END) AS failures,
-       count(finished_at) AS timed
+       sum(CASE WHEN status <> 'in_doubt' AND finished_at > started_at THEN 1 ELSE 0 END) AS timed,
+       sum(CASE WHEN status = 'in_doubt' THEN 1 ELSE 0 END) AS doubts
 FROM journal
 WHERE kind = 'step' AND started_at >= :since AND attempt > 0
-  AND status IN ('completed', 'failed')
+  AND status IN ('completed', 'failed', 'in_doubt')
 GROUP BY name
 ORDER BY name;
+
+-- name: stats_steps_in_doubt
+-- The in-doubt attempts since :since by step name (an irreversible step killed mid-call, or
+-- abandoned after its timeout) that no completed or failed row of the same attempt settles yet
+-- (a settled one is counted by stats_steps, once). In-doubt rows are rare: the range of
+-- journal_steps finds them, journal_by_run the settling rows of their run.
+SELECT journal.name, count(*) AS attempts
+FROM journal
+WHERE journal.kind = 'step' AND journal.started_at >= :since AND journal.attempt > 0
+  AND journal.status = 'in_doubt'
+  AND NOT EXISTS (
+    SELECT 1 FROM journal s
+    WHERE s.workflow_id = journal.workflow_id AND s.kind = 'step' AND s.seq = journal.seq
+      AND s.attempt = journal.attempt AND s.status IN ('completed', 'failed'))
+GROUP BY journal.name;
 
 -- name: stats_step_times
 -- The durations of the timed attempts stats_steps counts, every :every-th by id (1: all of
@@ -937,7 +958,7 @@ ORDER BY name;
 SELECT name, finished_at - started_at AS took
 FROM journal
 WHERE kind = 'step' AND started_at >= :since AND attempt > 0
-  AND status IN ('completed', 'failed') AND finished_at IS NOT NULL
+  AND status IN ('completed', 'failed') AND finished_at > started_at
   AND id % :every = 0 AND (:name IS NULL OR name = :name);
 
 -- dialect: stats_workflows

@@ -101,10 +101,13 @@ class ReadVerbs(SQLBase):
         )
 
     def _step_stats(self, since: float) -> list[tuple[str, int, int, float | None, float | None]]:
-        """Attempts, failures, p50 and p95 by step name. The percentiles are the nearest rank
-        of every timed attempt up to SAMPLE of them in the window; past that, of an evenly
-        spread sample of about SAMPLE (every k-th by id), and of every attempt of a step the
-        sample would leave with fewer than RARE (so a rare step is never guessed from a few)."""
+        """Attempts, failures, p50 and p95 by step name. An in-doubt attempt not yet settled
+        counts as an attempt (not a failure); an attempt with no real duration (interrupted
+        before its holder was seen alive, or settled by an operator) is counted but not timed.
+        The percentiles are the nearest rank of every timed attempt up to SAMPLE of them in the
+        window; past that, of an evenly spread sample of about SAMPLE (every k-th by id), and of
+        every attempt of a step the sample would leave with fewer than RARE (so a rare step is
+        never guessed from a few)."""
         counts = self._rows("stats_steps", {"since": since})
         timed = sum(int(row[3]) for row in counts)
         every = max(1, math.ceil(timed / SAMPLE))
@@ -117,12 +120,14 @@ class ReadVerbs(SQLBase):
                 if int(row[3]) // every < RARE:
                     exact = {"since": since, "every": 1, "name": row[0]}
                     took[row[0]] = [float(t) for _, t in self._rows("stats_step_times", exact)]
+        tally = {str(name): [int(n), int(bad)] for name, n, bad, _, _ in counts}
+        if any(int(row[4]) for row in counts):  # rare: ask which are not settled yet
+            for name, attempts in self._rows("stats_steps_in_doubt", {"since": since}):
+                tally[str(name)][0] += int(attempts)  # an attempt, not a failure
         out = []
-        for name, attempts, failures, _ in counts:
+        for name, (attempts, failures) in sorted(tally.items()):
             ranked = sorted(took.get(name, ()))
-            out.append(
-                (str(name), int(attempts), int(failures), _rank(ranked, 50), _rank(ranked, 95))
-            )
+            out.append((name, attempts, failures, _rank(ranked, 50), _rank(ranked, 95)))
         return out
 
 

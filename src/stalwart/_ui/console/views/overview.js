@@ -13,6 +13,8 @@ const ENDED = ["completed", "failed", "cancelled"];
 const EVERY_MS = { "1h": 2000, "24h": 10_000, "7d": 30_000 };
 
 const num = (n) => String(n);
+const runs = (n) => `${n} run${n === 1 ? "" : "s"}`;
+const LEGEND = [["started", "swatch started"], ...ENDED.map((k) => [k, `swatch o-${k}`])];
 const ms = (v) => (v === null || v === undefined ? "—" : String(v));
 const money = (v) => `$${v < 1 ? v.toFixed(4) : v.toFixed(2)}`;
 
@@ -23,7 +25,7 @@ function runsChart(fig, stats) {
   const left = 40;
   const top = 10;
   const plotH = 160;
-  const height = top + plotH + 26;
+  const height = top + plotH + 44;
   const max = Math.max(0, ...buckets.map((b) => Math.max(b.started, ENDED.reduce((a, k) => a + (b.finished[k] || 0), 0))));
   const scale = ticks(max, 4, true);
   const end = scale[scale.length - 1] || 1;
@@ -51,15 +53,22 @@ function runsChart(fig, stats) {
         title(`${when}: ${n} ${k}`)));
       at += n;
     }
-    if (i % every === 0) svg.append(s("text", { x: x + bar, y: height - 8, class: "tick", "text-anchor": "middle", text: when }));
+    if (i % every === 0) svg.append(s("text", { x: x + bar, y: top + plotH + 18, class: "tick", "text-anchor": "middle", text: when }));
   });
+  const legend = s("g", { class: "legend", "aria-hidden": "true" });
+  LEGEND.forEach(([word, cls], i) => {
+    const lx = left + i * 110;
+    legend.append(s("rect", { x: lx, y: height - 14, width: 10, height: 10, class: cls }),
+      s("text", { x: lx + 14, y: height - 5, class: "tick", text: word }));
+  });
+  svg.append(legend);
   const started = buckets.reduce((a, b) => a + b.started, 0);
   const ended = Object.fromEntries(ENDED.map((k) => [k, buckets.reduce((a, b) => a + (b.finished[k] || 0), 0)]));
   fig.draw(svg, () => dataTable("Runs over time table", [
     { title: "Interval from" }, { title: "Started", num: true },
     ...ENDED.map((k) => ({ title: k[0].toUpperCase() + k.slice(1), num: true })),
   ], buckets.map((b) => [timeEl(b.start), num(b.started), ...ENDED.map((k) => num(b.finished[k] || 0))])),
-  `${started} runs started; ${ENDED.map((k) => `${ended[k]} ${k}`).join(", ")}. Left bar of each interval: started; right: ended, by status.`);
+  `${runs(started)} started; ${ENDED.map((k) => `${ended[k]} ${k}`).join(", ")}. Left bar of each interval: started; right: ended, by status.`);
 }
 
 function latencyChart(fig, steps) {
@@ -95,7 +104,7 @@ function costChart(fig, workflows) {
   const spent = workflows.slice().sort((a, b) => b.cost - a.cost || b.input_tokens - a.input_tokens);
   const svg = hbars(spent.map((w) => ({
     label: w.name,
-    parts: [{ value: w.cost, cls: "cost", title: `${w.name}: ${money(w.cost)}, ${w.input_tokens} in / ${w.output_tokens} out tokens, ${w.runs} runs` }],
+    parts: [{ value: w.cost, cls: "cost", title: `${w.name}: ${money(w.cost)}, ${w.input_tokens} in / ${w.output_tokens} out tokens, ${runs(w.runs)}` }],
     text: `${money(w.cost)} · ${(w.input_tokens + w.output_tokens).toLocaleString()} tokens`,
   })), { unit: (v) => `$${v}` });
   fig.draw(svg, () => dataTable("Cost by workflow table", [
@@ -121,8 +130,9 @@ function queueChart(fig, queues) {
 }
 
 export default function overview(ctx, _arg, params) {
-  let window = WINDOWS[params.window] ? params.window : "24h";
+  let window = "24h";
   const error = message();
+  const notice = message(); // an address naming no window: said, and the address corrected
   const picker = h("div", { class: "segmented", role: "group", "aria-label": "Window" });
   const figs = {
     runs: figure("Runs over time"),
@@ -133,6 +143,7 @@ export default function overview(ctx, _arg, params) {
   };
   const el = h("section", { class: "view overview" },
     h("div", { class: "section-head" }, h("h1", { text: "Overview" }), picker),
+    notice.el,
     error.el,
     h("div", { class: "charts" }, Object.values(figs).map((f) => f.el)));
   let seen = "";
@@ -145,7 +156,16 @@ export default function overview(ctx, _arg, params) {
     })));
   }
 
+  /** The window an address names: a known one, or (said, and the address corrected) 24h. */
+  function known(given) {
+    if (given === undefined || given === null || WINDOWS[given]) return given ? given : "24h";
+    notice.error(`window=${given} is not a window the overview draws: showing the last 24 hours. Choose 1h, 24h or 7d.`);
+    ctx.setParams({ window: "24h" });
+    return "24h";
+  }
+
   function choose(key) {
+    notice.clear();
     window = key;
     ctx.setParams({ window: key });
     buttons();
@@ -178,13 +198,14 @@ export default function overview(ctx, _arg, params) {
     el.dataset.window = stats.window;
   }
 
+  window = known(params.window);
   buttons();
   return {
     el,
     title: "Overview",
     refresh,
     update(next) {
-      const key = WINDOWS[next.window] ? next.window : "24h";
+      const key = known(next.window);
       if (key !== window) choose(key);
     },
   };
