@@ -10,6 +10,7 @@ that does not answer skips the test with one line, except under ``CI=true``, whe
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import socket
@@ -22,7 +23,7 @@ import pytest
 
 from stalwart.ingress import NATS, RabbitMQ, RedisStream
 
-__all__ = ["BROKERS", "Broker", "broker", "require"]
+__all__ = ["AMQP_URL", "BROKERS", "REDIS_URL", "Broker", "broker", "require"]
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"
@@ -31,14 +32,24 @@ PORTS = {"rabbitmq": 5672, "nats": 4222, "redis": 6379}
 BROKERS = sorted(PORTS)
 
 
+EXTRAS = {"ui": ("fastapi", "uvicorn")}  # a docs example may need an extra, not a broker
+
+
 def require(kind: str) -> None:
-    """Skip (fail under ``CI=true``) when the broker ``kind`` does not answer on its port."""
-    port = PORTS[kind]
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+    """Skip (fail under ``CI=true``) when the broker ``kind`` does not answer on its port, or
+    the extra ``kind`` (``ui``) is not installed."""
+    if kind in EXTRAS:
+        missing = [name for name in EXTRAS[kind] if importlib.util.find_spec(name) is None]
+        if not missing:
             return
-    except OSError as exc:
-        message = f"{kind} does not answer on 127.0.0.1:{port} ({exc}); start it to run this test"
+        message = f"the {kind} extra is not installed ({missing}): pip install -e '.[{kind}]'"
+    else:
+        port = PORTS[kind]
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2.0):
+                return
+        except OSError as exc:
+            message = f"{kind} does not answer on 127.0.0.1:{port} ({exc}); start it to run this"
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)

@@ -4,8 +4,9 @@ Each block runs on its own: a fresh temporary working directory and a fresh modu
 (registered in ``sys.modules`` while it runs, so enums, dataclasses and pydantic models declared in
 an example can be imported back by the serializer, as they would be from a real module). Blocks
 fenced as ```python-snippet are deliberately partial and are not executed. A block whose first
-line is ``# needs: KIND`` talks to a broker this machine runs (``tests/brokers.py``): it is
-skipped with one line when that broker does not answer, except under ``CI=true``.
+line is ``# needs: KIND`` talks to a broker this machine runs (``tests/brokers.py``), or needs
+the extra ``ui``: it is skipped with one line when that broker does not answer (or the extra is
+not installed), except under ``CI=true``.
 
 A reader runs an example again, so each block runs twice in a row in the same folder: the second
 run finds whatever the first one left there (its store files, its modules, its marker files). A

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import stalwart
-from brokers import BROKERS, Broker, body, broker
+from brokers import AMQP_URL, BROKERS, REDIS_URL, Broker, body, broker
 from stalwart import testing
 from stalwart._ingress import Outcome, ingress_of
 from stalwart.ingress import RabbitMQ, RedisStream
@@ -237,10 +237,30 @@ def test_the_cli_lists_subscriptions_with_their_counts(
     text = CliRunner().invoke(cli, ["subscriptions", "--url", url])
     assert text.exit_code == 0, text.output
     assert "orders" in text.stdout and "starts one" in text.stdout
+    header, row = text.stdout.splitlines()
+    assert row.endswith("1         1") and len(row) == len(header)  # counts right-aligned
     lines = CliRunner().invoke(cli, ["subscriptions", "--json", "--url", url]).stdout.splitlines()
     assert [json.loads(line) for line in lines] == [
         {"name": "orders", "kind": "rabbitmq", "target": "starts one", "accepted": 1, "rejected": 1}
     ]
+
+
+def test_start_by_name_and_a_bad_body_names_the_whole_annotation(bare: stalwart.Stalwart) -> None:
+    @bare.workflow(name="charge-order")
+    def charge(order: dict[str, int]) -> int:
+        return order["amount"]
+
+    bare.subscribe(SOURCE, start="charge-order")  # the registered name
+    subscription = ingress_of(bare).subscriptions["orders"]
+    assert subscription.target == "starts charge-order"
+    deliver = ingress_of(bare).delivery.deliver
+    assert deliver(subscription, "good", b'{"amount": 3}').outcome is Outcome.ACCEPTED
+    (run,) = bare.list_workflows()
+    assert (run.workflow_id, run.name) == ("orders:good", "charge-order")
+    verdict = deliver(subscription, "bad", b'{"amount": "lots"}')
+    assert verdict.outcome is Outcome.REJECTED
+    assert verdict.reason is not None
+    assert verdict.reason.startswith("the body does not validate as dict[str, int]: amount:")
 
 
 def test_a_broker_that_does_not_answer_is_retried_while_the_worker_serves_runs(
@@ -252,12 +272,14 @@ def test_a_broker_that_does_not_answer_is_retried_while_the_worker_serves_runs(
 
     bare.subscribe(RabbitMQ("amqp://guest:guest@127.0.0.1:1/", "nowhere"), start=one)
     handle = bare.start(one, {}, workflow_id="plain")
-    with caplog.at_level(logging.WARNING, logger="stalwart"), Serving(bare):
+    with caplog.at_level(logging.INFO, logger="stalwart"), Serving(bare):
         assert handle.result(timeout=WAIT_S) == "served"
         _wait(lambda: "reconnecting in 1.0 s" in caplog.text, "a second try, later")
     assert "ingress nowhere: RabbitMQ amqp://guest:***@127.0.0.1:1/ queue 'nowhere' failed" in (
         caplog.text
     )
+    assert "ingress nowhere: connecting to RabbitMQ" in caplog.text
+    assert "consuming" not in caplog.text  # said only once a connection is up
 
 
 def test_a_missing_extra_names_its_install_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,3 +367,52 @@ def test_core_nats_without_a_stream_starts_a_run_per_message_id(app: stalwart.St
         _wait(lambda: _counts(app, "core")[0] >= 1, "counted")
     assert app.count_workflows() == 1
     assert _counts(app, "core") == (1, 0)
+
+
+def test_a_redis_entry_without_a_body_field_is_rejected_as_such(
+    app: stalwart.Stalwart, caplog: pytest.LogCaptureFixture
+) -> None:
+    import redis
+
+    charge = _declare(app)
+    with broker("redis") as queue:
+        app.subscribe(queue.source(), start=charge, name=queue.name)
+        client = redis.Redis.from_url(REDIS_URL)
+        try:
+            client.xadd(queue.name, {"payload": body({"amount": 1})})  # not the field `body`
+        finally:
+            client.close()
+        (good,) = queue.publish([("", body({"amount": 2}))])
+        with caplog.at_level(logging.INFO, logger="stalwart"), Serving(app):
+            _wait(lambda: _counts(app, queue.name) == (1, 1), "1 accepted, 1 rejected")
+            _wait(lambda: queue.unacknowledged() == 0, "both acknowledged")
+    assert "the entry has no field 'body'" in caplog.text
+    assert f"ingress: consuming Redis redis://127.0.0.1:6379/0 stream {queue.name!r}" in caplog.text
+    assert app.handle(f"{queue.name}:{good}").result(timeout=WAIT_S) == 20
+
+
+def test_rabbitmq_gives_a_message_without_message_id_a_random_one(
+    app: stalwart.Stalwart,
+) -> None:
+    """aiormq sets a random ``message_id`` when the publisher sets none, and a receiver cannot
+    tell it from a publisher's: two identical bodies published without an id are two runs
+    (docs/ingress.md says to set ``message_id``)."""
+    import aio_pika
+
+    charge = _declare(app)
+    with broker("rabbitmq") as queue:
+        app.subscribe(queue.source(), start=charge, name=queue.name)
+
+        async def publish_twice() -> None:
+            connection = await aio_pika.connect(AMQP_URL)
+            async with connection:
+                channel = await connection.channel(publisher_confirms=True)
+                await channel.declare_queue(queue.name, durable=True)
+                for _ in range(2):
+                    message = aio_pika.Message(body({"amount": 3}))  # no message_id
+                    await channel.default_exchange.publish(message, routing_key=queue.name)
+
+        asyncio.run(publish_twice())
+        with Serving(app):
+            _wait(lambda: _counts(app, queue.name) == (2, 0), "two runs, one per publish")
+    assert app.count_workflows() == 2

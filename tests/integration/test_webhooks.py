@@ -5,6 +5,7 @@ and a worker killed with SIGKILL between deliveries, whose sender delivers again
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import re
@@ -263,7 +264,9 @@ def test_a_delivery_resent_after_a_sigkill_is_deduplicated(shared_url: str, tmp_
         assert runs(app) == {"github:k-1", "github:k-2"}
 
 
-def test_a_webhook_is_declared_signed_or_explicitly_unsigned() -> None:
+def test_a_webhook_is_declared_signed_or_explicitly_unsigned(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     with stalwart.Stalwart("memory://") as app:
 
         @app.workflow(name="agent")
@@ -288,6 +291,17 @@ def test_a_webhook_is_declared_signed_or_explicitly_unsigned() -> None:
         app.webhook("paid", event="paid", to=lambda body: body["run"], secret=b"k", scheme="stripe")
         with pytest.raises(stalwart.RegistrationError, match="already declared"):
             app.webhook("gh", start=agent, secret="s")
+        from stalwart._ui.asgi import create_app
+        from stalwart._ui.worker_http import HookServer
+
+        server = HookServer(app, "127.0.0.1", 0)
+        with caplog.at_level(logging.WARNING, logger="stalwart"):
+            create_app(app, "token")  # the console serves the hooks
+            server.start(None)  # and so does a worker's --http-port
+            server.stop()
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 2  # "open" once per server, the signed hooks never
+        assert all(w.startswith("webhook open: served unsigned (allow_unsigned") for w in warnings)
         listed = {s.name: (s.kind, s.target, s.accepted, s.rejected) for s in app.subscriptions()}
         assert listed == {
             "gh": ("webhook", "starts agent", 0, 0),

@@ -31,7 +31,7 @@ def subscriptions_command(ctx: click.Context, as_json: bool) -> None:
     if not subscriptions:
         click.echo("no subscriptions (declare one with app.subscribe(source, start=workflow))")
         return
-    table = Table("NAME", "SOURCE", "DOES", "ACCEPTED", "REJECTED")
+    table = Table("NAME", "SOURCE", "DOES", "ACCEPTED", "REJECTED", right=("ACCEPTED", "REJECTED"))
     for s in subscriptions:
         table.add(s.name, s.kind, s.target, str(s.accepted), str(s.rejected))
     table.echo()

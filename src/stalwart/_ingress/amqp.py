@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._errors import UsageError, install_hint, mask_url
-from .source import Message, message_id
+from .source import Message, connected, message_id
 
 __all__ = ["RabbitMQ"]
 
@@ -94,6 +94,7 @@ class RabbitMQ:
         try:
             channel, queue = await self._queue(connection)
             await channel.set_qos(prefetch_count=self.prefetch or prefetch)
+            connected(self)
             async with queue.iterator() as incoming:
                 async for delivery in incoming:
                     yield _Delivery(delivery)

@@ -85,6 +85,7 @@ class _Session:
                 self.sub,
                 message.id,
                 message.body,
+                getattr(message, "problem", None),  # e.g. a Redis entry without a body
             )
             if verdict.outcome is Outcome.REJECTED:
                 await message.reject(verdict.reason or "rejected")
@@ -121,7 +122,7 @@ class Consumers:
         runtime = self.delivery.runtime
         for sub in self.subscriptions:
             log.info(
-                "ingress %s: consuming %s (%s, %d at once)",
+                "ingress %s: connecting to %s (%s, %d at once)",
                 sub.name,
                 sub.source.describe(),
                 sub.target,

@@ -107,6 +107,13 @@ def _problems(exc: Exception) -> str:
     )
 
 
+def _shown(annotation: Any) -> str:
+    """``dict[str, int]`` as written, a plain class by its name."""
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__qualname__
+    return repr(annotation).replace("typing.", "")
+
+
 def argument_check(wf: WorkflowDef) -> Callable[[Any], None] | None:
     """What checks a body against ``wf``'s one argument's annotation (``None``: none to check,
     any JSON value fits). ``UsageError`` when ``wf`` cannot take one positional argument."""
@@ -133,7 +140,7 @@ def argument_check(wf: WorkflowDef) -> Callable[[Any], None] | None:
         adapter = TypeAdapter(annotation)
     except Exception:
         return None
-    shown = getattr(annotation, "__qualname__", repr(annotation))
+    shown = _shown(annotation)
 
     def check(value: Any) -> None:
         try:
@@ -160,10 +167,15 @@ class Delivery:
         self.runtime = driver.runtime
         self.metrics: Metrics | None = None  # the serving worker's, while one serves
 
-    def deliver(self, subscription: Subscription, message_id: str, body: bytes) -> Verdict:
-        """Start the message's run or send its event, once; count and log what happened."""
+    def deliver(
+        self, subscription: Subscription, message_id: str, body: bytes, problem: str | None = None
+    ) -> Verdict:
+        """Start the message's run or send its event, once; count and log what happened.
+        ``problem``: the source already knows the message cannot fit (it is rejected so)."""
         wid: str | None = None
         try:
+            if problem is not None:
+                raise _Rejected(problem)
             value = _decode(body)
             if subscription.start is not None:
                 wid = f"{subscription.name}:{message_id}"

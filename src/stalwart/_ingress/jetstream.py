@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._errors import UsageError, install_hint, mask_url
-from .source import Message, message_id
+from .source import Message, connected, message_id
 
 __all__ = ["NATS"]
 
@@ -119,6 +119,7 @@ class NATS:
 
     async def _core(self, client: Any) -> AsyncIterator[Message]:
         subscription = await client.subscribe(self.subject, queue=self.durable)
+        connected(self)
         async for msg in subscription.messages:
             yield _CoreMessage(msg)
         raise ConnectionError("the subscription ended")
@@ -144,6 +145,7 @@ class NATS:
         pull = await js.pull_subscribe(
             self.subject, durable=self.durable, stream=self.stream, config=config
         )
+        connected(self)
         while client.is_connected:
             try:
                 batch = await pull.fetch(prefetch, timeout=FETCH_SECONDS)

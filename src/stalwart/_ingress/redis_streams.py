@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from .._errors import UsageError, install_hint, mask_url
-from .source import Message
+from .source import Message, connected
 
 __all__ = ["RedisStream"]
 
@@ -24,7 +24,8 @@ def _redis() -> Any:
 
 
 class _Entry:
-    """A stream entry as a :class:`Message`: its id is the entry id, its body field ``body``."""
+    """A stream entry as a :class:`Message`: its id is the entry id, its body field ``body``
+    (``problem`` says so when the entry has none: it is rejected)."""
 
     def __init__(self, source: RedisStream, client: Any, entry_id: bytes, fields: Any) -> None:
         self.source = source
@@ -32,7 +33,7 @@ class _Entry:
         self.id = entry_id.decode()
         body = (fields or {}).get(b"body")
         self.body: bytes = body if isinstance(body, bytes) else b""
-        self.missing_body = body is None
+        self.problem = "the entry has no field 'body'" if body is None else None
 
     async def ack(self) -> None:
         await self.client.xack(self.source.stream, self.source.group, self.id)
@@ -49,7 +50,8 @@ class RedisStream:
     too. Each worker is a consumer of the group; an entry is acknowledged (``XACK``) after its
     run or event is committed, and an entry a consumer left pending for longer than the app's
     ``lease_seconds`` (it died) is claimed (``XAUTOCLAIM``) by another. The message id is the
-    entry id and the body the entry's field ``body``. A rejected entry is acknowledged (Redis
+    entry id and the body the entry's field ``body`` (only that field is read; an entry
+    without it is rejected). A rejected entry is acknowledged (Redis
     has no dead-lettering: the entry stays in the stream, where ``XRANGE`` finds it).
     """
 
@@ -98,6 +100,7 @@ class RedisStream:
         )
         try:
             await self._declare(client)
+            connected(self)
             next_claim = 0.0
             while True:
                 if time.monotonic() >= next_claim:

@@ -10,10 +10,18 @@ backoff are written once above it (``_ingress.delivery``, ``_ingress.consumer``)
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Message", "Source", "message_id"]
+__all__ = ["Message", "Source", "connected", "message_id"]
+
+log = logging.getLogger("stalwart")
+
+
+def connected(source: Source) -> None:
+    """Log, once a source's connection is up, that it consumes (a source calls it)."""
+    log.info("ingress: consuming %s", source.describe())
 
 
 def message_id(broker_id: str | bytes | None, body: bytes) -> str:

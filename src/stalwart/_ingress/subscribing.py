@@ -190,7 +190,8 @@ class Subscribing:
         concurrency: int = 16,
     ) -> None:
         """Consume ``source`` in every worker of this app (docs/ingress.md): each message
-        starts a run of ``start`` with the decoded JSON body as its one argument, id
+        starts a run of ``start`` (a workflow, or its registered name: ``start="fulfil"``,
+        declared on this app before) with the decoded JSON body as its one argument, id
         ``"<name>:<message id>"``, or is sent as event ``event`` (``dedup_key``: the message
         id) to the run ``to(body)`` names. A message is acknowledged after the commit; one
         whose body does not fit is rejected without requeue. ``name`` defaults to the queue,

@@ -14,7 +14,7 @@ from .. import __version__
 from .api import ServerState, known_query, router
 from .errors import install_error_handlers, strip_422
 from .guard import Guard
-from .hooks_route import hooks_route
+from .hooks_route import hooks_route, warn_unsigned
 from .stream_route import stream_router
 
 __all__ = ["CONSOLE", "create_app"]
@@ -51,6 +51,7 @@ def create_app(
     strict = [Depends(known_query)]  # an unknown query name is refused, never ignored
     api.include_router(stream_router, prefix="/api/v1", dependencies=strict)
     api.include_router(router, prefix="/api/v1", dependencies=strict)
+    warn_unsigned(app)
     hooks = hooks_route()  # its signature is its authentication: no token, no OpenAPI entry
     api.add_route(hooks.path, hooks.endpoint, methods=["POST"], include_in_schema=False)
     api.add_api_route("/", _index, include_in_schema=False, methods=["GET"])

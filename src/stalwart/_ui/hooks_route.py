@@ -68,6 +68,20 @@ async def receive(request: Request) -> JSONResponse:
     return JSONResponse({"workflow_id": verdict.workflow_id}, status_code=202)
 
 
+def warn_unsigned(app: Any) -> None:
+    """One WARNING per hook of ``app`` served without a signature (``allow_unsigned=True``)."""
+    for name, hook in (getattr(app, "_webhooks", None) or {}).items():
+        if hook.secret is None:
+            log.warning(
+                "webhook %s: served unsigned (allow_unsigned=True): anyone who can reach "
+                "%s%s can start runs",
+                name,
+                HOOKS_PREFIX,
+                name,
+                extra={"webhook": name},
+            )
+
+
 def hooks_route() -> Route:
     """The route, for an app whose ``state.hooks_app`` is the :class:`~stalwart.Stalwart`."""
     return Route(HOOKS_PREFIX + "{name}", receive, methods=["POST"], name="webhook")

@@ -66,6 +66,7 @@ class HookServer:
         import uvicorn
 
         from .._ingress import ingress_of
+        from .hooks_route import warn_unsigned
 
         if metrics is not None:
             ingress_of(self.app).delivery.metrics = metrics
@@ -86,6 +87,7 @@ class HookServer:
         self._thread.start()
         owner = self.app._runtime.owner
         log.info("worker %s: webhooks at %sapi/v1/hooks/", owner, self.url)
+        warn_unsigned(self.app)
         if self.serves_metrics and metrics is not None:
             log.info("worker %s: metrics at %smetrics", owner, self.url)
 
