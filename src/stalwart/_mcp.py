@@ -114,11 +114,11 @@ def _answer(compute: Callable[[], dict[str, Any]]) -> CallToolResult:
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
-def _write(*, destructive: bool = False, idempotent: bool = False) -> ToolAnnotations:
+def _write(*, destructive: bool = False) -> ToolAnnotations:
     return ToolAnnotations(
         read_only_hint=False,
         destructive_hint=destructive,
-        idempotent_hint=idempotent,
+        idempotent_hint=False,  # a second call is refused (cancel) or acts again (retry)
         open_world_hint=False,
     )
 

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from operator_agent import declare
 from stalwart import testing
 
 pytest.importorskip("mcp")
@@ -37,41 +38,6 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
     return found
-
-
-def declare(app: stalwart.Stalwart, workdir: Path) -> dict[str, Any]:
-    """The workflows an operator acts on (as tests/ui_api/ui_agent.py declares them)."""
-
-    @app.step(name="flaky", retry=stalwart.Retry.never())
-    def flaky(x: int) -> int:
-        if not (workdir / "fixed").exists():
-            raise ValueError(f"broken until fixed: {x}")
-        return x + 1
-
-    @app.step(name="charge", irreversible=True)
-    def charge(order: str) -> str:
-        if (workdir / "crash").exists():
-            raise KeyboardInterrupt  # a crash right after the effect took place
-        return f"ch_{order}"
-
-    @app.workflow(name="ask")
-    def ask(subject: str) -> str:
-        decision = stalwart.request_approval(subject, details={"subject": subject})
-        return "approved" if decision is not None and decision.approved else "rejected"
-
-    @app.workflow(name="dead")
-    def dead(x: int) -> int:
-        return flaky(x)
-
-    @app.workflow(name="inbox")
-    def inbox() -> Any:
-        return stalwart.wait_for_event("ping", timeout=3600)
-
-    @app.workflow(name="pay")
-    def pay(order: str) -> str:
-        return charge(order)
-
-    return {"ask": ask, "dead": dead, "inbox": inbox, "pay": pay}
 
 
 @contextmanager

@@ -17,10 +17,10 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
-from ui_agent import declare
 from ui_harness import UiServer, ui_server
 
 import stalwart
+from operator_agent import declare
 from stalwart._ui import create_app
 from store_urls import postgres_schema_url
 

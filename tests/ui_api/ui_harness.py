@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 import pytest
-from ui_agent import declare
 
 import stalwart
+from operator_agent import declare
 from stalwart import testing
 from stalwart.testing import FakeClock
 

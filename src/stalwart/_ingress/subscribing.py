@@ -63,11 +63,13 @@ class Ingress:
         infos = []
         for name in sorted({*self.subscriptions, *counted}):
             sub, row = self.subscriptions.get(name), counted.get(name)
+            described = sub if sub is not None else row  # one of them names it
+            assert described is not None
             infos.append(
                 SubscriptionInfo(
                     name=name,
-                    kind=sub.kind if sub is not None else row.kind if row else "?",
-                    target=sub.target if sub is not None else row.target if row else "?",
+                    kind=described.kind,
+                    target=described.target,
                     accepted=row.accepted if row else 0,
                     rejected=row.rejected if row else 0,
                 )

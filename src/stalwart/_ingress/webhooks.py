@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .. import _inputs
-from .._declare import definition_of
 from .._errors import UsageError
 from .._signatures import SCHEMES
-from .delivery import Subscription, argument_check
-from .subscribing import Ingress, Subscribing, _check_target
+from .delivery import Subscription
+from .subscribing import Ingress, Subscribing, target_of
 
 if TYPE_CHECKING:
     from .._engine.driver import Driver
@@ -83,16 +82,7 @@ def webhook_declared(
     if not isinstance(allow_unsigned, bool):
         raise UsageError(f"{call}: allow_unsigned={allow_unsigned!r}: pass True or False")
     key = _secret(secret, allow_unsigned, call)
-    wf_ref, event_name, target = _check_target(start, event, to, call)
-    wf = definition_of(runtime, wf_ref) if wf_ref is not None else None
-    subscription = Subscription(
-        name=name,
-        kind=KIND,
-        start=wf,
-        event=event_name,
-        to=target,
-        check=argument_check(wf) if wf is not None else None,
-    )
+    subscription = target_of(runtime, name, kind=KIND, start=start, event=event, to=to, call=call)
     return Webhook(subscription, scheme, key)
 
 

@@ -339,7 +339,7 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
                     if row and (best is None or took < best[0]):
                         best = (took, float(row[0]) - (before + after) / 2)
         except (psycopg.Error, psycopg_pool.PoolTimeout):
-            return None if best is None else best[1]
+            pass  # the samples read before the failure still count
         return None if best is None else best[1]
 
     def reserve_connections(self, threads: int) -> None:

@@ -127,7 +127,7 @@ def known_query(request: Request) -> None:
     """Refuse a query parameter the route does not declare (``?windw=1h``), as an unknown body
     field is refused, instead of answering as if it were not there."""
     dependant = getattr(request.scope.get("route"), "dependant", None)
-    if dependant is None:
+    if dependant is None or not request.query_params:
         return
     known: set[str] = set()
     calls = set()

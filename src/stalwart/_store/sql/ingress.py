@@ -11,18 +11,24 @@ from ._base import SQLBase
 __all__ = ["IngressVerbs", "count_accepted"]
 
 
+def _add(
+    name: str, kind: str, target: str, *, accepted: int, rejected: int, now: float
+) -> dict[str, Any]:
+    """The parameters of the ``count_ingress`` upsert."""
+    return {
+        "name": name,
+        "kind": kind,
+        "target": target,
+        "accepted": accepted,
+        "rejected": rejected,
+        "now": now,
+    }
+
+
 def count_accepted(conn: Any, query: str, count: IngressCount, now: float) -> None:
     """In the caller's transaction: one more message accepted by ``count``'s subscription
     (``query``: the ``count_ingress`` statement)."""
-    params = {
-        "name": count.name,
-        "kind": count.kind,
-        "target": count.target,
-        "accepted": 1,
-        "rejected": 0,
-        "now": now,
-    }
-    conn.execute(query, params)
+    conn.execute(query, _add(count.name, count.kind, count.target, accepted=1, rejected=0, now=now))
 
 
 class IngressVerbs(SQLBase):
@@ -32,14 +38,7 @@ class IngressVerbs(SQLBase):
         self, name: str, *, kind: str, target: str, accepted: int, rejected: int, now: float
     ) -> None:
         """Add to the counts of subscription ``name``, creating its row when missing."""
-        params = {
-            "name": name,
-            "kind": kind,
-            "target": target,
-            "accepted": accepted,
-            "rejected": rejected,
-            "now": now,
-        }
+        params = _add(name, kind, target, accepted=accepted, rejected=rejected, now=now)
         self._write(lambda conn: conn.execute(self._q["count_ingress"], params))
 
     def list_ingress(self) -> list[IngressRow]:

@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 class _Miss(Exception):
-    """A payload piece not read yet (see ``SQLBase._load_all``)."""
+    """A payload piece not read yet (see ``PayloadColumns._load_all``)."""
 
     def __init__(self, digests: list[bytes]) -> None:
         super().__init__(len(digests))

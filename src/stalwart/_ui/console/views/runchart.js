@@ -9,7 +9,7 @@
 
 import { clip, dataTable, figure, s, title } from "../charts.js";
 import { h } from "../dom.js";
-import { duration, parse } from "../format.js";
+import { TERMINAL, duration, parse } from "../format.js";
 
 const WAITS = new Set(["sleep", "event", "approval", "child"]);
 // Journal rows of a step or compensation that are not attempts: a compensation scheduled, a
@@ -40,7 +40,7 @@ export function layout(entries, run, current, nowS) {
   let rollback = null; // [first, last] time of the compensations run
   let ended = null; // when the run's journal says it ended
   const t0 = at(run.created_at) ?? (entries.length ? at(entries[0].started_at || entries[0].finished_at) : nowS);
-  const terminal = ["completed", "failed", "cancelled"].includes(run.status);
+  const terminal = TERMINAL.has(run.status);
   let t1 = terminal ? at(run.updated_at) ?? nowS : nowS;
   entries.forEach((e, index) => {
     const start = at(e.started_at);
@@ -119,13 +119,18 @@ function lanesOf(bars, gaps) {
 const GAP_WORDS = { backoff: "gap: backoff", down: "gap: worker down", waiting: "gap: waiting", rollback: "gap: rollback" };
 
 /** A bar's words: its entry (kind and name), attempt, duration and outcome. */
-export function barTitle(b) {
+/** What a bar stands for: the entry, its attempt and how long it took. */
+function barLabel(b) {
   const e = b.e;
   const kind = e.kind === "compensation" ? "undo " : WAITS.has(e.kind) && e.kind !== "sleep" ? `${e.kind} ` : "";
   const what = `${e.seq === null || e.seq === undefined ? "" : `#${e.seq} `}${kind}${e.name}`;
   const attempt = e.attempt ? `, attempt ${e.attempt}` : "";
   const took = b.unknown ? ", duration unknown (its worker died)" : b.to === null ? "" : `, ${duration(b.to - b.from)}`;
-  return `${what}${attempt}${took}: ${b.outcome}`;
+  return `${what}${attempt}${took}`;
+}
+
+export function barTitle(b) {
+  return `${barLabel(b)}: ${b.outcome}`;
 }
 
 /** The timeline's figure; update(entries, run, current, {more, total}) redraws it. */
@@ -199,7 +204,7 @@ export function runChart({ onPick }) {
   function twin(bars, gaps, marks, t0) {
     const rows = [
       ...bars.map((b) => ({ t: b.from, cells: [
-        b.index === null ? barTitle(b).split(":")[0] : h("button", { type: "button", class: "link", text: barTitle(b).split(":")[0], on: { click: () => onPick(b.index) } }),
+        b.index === null ? barLabel(b) : h("button", { type: "button", class: "link", text: barLabel(b), on: { click: () => onPick(b.index) } }),
         b.outcome, `+${duration(b.from - t0)}`, b.to === null || b.unknown ? "—" : duration(b.to - b.from)] })),
       ...gaps.map((g) => ({ t: g.from, cells: [g.label, GAP_WORDS[g.kind] || "gap", `+${duration(g.from - t0)}`, duration(g.to - g.from)] })),
       ...marks.map((m) => ({ t: m.at, cells: [m.label, m.kind, `+${duration(m.at - t0)}`, "—"] })),

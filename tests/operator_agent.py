@@ -1,5 +1,6 @@
-"""The workflows the HTTP API tests operate on, declared on the test's app (whose worker runs
-them in a thread) while ``stalwart ui`` serves the same store from its own process."""
+"""The workflows an operator acts on, for the HTTP API's tests and ``stalwart mcp``'s: declared on
+the test's app (whose worker runs them in a thread) while ``stalwart ui`` or ``stalwart mcp``
+serves the same store from its own process."""
 
 from __future__ import annotations
 
