@@ -465,12 +465,14 @@ def _settle(driver: _Driver, timeout: float) -> None:
         _retrying(driver.answer_approvals, until)
         _retrying(driver.sample_leases, until)
         busy: dict[str, int] = {}
-        for status in ("pending", "running", "suspended"):
-            busy[status] = _retrying(partial(driver.app.count_workflows, status=status), until)
+        # the messages first: a run a message starts after the statuses were counted would
+        # pass for settled (the checker then found it pending or running)
         published = sum(line["op"] == "published" for line in read_logs(driver.fleet.workdir))
         if driver.publisher is not None:
             ingested = _retrying(lambda: driver.app.count_workflows(name="ingested"), until)
             busy["messages not yet consumed"] = max(0, published - ingested)
+        for status in ("pending", "running", "suspended"):
+            busy[status] = _retrying(partial(driver.app.count_workflows, status=status), until)
         if not any(busy.values()):
             return
         driver.fleet.revive()
