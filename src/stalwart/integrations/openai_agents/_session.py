@@ -40,12 +40,40 @@ CREATE TABLE ext_openai_agents_writes (
     session_id TEXT NOT NULL,
     popped     TEXT
 )"""
+# Version 2 keeps items (and what a pop took) as binary, sealed under the app's keyring when it
+# has one (docs/encryption.md); version 1 kept them as JSON text. A row from version 1 stays
+# plaintext and readable (JSON never starts like a sealed value) until it is popped or cleared.
+_BINARY_SQLITE = """
+CREATE TABLE ext_openai_agents_items_v2 (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    item       BLOB NOT NULL
+);
+INSERT INTO ext_openai_agents_items_v2 (id, session_id, item)
+    SELECT id, session_id, CAST(item AS BLOB) FROM ext_openai_agents_items;
+DROP TABLE ext_openai_agents_items;
+ALTER TABLE ext_openai_agents_items_v2 RENAME TO ext_openai_agents_items;
+CREATE INDEX ext_openai_agents_items_session ON ext_openai_agents_items (session_id, id);
+CREATE TABLE ext_openai_agents_writes_v2 (
+    op_key     TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    popped     BLOB
+);
+INSERT INTO ext_openai_agents_writes_v2 (op_key, session_id, popped)
+    SELECT op_key, session_id, CAST(popped AS BLOB) FROM ext_openai_agents_writes;
+DROP TABLE ext_openai_agents_writes;
+ALTER TABLE ext_openai_agents_writes_v2 RENAME TO ext_openai_agents_writes"""
+_BINARY_POSTGRES = """
+ALTER TABLE ext_openai_agents_items ALTER COLUMN item TYPE BYTEA USING convert_to(item, 'UTF8');
+ALTER TABLE ext_openai_agents_writes
+    ALTER COLUMN popped TYPE BYTEA USING convert_to(popped, 'UTF8')"""
 MIGRATIONS = [
     Migration(
         1,
         sqlite=_TABLES.format(id="INTEGER PRIMARY KEY AUTOINCREMENT"),
         postgres=_TABLES.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
-    )
+    ),
+    Migration(2, sqlite=_BINARY_SQLITE, postgres=_BINARY_POSTGRES),
 ]
 
 _ALL = "SELECT item FROM ext_openai_agents_items WHERE session_id = :session ORDER BY id"
@@ -112,6 +140,13 @@ async def _journaled(
     )
 
 
+def _opened(tx: Transaction, value: Any) -> Any:
+    """The item a column holds: sealed (version 2), or JSON text (version 1, or bytes of it)."""
+    data = value.encode() if isinstance(value, str) else tx.open(bytes(value))
+    assert data is not None
+    return decode_item(data.decode())
+
+
 def _plain(items: list[Any]) -> list[Any]:
     """Items as the JSON the journal keeps of them."""
     return [decode_item(encode_item(item)) for item in items]
@@ -158,10 +193,12 @@ class StalwartSession:
             if limit == 0:
                 return []
             sql, params = (_ALL, {}) if limit is None else (_LATEST, {"limit": limit})
-            rows = await store.arun(
-                lambda tx: tx.fetchall(sql, {"session": self.session_id, **params})
-            )
-            return [decode_item(row[0]) for row in rows]
+
+            def fetch(tx: Transaction) -> list[Any]:
+                rows = tx.fetchall(sql, {"session": self.session_id, **params})
+                return [_opened(tx, row[0]) for row in rows]
+
+            return await store.arun(fetch)
 
         items: list[TResponseInputItem] = await _journaled(
             self.session_id, "get_items", read, limit=count
@@ -185,7 +222,7 @@ class StalwartSession:
                         return  # an attempt whose outcome a crash kept from the journal did it
                     tx.execute(_RECORD, {"key": key, "session": self.session_id, "popped": None})
                 for text in encoded:
-                    tx.execute(_ADD, {"session": self.session_id, "item": text})
+                    tx.execute(_ADD, {"session": self.session_id, "item": tx.seal(text.encode())})
 
             await store.arun(insert)
 
@@ -199,21 +236,20 @@ class StalwartSession:
         async def pop() -> Any:
             key = stalwart.idempotency_key() if journaled else None
 
-            def take(tx: Transaction) -> str | None:
+            def take(tx: Transaction) -> Any:
                 if key is not None:
                     done = tx.fetchone(_DONE, {"key": key})
                     if done is not None:
-                        return None if done[0] is None else str(done[0])
+                        return None if done[0] is None else _opened(tx, done[0])
                 last = tx.fetchone(_LAST, {"session": self.session_id})
-                text = None if last is None else str(last[1])
+                kept = None if last is None else bytes(last[1])  # sealed as it was stored
                 if last is not None:
                     tx.execute(_DELETE, {"id": last[0]})
                 if key is not None:
-                    tx.execute(_RECORD, {"key": key, "session": self.session_id, "popped": text})
-                return text
+                    tx.execute(_RECORD, {"key": key, "session": self.session_id, "popped": kept})
+                return None if kept is None else _opened(tx, kept)
 
-            text = await store.arun(take)
-            return None if text is None else decode_item(text)
+            return await store.arun(take)
 
         item: TResponseInputItem | None = await _journaled(self.session_id, "pop_item", pop)
         return item
