@@ -14,6 +14,11 @@ NORMAL or FULL; PostgreSQL: ``synchronous_commit=on``), measured in the same sit
 before. The ratio is B's steps/s over the floor's INSERTs/s: above 1, concurrent runs share
 commits.
 
+Beside each figure, the worker process's CPU time per step (user + system, read from
+``/proc`` from just before the first ``app.start`` to the poll that saw the last run complete;
+Linux only, else left out): 20,000 steps/s on the one core the GIL gives is 50 us a step all
+told, and on a machine shared with other work the CPU a step costs moves less than its rate.
+
     python bench/group_commit.py [--runs 200] [--steps 10] [--concurrency 200] [--repeat 3]
                                  [--settings sqlite,power,postgres] [--postgres-url URL]
 
@@ -131,8 +136,20 @@ def floor_rate(setting: str, url: str, postgres_url: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
-def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[float, float]:
-    """B's steps/s and the floor's INSERTs/s, each on a fresh store."""
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process ``pid`` has used, where ``/proc`` tells it."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text("ascii").rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_sample(
+    setting: str, args: argparse.Namespace, folder: str
+) -> tuple[float, float, float | None]:
+    """B's steps/s, the floor's INSERTs/s, each on a fresh store, and the worker's CPU
+    seconds per step (``None`` where it cannot be read)."""
     durability = DURABILITY[setting]
     n, s = args.runs, args.steps
     floor_url = fresh_url(setting, folder, args.postgres_url)
@@ -163,6 +180,7 @@ def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[flo
                 raise RuntimeError(f"the worker did not start:\n{log.read_text()[-2000:]}")
             time.sleep(0.02)
         time.sleep(SETTLE_SECONDS)
+        cpu_before = cpu_seconds(worker.pid)
         first = time.time()
         for i in range(n):
             app.start(steps, s, workflow_id=f"gc-{i:05d}")
@@ -173,6 +191,7 @@ def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[flo
                 raise RuntimeError(f"the worker died:\n{log.read_text()[-2000:]}")
             done = app.list_workflows(status="completed", limit=n)
             if len(done) >= n:
+                cpu_after = cpu_seconds(worker.pid)
                 break
             if app.list_workflows(status="failed", limit=1):
                 raise RuntimeError(f"a run failed:\n{log.read_text()[-2000:]}")
@@ -190,12 +209,16 @@ def one_sample(setting: str, args: argparse.Namespace, folder: str) -> tuple[flo
         app.close()
         drop(url, args.postgres_url)
     rate = n * s / (last - first)
+    cpu = None
+    if cpu_before is not None and cpu_after is not None:
+        cpu = (cpu_after - cpu_before) / (n * s)
     print(
         f"  {setting}: {rate:,.0f} steps/s (the {n} app.start calls took {enqueued:.2f} s of "
-        f"{last - first:.2f} s), floor {floor:,.0f} INSERTs/s",
+        f"{last - first:.2f} s), floor {floor:,.0f} INSERTs/s, worker CPU "
+        f"{'?' if cpu is None else f'{cpu * 1e6:.0f}'} us/step",
         flush=True,
     )
-    return rate, floor
+    return rate, floor, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,18 +258,22 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stalwart-gc-") as folder:
         for setting in settings:
             samples = [one_sample(setting, args, folder) for _ in range(args.repeat)]
-            rate = statistics.median(r for r, _ in samples)
-            floor = statistics.median(f for _, f in samples)
-            rows.append((setting, rate, floor))
+            rate = statistics.median(r for r, _, _ in samples)
+            floor = statistics.median(f for _, f, _ in samples)
+            cpus = [c for _, _, c in samples if c is not None]
+            rows.append((setting, rate, floor, statistics.median(cpus) if cpus else None))
     print(
         f"\nB = {args.runs} runs x {args.steps} no-op steps, one worker, concurrency "
         f"{args.concurrency}; medians of {args.repeat}"
     )
-    print(f"{'setting':<10} {'steps/s':>10} {'floor/s':>10} {'ratio':>7} {'target':>8}")
-    for setting, rate, floor in rows:
+    print(
+        f"{'setting':<10} {'steps/s':>10} {'floor/s':>10} {'ratio':>7} {'target':>8} "
+        f"{'CPU us/step':>12}"
+    )
+    for setting, rate, floor, cpu in rows:
         print(
             f"{setting:<10} {rate:>10,.0f} {floor:>10,.0f} {rate / floor:>6.2f}x "
-            f"{TARGETS[setting]:>8,.0f}"
+            f"{TARGETS[setting]:>8,.0f} {'?' if cpu is None else f'{cpu * 1e6:.0f}':>12}"
         )
     return 0
 

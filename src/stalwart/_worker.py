@@ -406,8 +406,6 @@ class Worker:
 
     def _free_slots(self) -> int:
         with self._lock:
-            for wid in [w for w, (f, _) in self.active.items() if f.done()]:
-                del self.active[wid]
             return self.concurrency - len(self.active)
 
     def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> tuple[float | None, set[str]]:
@@ -478,7 +476,15 @@ class Worker:
         future = pool.submit(self._execute, inv, row, invocations)
         with self._lock:
             self.active[row.workflow_id] = (future, invocations)
+        # its slot frees as it ends (at once when it already has): no scan of every run
+        future.add_done_callback(lambda done: self._ended(row.workflow_id, done))
         return True
+
+    def _ended(self, workflow_id: str, future: Future[None]) -> None:
+        with self._lock:
+            held = self.active.get(workflow_id)
+            if held is not None and held[0] is future:
+                del self.active[workflow_id]
 
     def _execute(self, inv: Invocation, row: RunRow, invocations: list[Invocation]) -> None:
         def follow(next_inv: Invocation) -> None:
