@@ -1,13 +1,15 @@
 """Consuming subscriptions while a worker serves runs: one thread with an event loop of its
 own, one task per subscription, the deliveries in a small pool of threads.
 
-Each message is delivered (``Delivery.deliver``, which commits) and only then acknowledged, or
-rejected when its body does not fit. At most ``concurrency`` messages of a subscription are in
-hand at once. When the broker goes away, or a delivery fails (the store is down), the
-connection is closed (what was not acknowledged is delivered again, and the dedup ids make the
-repeat harmless), the outage is logged and the source reconnects after a backoff that grows to
-30 s; the worker serves runs meanwhile. Stopping stops taking messages, lets the deliveries in
-hand finish and acknowledge, then closes the connections.
+The messages a source has ready are delivered as one batch (``Delivery.deliver_all``: one
+store call, one transaction) and only then acknowledged, or rejected when a body does not fit;
+one batch of a subscription is in the store at a time, and what arrives meanwhile is the next
+batch. At most ``concurrency`` messages of a subscription are in hand at once. When the broker
+goes away, or a delivery fails (the store is down), the connection is closed (nothing of the
+batch is acknowledged: it is delivered again, and the dedup ids make the repeat harmless), the
+outage is logged and the source reconnects after a backoff that grows to 30 s; the worker
+serves runs meanwhile. Stopping stops taking messages, lets the batches in hand finish and
+acknowledge, then closes the connections.
 """
 
 from __future__ import annotations
@@ -106,8 +108,9 @@ class _Session:
         reject each message; on a failure acknowledge nothing and reconnect."""
         loop = asyncio.get_running_loop()
         consumers, sub = self.consumers, self.sub
-        items = [(m.id, m.body, getattr(m, "problem", None)) for m in batch]  # problem: e.g. a
-        try:  # Redis entry without a body
+        # ``problem``: the source knows a message cannot fit (a Redis entry without a body)
+        items = [(m.id, m.body, getattr(m, "problem", None)) for m in batch]
+        try:
             try:
                 if sub.start is not None:  # one store call, one transaction
                     verdicts = await loop.run_in_executor(
