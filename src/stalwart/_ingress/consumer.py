@@ -166,7 +166,10 @@ class Consumers:
         self.subscriptions = subscriptions
         self.consumer = delivery.runtime.owner
         self.stopping = False
-        self.threads = min(32, sum(s.concurrency for s in subscriptions))  # each a connection
+        # Each thread a store connection: a subscription that starts runs has one batch in the
+        # store at a time; one that sends events, up to ``concurrency`` deliveries.
+        needs = [1 if s.start is not None else s.concurrency for s in subscriptions]
+        self.threads = min(32, sum(needs))
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="stalwart-in")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
