@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from stalwart._store import Entry
+from stalwart._store.base import NewRun
+from stalwart._store.group_commit import BATCH_LIMIT
 from stalwart._store.sql.pipeline import Write
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,9 +40,12 @@ def _step(seq: int) -> Entry:
     )
 
 
-def _together(store: Any, calls: list[Callable[[], Any]]) -> tuple[list[Any], list[int]]:
-    """Run ``calls`` in threads while a commit is under way, so they queue for the next one;
-    what each returned (or raised), and the sizes of the batches committed together."""
+def _together(
+    store: Any, calls: list[Callable[[], Any]], writes: int | None = None
+) -> tuple[list[Any], list[int]]:
+    """Run ``calls`` in threads while a commit is under way, so they queue for the next one
+    (``writes`` of them, by default one a call); what each returned (or raised), and the sizes
+    of the batches committed together."""
     gate = threading.Event()
     batches: list[int] = []
     real = store._write_together
@@ -67,7 +72,7 @@ def _together(store: Any, calls: list[Callable[[], Any]]) -> tuple[list[Any], li
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
     for thread in threads:
         thread.start()
-    while len(store._pipeline._queue) < len(calls):
+    while len(store._pipeline._queue) < (writes or len(calls)):
         time.sleep(0.001)
     gate.set()
     for thread in [blocker, *threads]:
@@ -122,3 +127,54 @@ def test_an_unexpected_error_reaches_its_caller_alone(store: Any) -> None:
     assert batches == [3]  # tried together, rolled back, then each alone
     assert [r.seq for r in store.replay_index("r1")] == [1]
     assert [r.seq for r in store.replay_index("r2")] == [1]
+
+
+def _new(wid: str) -> NewRun:
+    return NewRun(
+        workflow_id=wid,
+        name="agent",
+        status="pending",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=100.0,
+        owner=None,
+        lease_until=None,
+        entry=Entry(kind="run", name="started", status="completed"),
+    )
+
+
+def test_runs_created_together_share_one_transaction_and_a_repeat_is_refused(
+    store: Any,
+) -> None:
+    _create(store, "old", "w1")
+    results, batches = _together(
+        store,
+        [
+            lambda: store.create_runs([_new("a1"), _new("a2"), _new("a3")]),
+            lambda: store.create_runs([_new("b1"), _new("old"), _new("b2")]),
+            lambda: store.append("old", _step(1), owner="w1"),
+        ],
+        writes=7,
+    )
+    assert results == [[True, True, True], [True, False, True], True]
+    assert batches == [7]  # the two batches of runs and the step: one transaction
+    assert store.get_run("b2").status == "pending"
+    assert store.get_run("old").status == "running"  # the repeat changed nothing
+
+
+def test_more_runs_than_one_transaction_takes_are_all_created_in_order(store: Any) -> None:
+    calls = 3
+    ids = [[f"t{t}-{i}" for i in range(BATCH_LIMIT + 40)] for t in range(calls)]
+    results: list[Any] = [None] * calls
+
+    def create(t: int) -> None:
+        results[t] = store.create_runs([_new(wid) for wid in ids[t]])
+
+    threads = [threading.Thread(target=create, args=(t,)) for t in range(calls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=50)
+    assert results == [[True] * len(ids[0])] * calls
+    assert all(store.get_run(wid) is not None for each in ids for wid in each)

@@ -10,7 +10,7 @@ from .._model import RunStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
-from .._store.base import IndexRow, IngressCount
+from .._store.base import IndexRow, IngressCount, NewRun
 from .interrupted import last_seen
 from .invocation import Invocation
 from .lifecycle import lifecycle
@@ -41,6 +41,39 @@ class RunClaims:
         now = self.runtime.clock.time()
         queue = wf.queue if queue is None else queue
         created = self._insert(wf, wid, payload, now, queue=queue, priority=priority, count=count)
+        self.runtime.wakeup.set()
+        return created
+
+    def start_all(
+        self, wf: WorkflowDef, runs: list[tuple[str, bytes]], *, count: IngressCount | None
+    ) -> list[bool]:
+        """``start`` of each ``(workflow id, payload)`` of ``runs``, in one store call (one
+        transaction); whether each was created."""
+        if not runs:
+            return []
+        now = self.runtime.clock.time()
+        trace = carried(self.runtime) if self.runtime.observers else None
+        deadline = None if wf.timeout is None else now + wf.timeout
+        created = self.runtime.store.create_runs(
+            [
+                NewRun(
+                    workflow_id=wid,
+                    name=wf.name,
+                    status=RunStatus.PENDING,
+                    queue=wf.queue,
+                    priority=0,
+                    input=payload,
+                    now=now,
+                    owner=None,
+                    lease_until=None,
+                    entry=lifecycle("started", now, input=payload),
+                    deadline=deadline,
+                    trace_context=trace,
+                    count=count,
+                )
+                for wid, payload in runs
+            ]
+        )
         self.runtime.wakeup.set()
         return created
 

@@ -1,13 +1,15 @@
 """Consuming subscriptions while a worker serves runs: one thread with an event loop of its
 own, one task per subscription, the deliveries in a small pool of threads.
 
-Each message is delivered (``Delivery.deliver``, which commits) and only then acknowledged, or
-rejected when its body does not fit. At most ``concurrency`` messages of a subscription are in
-hand at once. When the broker goes away, or a delivery fails (the store is down), the
-connection is closed (what was not acknowledged is delivered again, and the dedup ids make the
-repeat harmless), the outage is logged and the source reconnects after a backoff that grows to
-30 s; the worker serves runs meanwhile. Stopping stops taking messages, lets the deliveries in
-hand finish and acknowledge, then closes the connections.
+The messages a source has ready are delivered as one batch (``Delivery.deliver_all``: one
+store call, one transaction) and only then acknowledged, or rejected when a body does not fit;
+one batch of a subscription is in the store at a time, and what arrives meanwhile is the next
+batch. At most ``concurrency`` messages of a subscription are in hand at once. When the broker
+goes away, or a delivery fails (the store is down), the connection is closed (nothing of the
+batch is acknowledged: it is delivered again, and the dedup ids make the repeat harmless), the
+outage is logged and the source reconnects after a backoff that grows to 30 s; the worker
+serves runs meanwhile. Stopping stops taking messages, lets the batches in hand finish and
+acknowledge, then closes the connections.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import asyncio
 import logging
 import random
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._errors import StoreError
-from .delivery import Delivery, Outcome, Subscription
+from .delivery import Delivery, Outcome, Subscription, Verdict
 from .source import Message
 
 if TYPE_CHECKING:
@@ -41,18 +43,21 @@ class _Broken(Exception):
 
 
 class _Session:
-    """One subscription's connection, and the deliveries it has in hand."""
+    """One subscription's connection, and the batches of deliveries it has in hand."""
 
     def __init__(self, consumers: Consumers, sub: Subscription) -> None:
         self.consumers = consumers
         self.sub = sub
         self.slots = asyncio.Semaphore(sub.concurrency)
+        self.ready: list[Message] = []  # taken, not yet in a batch
+        self.delivering = False  # a batch is in the store: the next waits, and grows, meanwhile
         self.in_hand: set[asyncio.Task[None]] = set()
         self.failure: BaseException | None = None
         self.reader: asyncio.Task[None] | None = None
 
     async def read(self) -> None:
         consumers = self.consumers
+        loop = asyncio.get_running_loop()
         stream: AsyncIterator[Message] = self.sub.source.messages(
             consumers.consumer,
             lease_seconds=consumers.delivery.runtime.lease_seconds,
@@ -65,39 +70,92 @@ class _Session:
                     self.slots.release()
                     break  # not acknowledged: delivered again, to a worker that serves
                 consumers.reset_backoff(self.sub.name)
-                task = asyncio.create_task(self.handle(message))
-                self.in_hand.add(task)
-                task.add_done_callback(self.in_hand.discard)
+                if not self.ready:
+                    # Runs once the reader waits: the batch is what the source had ready.
+                    loop.call_soon(self.flush)
+                self.ready.append(message)
         finally:
+            if self.failure is None:
+                self.flush()
+            else:  # the connection goes: what was not acknowledged is delivered again
+                for _message in self.ready:
+                    self.slots.release()
+                self.ready = []
             await self.drain()
             await stream.aclose()  # type: ignore[attr-defined]
 
-    async def drain(self) -> None:
-        if self.in_hand:
-            await asyncio.wait(set(self.in_hand), timeout=DRAIN_SECONDS)
+    def flush(self) -> None:
+        """Deliver the messages taken so far as one batch, unless a batch is in the store:
+        that one's end flushes what came meanwhile (one batch at a time, as large as what
+        arrives while the one before commits)."""
+        if self.delivering or not self.ready:
+            return
+        batch, self.ready = self.ready, []
+        self.delivering = True
+        task = asyncio.create_task(self.handle(batch))
+        self.in_hand.add(task)
+        task.add_done_callback(self.in_hand.discard)
 
-    async def handle(self, message: Message) -> None:
+    async def drain(self) -> None:
+        """Wait (``DRAIN_SECONDS`` at most) for the batches in hand, and those they flush."""
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_SECONDS
+        while self.in_hand and loop.time() < deadline:
+            await asyncio.wait(set(self.in_hand), timeout=deadline - loop.time())
+
+    async def handle(self, batch: list[Message]) -> None:
+        """Deliver ``batch`` (committed before anything is acknowledged), then acknowledge or
+        reject each message; on a failure acknowledge nothing and reconnect."""
+        loop = asyncio.get_running_loop()
+        consumers, sub = self.consumers, self.sub
+        # ``problem``: the source knows a message cannot fit (a Redis entry without a body)
+        items = [(m.id, m.body, getattr(m, "problem", None)) for m in batch]
         try:
-            verdict = await loop.run_in_executor(
-                self.consumers.pool,
-                self.consumers.delivery.deliver,
-                self.sub,
-                message.id,
-                message.body,
-                getattr(message, "problem", None),  # e.g. a Redis entry without a body
-            )
-            if verdict.outcome is Outcome.REJECTED:
-                await message.reject(verdict.reason or "rejected")
-            else:
-                await message.ack()
+            try:
+                if sub.start is not None:  # one store call, one transaction
+                    verdicts = await loop.run_in_executor(
+                        consumers.pool, consumers.delivery.deliver_all, sub, items
+                    )
+                else:  # an event is its own store call; concurrent ones share transactions
+                    verdicts = await asyncio.gather(
+                        *(
+                            loop.run_in_executor(
+                                consumers.pool, consumers.delivery.deliver, sub, *item
+                            )
+                            for item in items
+                        )
+                    )
+            finally:
+                self.delivering = False
+            if self.failure is None:
+                self.flush()  # what came meanwhile commits while these are acknowledged
+            await _settle(sub.source, batch, verdicts)
         except Exception as exc:
             if self.failure is None:
                 self.failure = exc
                 if self.reader is not None:
                     self.reader.cancel()  # reconnect: what is not acknowledged comes again
         finally:
-            self.slots.release()
+            for _message in batch:
+                self.slots.release()
+
+
+async def _settle(source: Any, batch: list[Message], verdicts: list[Verdict]) -> None:
+    """Reject the messages whose verdict is a rejection, acknowledge the others (in one call
+    when the source has one: its ``_ack_all``, see ``_ingress.source``)."""
+    handled: list[Message] = []
+    ends: list[Awaitable[None]] = []
+    for message, verdict in zip(batch, verdicts, strict=True):
+        if verdict.outcome is Outcome.REJECTED:
+            ends.append(message.reject(verdict.reason or "rejected"))
+        else:
+            handled.append(message)
+    ack_all = getattr(source, "_ack_all", None)
+    if ack_all is not None and handled:
+        ends.append(ack_all(handled))
+    else:
+        ends.extend(message.ack() for message in handled)
+    await asyncio.gather(*ends)
 
 
 class Consumers:
@@ -108,7 +166,10 @@ class Consumers:
         self.subscriptions = subscriptions
         self.consumer = delivery.runtime.owner
         self.stopping = False
-        self.threads = min(32, sum(s.concurrency for s in subscriptions))  # each a connection
+        # Each thread a store connection: a subscription that starts runs has one batch in the
+        # store at a time; one that sends events, up to ``concurrency`` deliveries.
+        needs = [1 if s.start is not None else s.concurrency for s in subscriptions]
+        self.threads = min(32, sum(needs))
         self.pool = ThreadPoolExecutor(self.threads, thread_name_prefix="stalwart-in")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

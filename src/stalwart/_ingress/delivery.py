@@ -21,6 +21,15 @@ so a crash never separates them; REJECTED is counted alone (nothing else is writ
 the worker's Prometheus counters too. A rejection is logged at WARNING with its reason. A
 store error is raised, never a verdict: the caller must not acknowledge the message (it is
 delivered again).
+
+A broker consumer hands the messages it has ready together::
+
+    verdicts = delivery.deliver_all(subscription, [(message_id, body, problem), ...])
+
+for a subscription that starts runs: the runs of the batch (each with its accepted count) are
+written by one store call, in one transaction, the batch's rejections counted by one more; a
+verdict per message, in order; a store error raised for the whole batch, none of which may then
+be acknowledged.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ import inspect
 import json
 import logging
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -172,26 +181,57 @@ class Delivery:
     ) -> Verdict:
         """Start the message's run or send its event, once; count and log what happened.
         ``problem``: the source already knows the message cannot fit (it is rejected so)."""
+        if subscription.start is not None:
+            return self.deliver_all(subscription, [(message_id, body, problem)])[0]
         wid: str | None = None
         try:
             if problem is not None:
                 raise _Rejected(problem)
             value = _decode(body)
-            if subscription.start is not None:
-                wid = f"{subscription.name}:{message_id}"
-                created = self._start(subscription, subscription.start, wid, value)
-            else:
-                wid = self._target(subscription, value)
-                created = self._send(subscription, wid, message_id, value)
+            wid = self._target(subscription, value)
+            created = self._send(subscription, wid, message_id, value)
         except _Rejected as exc:
+            self._count_rejected(subscription, 1)
             return self._rejected(subscription, message_id, wid, str(exc))
+        return self._accepted(subscription, wid, created)
+
+    def deliver_all(
+        self, subscription: Subscription, messages: Sequence[tuple[str, bytes, str | None]]
+    ) -> list[Verdict]:
+        """``deliver`` of each ``(message id, body, problem)`` of ``messages`` of a
+        subscription that starts runs: the runs in one store call (one transaction, each
+        message's accepted count in it), the rejections counted in one more; a verdict per
+        message, in order. A store error is raised: no message of them may be acknowledged."""
+        wf = subscription.start
+        assert wf is not None
+        decided: list[tuple[str, Verdict | None]] = []  # a rejection's verdict, else None
+        runs: list[tuple[str, bytes]] = []
+        for message_id, body, problem in messages:
+            wid = f"{subscription.name}:{message_id}"
+            try:
+                runs.append((wid, self._payload(subscription, wid, body, problem)))
+                decided.append((wid, None))
+            except _Rejected as exc:
+                decided.append((wid, self._rejected(subscription, message_id, wid, str(exc))))
+        created = iter(self.driver.start_all(wf, runs, count=_count(subscription)))
+        if len(runs) < len(messages):
+            self._count_rejected(subscription, len(messages) - len(runs))
+        return [
+            verdict or self._accepted(subscription, wid, next(created)) for wid, verdict in decided
+        ]
+
+    def _accepted(self, sub: Subscription, wid: str, created: bool) -> Verdict:
         if not created:
             return Verdict(Outcome.DUPLICATE, wid)
         if self.metrics is not None:
-            self.metrics.ingress_messages.labels(subscription.name).inc()
+            self.metrics.ingress_messages.labels(sub.name).inc()
         return Verdict(Outcome.ACCEPTED, wid)
 
-    def _start(self, sub: Subscription, wf: WorkflowDef, wid: str, value: Any) -> bool:
+    def _payload(self, sub: Subscription, wid: str, body: bytes, problem: str | None) -> bytes:
+        """The encoded arguments of the run a message starts (``_Rejected`` if it cannot)."""
+        if problem is not None:
+            raise _Rejected(problem)
+        value = _decode(body)
         if sub.check is not None:
             sub.check(value)
         try:
@@ -199,10 +239,9 @@ class Delivery:
         except UsageError as exc:
             raise _Rejected(str(exc)) from None
         try:
-            payload = self.runtime.codec.encode({"args": [value], "kwargs": {}})
+            return self.runtime.codec.encode({"args": [value], "kwargs": {}})
         except UnsupportedValue as exc:  # JSON decodes to what the codec takes; a guard only
             raise _Rejected(f"the body cannot be stored: {exc.type_name}") from None
-        return self.driver.start(wf, wid, payload, queue=None, priority=0, count=_count(sub))
 
     def _target(self, sub: Subscription, value: Any) -> str:
         assert sub.to is not None
@@ -233,6 +272,7 @@ class Delivery:
     def _rejected(
         self, sub: Subscription, message_id: str, wid: str | None, reason: str
     ) -> Verdict:
+        """Log and meter a rejection (the store counts it: ``_count_rejected``)."""
         log.warning(
             "ingress %s: message %s rejected: %s",
             sub.name,
@@ -242,12 +282,14 @@ class Delivery:
         )
         if self.metrics is not None:
             self.metrics.ingress_rejected.labels(sub.name).inc()
+        return Verdict(Outcome.REJECTED, wid, reason)
+
+    def _count_rejected(self, sub: Subscription, rejected: int) -> None:
         self.runtime.store.count_ingress(
             sub.name,
             kind=sub.kind,
             target=sub.target,
             accepted=0,
-            rejected=1,
+            rejected=rejected,
             now=self.runtime.clock.time(),
         )
-        return Verdict(Outcome.REJECTED, wid, reason)

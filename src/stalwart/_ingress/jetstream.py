@@ -26,8 +26,9 @@ def _nats() -> Any:
 class _JetStreamMessage:
     """A JetStream message as a :class:`Message`."""
 
-    def __init__(self, msg: Any) -> None:
+    def __init__(self, msg: Any, client: Any) -> None:
         self.msg = msg
+        self.client = client  # the connection it came by
         self.body: bytes = msg.data
         headers = msg.headers or {}
         self.id = message_id(headers.get("Nats-Msg-Id"), self.body)
@@ -99,6 +100,20 @@ class NATS:
     def __repr__(self) -> str:
         return f"NATS({mask_url(self.url)!r}, {self.subject!r}, stream={self.stream!r})"
 
+    async def _ack_all(self, messages: list[Message]) -> None:
+        """Acknowledge ``messages`` (all of one connection) with one round trip: each ack
+        published, then a flush the server answers once it has read them. An ack lost after
+        that is a message delivered again, which its dedup id makes harmless."""
+        if self.stream is None:
+            return  # core NATS: nothing to acknowledge
+        client = None
+        for message in messages:
+            assert isinstance(message, _JetStreamMessage)
+            await message.msg.ack()
+            client = message.client
+        if client is not None:
+            await client.flush()
+
     async def messages(
         self, consumer: str, *, lease_seconds: float, prefetch: int
     ) -> AsyncIterator[Message]:
@@ -121,7 +136,7 @@ class NATS:
         subscription = await client.subscribe(self.subject, queue=self.durable)
         connected(self)
         async for msg in subscription.messages:
-            yield _CoreMessage(msg)
+            yield _CoreMessage(msg, client)
         raise ConnectionError("the subscription ended")
 
     async def _jetstream(
@@ -152,5 +167,5 @@ class NATS:
             except TimeoutError:  # nothing came within FETCH_SECONDS (nats-py raises either
                 continue  # its own subclass or asyncio's, depending on where it waited)
             for msg in batch:
-                yield _JetStreamMessage(msg)
+                yield _JetStreamMessage(msg, client)
         raise ConnectionError("the connection closed")

@@ -81,6 +81,12 @@ class RedisStream:
     def __repr__(self) -> str:
         return f"RedisStream({mask_url(self.url)!r}, {self.stream!r}, group={self.group!r})"
 
+    async def _ack_all(self, entries: list[Message]) -> None:
+        """Acknowledge ``entries`` (all read by one connection) with one ``XACK``."""
+        first = entries[0]
+        assert isinstance(first, _Entry)
+        await first.client.xack(self.stream, self.group, *(entry.id for entry in entries))
+
     async def _declare(self, client: Any) -> None:
         from redis.exceptions import ResponseError
 

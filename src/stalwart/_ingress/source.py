@@ -4,7 +4,10 @@ A source (``stalwart.ingress.RabbitMQ``, ``NATS``, ``RedisStream``; Kafka or SQS
 how to connect, declare what is missing and receive; nothing else. ``messages()`` connects,
 then yields :class:`Message` objects until the connection ends (an outage raises; closing the
 iterator closes the connection). Ids, decoding, dedup, commit-then-acknowledge, counts and
-backoff are written once above it (``_ingress.delivery``, ``_ingress.consumer``).
+backoff are written once above it (``_ingress.delivery``, ``_ingress.consumer``), which takes
+the messages a source has ready as one batch: one store transaction, then the acknowledgements.
+A source whose broker acknowledges many messages in one command may say so with an internal
+``async def _ack_all(self, messages)`` (Redis: one ``XACK``); others are acknowledged each.
 """
 
 from __future__ import annotations

@@ -101,6 +101,7 @@ from .rows import (
     JournalRow,
     LeaseClaim,
     LiveNameRow,
+    NewRun,
     QueueLimits,
     QueueRow,
     RunRow,
@@ -172,6 +173,7 @@ __all__ = [
     "LiveNameRow",
     "MissingStore",
     "NewChunk",
+    "NewRun",
     "OperatorStore",
     "PruneStore",
     "QueueLimits",
@@ -248,6 +250,10 @@ class RunStore(RunReads, Protocol):
     ) -> bool:
         """Insert a run (and its first journal entry); ``False`` if the id exists. With
         ``count``, the same transaction adds one to that subscription's accepted count."""
+
+    def create_runs(self, runs: Sequence[NewRun]) -> list[bool]:
+        """``create_run`` of each run, in one transaction; whether each was created (``False``:
+        its id exists, nothing written for it). Returns once that transaction committed."""
 
     def finish_run(
         self,

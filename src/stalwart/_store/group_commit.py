@@ -96,6 +96,29 @@ class GroupCommit(Generic[T]):
         self._lead()
         return pending.outcome()
 
+    def submit_all(self, writes: list[T]) -> list[Any]:
+        """Queue ``writes`` together (so one transaction takes them all, unless more than
+        ``BATCH_LIMIT`` are queued), wait until each committed, return what each decided in
+        order; raise the first error once every write settled."""
+        pendings = [Pending(write) for write in writes]
+        for pending in pendings:
+            done = pending.done = _thread.allocate_lock()
+            done.acquire()
+        with self._lock:
+            self._queue.extend(pendings)
+            if not self._busy and pendings:
+                self._busy = True
+                pendings[0].lead = True
+                pendings[0].done.release()  # type: ignore[union-attr]
+        # In queue order: a write of this caller's named to lead the next commit comes after
+        # every earlier one of them is settled (the queue is first in, first out).
+        for pending in pendings:
+            pending.done.acquire()  # type: ignore[union-attr]
+            if pending.lead:
+                pending.done = None  # it leads: its own batch's commit has no one to wake
+                self._lead()
+        return [pending.outcome() for pending in pendings]
+
     def _lead(self) -> None:
         with self._lock:
             batch = self._queue[:BATCH_LIMIT]

@@ -4,8 +4,12 @@ the journal entry the engine hands them to write."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
+
+if TYPE_CHECKING:
+    from .ingress import IngressCount
 
 __all__ = [
     "ApprovalRow",
@@ -20,6 +24,7 @@ __all__ = [
     "JournalRow",
     "LeaseClaim",
     "LiveNameRow",
+    "NewRun",
     "QueueLimits",
     "QueueRow",
     "RunRow",
@@ -410,3 +415,22 @@ class StatsRows:
     finished: list[tuple[int, str, int]]
     steps: list[tuple[str, int, int, float | None, float | None]]
     workflows: list[tuple[str, int, int, int, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run to create (``create_runs``): ``create_run``'s arguments, one run's worth."""
+
+    workflow_id: str
+    name: str
+    status: str
+    queue: str
+    priority: int
+    input: bytes
+    now: float
+    owner: str | None
+    lease_until: float | None
+    entry: Entry
+    deadline: float | None = None
+    trace_context: str | None = None
+    count: IngressCount | None = None

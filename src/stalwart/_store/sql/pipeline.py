@@ -59,6 +59,11 @@ class Pipelined(SQLBase):
         that transaction committed."""
         return self._pipeline.submit(write)
 
+    def _batched_all(self, writes: list[Write]) -> list[Any]:
+        """Do ``writes`` together in the pipeline's next transaction (see
+        ``GroupCommit.submit_all``); what each decided once it committed."""
+        return self._pipeline.submit_all(writes)
+
     def _as_writer(self) -> AbstractContextManager[None]:
         """Around a batch's commit: the connection it uses is the pipeline's (a backend with
         a pool of connections keeps one for it)."""

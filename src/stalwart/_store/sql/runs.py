@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..base import Entry, RunRow
+from ..base import Entry, NewRun, RunRow
 from ..ingress import IngressCount
 from ..payloads import INLINE_LIMIT
 from ._base import _inline
@@ -37,20 +37,45 @@ class RunVerbs(Pipelined):
     ) -> bool:
         """Insert a run and its first journal entry; ``False`` if the id exists (with
         ``count``, counted as accepted in the same transaction)."""
+        run = NewRun(
+            workflow_id=workflow_id,
+            name=name,
+            status=status,
+            queue=queue,
+            priority=priority,
+            input=input,
+            now=now,
+            owner=owner,
+            lease_until=lease_until,
+            entry=entry,
+            deadline=deadline,
+            trace_context=trace_context,
+            count=count,
+        )
+        return bool(self._batched(self._creating(run)))
+
+    def create_runs(self, runs: Sequence[NewRun]) -> list[bool]:
+        """``create_run`` of each of ``runs``, queued together: one transaction takes them
+        (each still ``False`` when its id exists), and this returns once it committed."""
+        return [bool(created) for created in self._batched_all([self._creating(r) for r in runs])]
+
+    def _creating(self, run: NewRun) -> Write:
+        """The pipeline's write that creates ``run``."""
+        count, entry, workflow_id = run.count, run.entry, run.workflow_id
 
         def insert(conn: Any, query: str = "create_run") -> Any:
             params = {
                 "workflow_id": workflow_id,
-                "name": name,
-                "status": str(status),
-                "queue": queue,
-                "priority": priority,
-                "input": self._stash(conn, input),
-                "now": now,
-                "owner": owner,
-                "lease_until": lease_until,
-                "deadline": deadline,
-                "trace_context": trace_context,
+                "name": run.name,
+                "status": str(run.status),
+                "queue": run.queue,
+                "priority": run.priority,
+                "input": self._stash(conn, run.input),
+                "now": run.now,
+                "owner": run.owner,
+                "lease_until": run.lease_until,
+                "deadline": run.deadline,
+                "trace_context": run.trace_context,
             }
             return conn.execute(self._q[query], params)
 
@@ -59,22 +84,22 @@ class RunVerbs(Pipelined):
                 return False
             self._journal_in(conn, workflow_id, entry)
             if count is not None:
-                count_accepted(conn, self._q["count_ingress"], count, now)
+                count_accepted(conn, self._q["count_ingress"], count, run.now)
             return True
 
         def send(conn: Any) -> bool:
             insert(conn, "create_run_ahead")
             self._journal_in(conn, workflow_id, entry)
             if count is not None:
-                count_accepted(conn, self._q["count_ingress"], count, now)
+                count_accepted(conn, self._q["count_ingress"], count, run.now)
             return True
 
         def alone() -> bool:
-            if len(input) > INLINE_LIMIT or not _inline(entry):
+            if len(run.input) > INLINE_LIMIT or not _inline(entry):
                 return self._once(workflow_id, entry, work)
             return self._once_ahead(workflow_id, entry, work, send, refused=False)
 
-        return bool(self._batched(Write(workflow_id, work, alone)))
+        return Write(workflow_id, work, alone)
 
     def get_run(self, workflow_id: str) -> RunRow | None:
         """The run, or ``None``."""
