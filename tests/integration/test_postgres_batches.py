@@ -76,6 +76,7 @@ def test_a_batch_waits_for_the_server_once(store: PostgresStore, tmp_path: Path)
             lease_until=130.0,
             entry=Entry.milestone("resumed", 101.0),
         ),
+        lambda: store.mark_retry("r3", owner="w1", marker="2:1"),
     ]
     trace = tmp_path / "libpq.trace"
     with trace.open("w") as out:
@@ -86,8 +87,8 @@ def test_a_batch_waits_for_the_server_once(store: PostgresStore, tmp_path: Path)
         finally:
             with store._writer.connection() as conn:
                 conn.pgconn.untrace()
-    assert [results[0], results[1], results[2], results[3].taken] == [True, True, True, True]
-    assert batches == [4]
+    assert [results[0], results[1], results[2], results[3].taken, results[4]] == [True] * 5
+    assert batches == [5]
     answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
     assert len(answers) == 1
     assert [e.name for e in store.journal("r2")] == ["started", "completed"]
@@ -116,14 +117,16 @@ def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) ->
                 lambda: store.append("r1", _step(1), owner="w1"),
                 lambda: store.append("r2", _step(1), owner="w2"),  # not the holder: refused
                 lambda: _finish(store, "r1"),
+                lambda: store.mark_retry("r2", owner="w1", marker="2:1"),  # journals nothing
             ],
         )
     finally:
         del store._send_batch
     assert lost == [1]
-    assert results == [True, False, True]
-    assert batches == [3]
+    assert results == [True, False, True, True]
+    assert batches == [4]
     assert [e.name for e in store.journal("r1")] == ["started", "s", "completed"]
+    assert store.get_run("r2").retrying == "2:1"
     assert [e.name for e in store.journal("r2")] == ["started"]
 
 

@@ -120,9 +120,16 @@ class Pipelined(SQLBase):
         def attempt(conn: Any) -> list[Any]:
             nonlocal tried
             if tried:  # the try before may have committed: it did if any entry landed
-                landed = [self._journaled(w.workflow_id, w.call_id)(conn) for w in writes]
-                if any(landed):
-                    return [w.outcomes[wrote] for w, wrote in zip(writes, landed, strict=True)]
+                marked = [w.wrote(w.outcomes[True]) for w in writes]  # those that journal
+                landed = [
+                    mark and self._journaled(w.workflow_id, w.call_id)(conn)
+                    for w, mark in zip(writes, marked, strict=True)
+                ]
+                if any(landed):  # those that journal nothing are idempotent: done again
+                    return [
+                        w.outcomes[found] if mark else self._one(conn, w)
+                        for w, mark, found in zip(writes, marked, landed, strict=True)
+                    ]
             tried = True  # (a batch that landed with every write refused wrote nothing)
             sends = [functools.partial(self._one, write=write, sending=True) for write in writes]
             return self._send_batch(conn, sends)
