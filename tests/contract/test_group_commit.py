@@ -4,13 +4,13 @@ others to commit, each alone, and reaches only its own caller."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from batches import together as _together
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
 from stalwart._store.group_commit import BATCH_LIMIT
@@ -38,47 +38,6 @@ def _step(seq: int) -> Entry:
     return Entry(
         kind="step", name="s", status="completed", seq=seq, position=str(seq - 1), attempt=1
     )
-
-
-def _together(
-    store: Any, calls: list[Callable[[], Any]], writes: int | None = None
-) -> tuple[list[Any], list[int]]:
-    """Run ``calls`` in threads while a commit is under way, so they queue for the next one
-    (``writes`` of them, by default one a call); what each returned (or raised), and the sizes
-    of the batches committed together."""
-    gate = threading.Event()
-    batches: list[int] = []
-    real = store._write_together
-
-    def counted(writes: list[Write]) -> list[Any]:
-        batches.append(len(writes))
-        return real(writes)
-
-    store._write_together = counted
-    blocker = threading.Thread(
-        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
-    )
-    blocker.start()
-    while not store._pipeline._busy:
-        time.sleep(0.001)
-    results: list[Any] = [None] * len(calls)
-
-    def call(i: int) -> None:
-        try:
-            results[i] = calls[i]()
-        except Exception as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    while len(store._pipeline._queue) < (writes or len(calls)):
-        time.sleep(0.001)
-    gate.set()
-    for thread in [blocker, *threads]:
-        thread.join(timeout=30)
-    del store._write_together
-    return results, batches
 
 
 def test_a_lost_lease_fails_its_own_write_and_the_batch_commits_the_others(store: Any) -> None:
@@ -178,3 +137,76 @@ def test_more_runs_than_one_transaction_takes_are_all_created_in_order(store: An
         thread.join(timeout=50)
     assert results == [[True] * len(ids[0])] * calls
     assert all(store.get_run(wid) is not None for each in ids for wid in each)
+
+
+def _pending(store: Any, wid: str) -> None:
+    run = _new(wid)
+    fields = {f.name: getattr(run, f.name) for f in dataclasses.fields(run) if f.name != "count"}
+    assert store.create_run(**fields)
+
+
+def test_claims_made_together_share_a_transaction_and_a_refusal_fails_only_its_own(
+    store: Any,
+) -> None:
+    for wid in ("p1", "p2", "p3"):
+        _pending(store, wid)
+    # another worker took p2 first: the batch's claim of it, expecting no holder, is refused
+    assert store.take_lease("p2", owner="w1", expected_owner=None, now=110.0, lease_until=140.0)
+
+    def claim(wid: str) -> Any:
+        resumed = Entry.milestone("resumed", 120.0)
+        return store.take_lease(
+            wid, owner="w2", expected_owner=None, now=120.0, lease_until=150.0, entry=resumed
+        )
+
+    results, batches = _together(
+        store, [lambda: claim("p1"), lambda: claim("p2"), lambda: claim("p3")]
+    )
+
+    assert [r.taken for r in results] == [True, False, True]
+    assert [r.recoveries for r in results] == [0, 0, 0]
+    assert batches == [3]
+    for wid, holder in (("p1", "w2"), ("p2", "w1"), ("p3", "w2")):
+        assert store.get_run(wid).lease_owner == holder
+    assert [e.name for e in store.journal("p1")] == ["started", "resumed"]
+    assert [e.name for e in store.journal("p2")] == ["started"]  # the refusal wrote nothing
+
+
+def test_runs_ended_together_journal_their_charged_attempts_first_and_a_lost_lease_ends_none(
+    store: Any,
+) -> None:
+    for wid in ("r1", "r2", "r3"):
+        _create(store, wid, "w1")
+    assert store.take_lease("r2", owner="w2", expected_owner="w1", now=200.0, lease_until=230.0)
+
+    def finish(wid: str) -> Any:
+        end = Entry(kind="run", name="completed", status="completed", started_at=201.0)
+        return store.finish_run(
+            wid,
+            owner="w1",
+            status="completed",
+            output=b"J1",
+            error=None,
+            now=201.0,
+            entry=end,
+            charged=[_step(1)],
+        )
+
+    results, batches = _together(
+        store, [lambda: finish("r1"), lambda: finish("r2"), lambda: finish("r3")]
+    )
+
+    assert results == [True, False, True]
+    assert batches == [3]
+    for wid in ("r1", "r3"):
+        run = store.get_run(wid)
+        assert (run.status, run.lease_owner, run.output) == ("completed", None, b"J1")
+        entries = store.journal(wid)
+        assert [(e.kind, e.name) for e in entries] == [
+            ("run", "started"),
+            ("step", "s"),
+            ("run", "completed"),
+        ]
+    run = store.get_run("r2")
+    assert (run.status, run.lease_owner) == ("running", "w2")
+    assert [e.name for e in store.journal("r2")] == ["started"]  # not even its charged step

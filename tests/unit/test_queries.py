@@ -49,6 +49,9 @@ def test_both_dialects_resolve_every_shared_query_and_only_postgres_has_its_own(
         "create_run_ahead",
         "finish_run_ahead",
         "take_lease_ahead",
+        "claim_in_batch",  # a batch of the pipeline sent whole: one statement a write
+        "charge_in_batch",
+        "finish_in_batch",
         "append_chunks",  # a run's stream chunks in one statement of arrays
         "payloads_touched",  # the collector's batch read again in one statement
         "delete_payloads",  # and deleted in one

@@ -1,4 +1,5 @@
-"""Writes sent ahead on PostgreSQL: a lone write's whole transaction in one round trip.
+"""Writes sent ahead on PostgreSQL: a lone write's whole transaction in one round trip, and a
+batch of the write pipeline's in one (``send_batch``).
 
 ``BEGIN``, the write's statements and ``COMMIT`` go out together in pipeline mode and one
 answer comes back, so a lone run's two transactions each wait for the server once, not once
@@ -12,12 +13,12 @@ its preconditions from row counts (see ``SQLBase._once_ahead``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .pg_outages import connection_lost
 
-__all__ = ["NotAhead", "Refused", "send_ahead"]
+__all__ = ["NotAhead", "Refused", "send_ahead", "send_batch"]
 
 T = TypeVar("T")
 
@@ -73,3 +74,29 @@ def send_ahead(conn: Any, send: Callable[[Any], T]) -> T:
             raise Refused from failed
         raise NotAhead from failed
     return value
+
+
+def send_batch(conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
+    """A batch of the write pipeline whole: ``BEGIN``, each of ``sends`` (which sends its
+    statement and returns what reads its answer), ``COMMIT``, answered once. Each write's
+    precondition is in its statement and read from its row count, so a refusal fails nothing;
+    any error rolls the batch back and is raised (a lost connection's as it came)."""
+    import psycopg
+
+    failed: psycopg.Error | None = None
+    answers: list[Callable[[], T]] = []
+    try:
+        with conn.pipeline():
+            try:
+                conn.execute("BEGIN")
+                answers = [send(conn) for send in sends]
+                conn.execute("COMMIT")
+            except psycopg.Error as exc:  # an answer read early (see send_ahead)
+                failed = exc
+    except psycopg.Error as exc:
+        failed = failed or exc
+    if failed is not None:
+        if not connection_lost(failed):
+            conn.execute("ROLLBACK")  # (a COMMIT that failed ended it: then a no-op)
+        raise failed
+    return [answer() for answer in answers]

@@ -35,7 +35,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, NewChunk
 from .changes import Changes
-from .pg_ahead import NotAhead, Refused, send_ahead
+from .pg_ahead import NotAhead, Refused, send_ahead, send_batch
 from .pg_outages import Outages, connection_lost, first_line
 from .queries import load_queries
 from .sql import SQLStore
@@ -480,11 +480,19 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
     def _send_entry(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
         if name != "append_entry_if_owner":
             return super()._send_entry(conn, name, params)
+        return self._send_prepared(conn, "append_step_prepared", params)
+
+    _sends_batches = True
+
+    def _send_prepared(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
         import psycopg
 
         cur = psycopg.Cursor(conn)
-        cur.execute(self._q["append_step_prepared"], params, prepare=True)
+        cur.execute(self._q[name], params, prepare=True)
         return lambda: bool(cur.rowcount == 1)
+
+    def _send_batch(self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
+        return send_batch(conn, sends)
 
     def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
         # A batch's appends go out together: one round trip for all, not one each.

@@ -107,8 +107,12 @@ class JournalVerbs(StreamVerbs):
         def alone() -> bool:
             return self._changes("mark_retry", params) == 1
 
+        def send(conn: Any) -> Callable[[], bool]:
+            return self._send_prepared(conn, "mark_retry", params)
+
         # idempotent (it sets the marker it is given), so it journals nothing to be found by
-        return bool(self._batched(Write(workflow_id, work, alone, wrote=_nothing)))
+        one = send if self._sends_batches else None
+        return bool(self._batched(Write(workflow_id, work, alone, wrote=_nothing, send=one)))
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """Positioned journal rows, without inputs."""

@@ -7,6 +7,7 @@ helper of its own; ``take_lease`` only sequences them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,6 +22,7 @@ __all__ = ["LeaseVerbs"]
 START_RETENTION_S = 60.0
 
 _REFUSED = LeaseClaim(taken=False)
+_TAKEN = LeaseClaim(taken=True, recoveries=0)  # a start's claim (no recovery counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,9 +164,17 @@ class LeaseVerbs(Pipelined):
                 return self._once(workflow_id, resumed, work)
             return self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
 
+        def send_one(conn: Any) -> Callable[[], LeaseClaim]:
+            params = {**self._entry_params(conn, workflow_id, resumed, owner), **swap}
+            taken = self._send_prepared(conn, "claim_in_batch", params)
+            return lambda: _TAKEN if taken() else _REFUSED
+
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.
-        claim = self._batched(Write(workflow_id, work, alone, wrote=_taken))
+        one = self._sends_batches and not recovery and _inline(resumed) and _unlimited(limits)
+        write = Write(workflow_id, work, alone, wrote=_taken, send=send_one if one else None)
+        write.outcomes = (_REFUSED, _TAKEN)
+        claim = self._batched(write)
         return cast(LeaseClaim, claim)
 
     def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> _Admission:

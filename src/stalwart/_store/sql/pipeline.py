@@ -9,6 +9,11 @@ batch to commit; ``alone()`` does the same write in a transaction of its own. A 
 is done alone (the cheapest path for a lone run); a batch whose transaction raises is rolled
 back and each of its writes done alone, so an unexpected error is reported to its own caller.
 
+Where the backend can (PostgreSQL's pipeline mode), a batch whose every write is one
+statement that can be sent ahead (``send``) goes out whole: ``BEGIN``, the statements and
+``COMMIT`` in one round trip, each write's precondition still in its statement's ``WHERE``
+and read from its row count once the answers are back.
+
 A batch is retried whole when its connection is lost; each write carries an id (``CALL_ID``)
 stamped on the journal entry it writes, and a retry after a try that may have committed
 first looks for that entry, as ``SQLBase._once`` does for one write.
@@ -16,7 +21,8 @@ first looks for that entry, as ``SQLBase._once`` does for one write.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +48,9 @@ class Write:
     # read (PostgreSQL's pipeline mode): send the statement, then, once all are answered,
     # what it decided.
     send: Callable[[Any], Callable[[], Any]] | None = None
+    # What a write with ``send`` decided when refused, and when it wrote: a batch sent whole
+    # whose acknowledgement was lost tells by whether its entry is in the journal.
+    outcomes: tuple[Any, Any] = (False, True)
     call_id: str = ""  # given when it joins a batch (alone, ``alone`` makes its own)
 
 
@@ -49,6 +58,9 @@ class Pipelined(SQLBase):
     """``SQLBase`` with the pipeline's two verbs: queue a write, commit a batch."""
 
     _pipeline: GroupCommit[Write]
+    # Whether the backend sends a batch whole (``_send_batch``), so that writes of several
+    # statements offer a one-statement ``send`` of their own (PostgreSQL's dialect only).
+    _sends_batches = False
 
     def _open_pipeline(self) -> None:
         """Called by a backend's constructor: this store object's one pipeline."""
@@ -94,6 +106,8 @@ class Pipelined(SQLBase):
         decided: list[Any] = []
         for write in writes:
             write.call_id = new_call_id()
+        if self._sends_batches and all(write.send is not None for write in writes):
+            return self._write_whole(writes)
 
         def attempt(conn: Any) -> list[Any]:
             if decided and self._committed(conn, writes, decided):
@@ -102,6 +116,42 @@ class Pipelined(SQLBase):
             return list(decided)
 
         return self._write(attempt)
+
+    def _write_whole(self, writes: list[Write]) -> list[Any]:
+        """The batch's statements with its ``BEGIN`` and ``COMMIT``, in one round trip; what
+        each write decided."""
+        tried = False
+
+        def attempt(conn: Any) -> list[Any]:
+            nonlocal tried
+            if tried:  # the try before may have committed: it did if any entry landed
+                marked = [w.wrote(w.outcomes[True]) for w in writes]  # those that journal
+                landed = [
+                    mark and self._journaled(w.workflow_id, w.call_id)(conn)
+                    for w, mark in zip(writes, marked, strict=True)
+                ]
+                if any(landed):  # those that journal nothing are idempotent: done again
+                    return [
+                        w.outcomes[found] if mark else self._one(conn, w)
+                        for w, mark, found in zip(writes, marked, landed, strict=True)
+                    ]
+            tried = True  # (a batch that landed with every write refused wrote nothing)
+            sends = [functools.partial(self._one, write=write, sending=True) for write in writes]
+            return self._send_batch(conn, sends)
+
+        return self._run(attempt)
+
+    def _send_batch(
+        self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], Any]]]
+    ) -> list[Any]:
+        """Where ``_sends_batches``: ``BEGIN``, each of ``sends``, ``COMMIT``, sent before any
+        answer is read; what each answer decided (an error rolls back and raises)."""
+        raise NotImplementedError
+
+    def _send_prepared(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
+        """Where ``_sends_batches``: send statement ``name``, prepared; what says, once it is
+        answered, whether it changed one row."""
+        raise NotImplementedError
 
     def _decide(self, conn: Any, writes: list[Write]) -> list[Any]:
         """What each write decided, inside the batch's transaction: those that can be sent

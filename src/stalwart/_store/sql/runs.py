@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..base import Entry, NewRun, RunRow
@@ -190,4 +190,22 @@ class RunVerbs(Pipelined):
                 return self._once(workflow_id, entry, work)
             return self._once_ahead(workflow_id, entry, work, send, refused=False)
 
-        return bool(self._batched(Write(workflow_id, work, alone)))
+        def send_one(conn: Any) -> Callable[[], bool]:
+            for attempt in charged:  # journaled only where the finish below is
+                charge = self._entry_params(conn, workflow_id, attempt, owner)
+                self._send_prepared(conn, "charge_in_batch", charge)
+            params = {
+                **self._entry_params(conn, workflow_id, entry, owner),
+                "run_status": str(status),
+                "run_output": output,
+                "run_error": self._error_text(error),
+                "now": now,
+                "reason": f"run {status}",
+                "waiting_for": f"child:{workflow_id}",
+            }
+            return self._send_prepared(conn, "finish_in_batch", params)
+
+        # in a batch sent whole: one statement (its end's entry, approvals and parent hang
+        # on the fenced update), after one for each charged attempt
+        one = self._sends_batches and inline and all(map(_inline, [*charged, entry]))
+        return bool(self._batched(Write(workflow_id, work, alone, send=send_one if one else None)))

@@ -54,6 +54,83 @@ WITH taken AS (
 )
 SELECT 1 / count(*) FROM taken;
 
+-- own: claim_in_batch
+-- take_lease with its 'resumed' entry as one statement, for a batch of the pipeline whose
+-- statements all go out before any answer is read (see pipeline.py): the entry is journaled
+-- only where the lease was taken, so the row count (1 or 0) says whether it was, and a
+-- refusal writes nothing and fails nothing else of the batch. A run another claimant has
+-- locked right now is not waited for. Typed parameters: it is prepared.
+WITH taken AS (
+    UPDATE runs
+    SET lease_owner = CAST(:owner AS text),
+        lease_expires_at = CAST(:lease_until AS double precision), status = 'running',
+        updated_at = CAST(:now AS double precision), recoveries = 0, recovery_mark = NULL,
+        wake_at = NULL, waiting_for = NULL
+    WHERE workflow_id = (SELECT workflow_id FROM runs
+                         WHERE workflow_id = CAST(:workflow_id AS text)
+                         FOR UPDATE SKIP LOCKED)
+      AND lease_owner IS NOT DISTINCT FROM CAST(:expected_owner AS text)
+      AND {{claimable}}
+    RETURNING workflow_id
+)
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable, call_id, usage)
+SELECT taken.workflow_id, CAST(:seq AS integer), CAST(:position AS text),
+       CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
+       CAST(:attempt AS integer), CAST(:started_at AS double precision),
+       CAST(:finished_at AS double precision), CAST(:input AS bytea), CAST(:output AS bytea),
+       CAST(:error AS text), CAST(:by AS text), CAST(:compensable AS integer),
+       CAST(:call_id AS text), CAST(:usage AS text)
+FROM taken;
+
+-- own: charge_in_batch
+-- An attempt finish_in_batch journals before the run's end (a sync workflow's last steps),
+-- sent before it: written only where finish_in_batch's own precondition holds, which the
+-- row lock taken here keeps until the end of the transaction.
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable, call_id, usage)
+SELECT CAST(:workflow_id AS text), CAST(:seq AS integer), CAST(:position AS text),
+       CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
+       CAST(:attempt AS integer), CAST(:started_at AS double precision),
+       CAST(:finished_at AS double precision), CAST(:input AS bytea), CAST(:output AS bytea),
+       CAST(:error AS text), CAST(:by AS text), CAST(:compensable AS integer),
+       CAST(:call_id AS text), CAST(:usage AS text)
+WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = CAST(:workflow_id AS text)
+                AND lease_owner = CAST(:owner AS text) AND status = 'running' FOR SHARE);
+
+-- own: finish_in_batch
+-- finish_run with the rest of its transaction (its end's entry, closing its approvals,
+-- waking a parent that waits on it) as one statement, for a batch sent whole: everything
+-- hangs on the fenced UPDATE, so a lost lease writes nothing and the row count (1 or 0)
+-- says which. The run's own values are run_*: the entry's have the plain names.
+WITH finished AS (
+    UPDATE runs
+    SET status = CAST(:run_status AS text), output = CAST(:run_output AS bytea),
+        error = CAST(:run_error AS text), updated_at = CAST(:now AS double precision),
+        lease_owner = NULL, lease_expires_at = NULL, current_step = NULL
+    WHERE workflow_id = CAST(:workflow_id AS text) AND lease_owner = CAST(:owner AS text)
+      AND status = 'running'
+    RETURNING workflow_id, parent_id
+), closed AS (
+    UPDATE approvals SET decided_at = CAST(:now AS double precision),
+                         reason = CAST(:reason AS text)
+    WHERE workflow_id = (SELECT workflow_id FROM finished) AND decided_at IS NULL
+), woken AS (
+    UPDATE runs SET wake_at = CAST(:now AS double precision),
+                    updated_at = CAST(:now AS double precision)
+    WHERE workflow_id = (SELECT parent_id FROM finished)
+      AND status = 'suspended' AND waiting_for = CAST(:waiting_for AS text)
+)
+INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                     finished_at, input, output, error, by, compensable, call_id, usage)
+SELECT finished.workflow_id, CAST(:seq AS integer), CAST(:position AS text),
+       CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
+       CAST(:attempt AS integer), CAST(:started_at AS double precision),
+       CAST(:finished_at AS double precision), CAST(:input AS bytea), CAST(:output AS bytea),
+       CAST(:error AS text), CAST(:by AS text), CAST(:compensable AS integer),
+       CAST(:call_id AS text), CAST(:usage AS text)
+FROM finished;
+
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',

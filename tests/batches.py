@@ -1,0 +1,53 @@
+"""Writes made together through a store's write pipeline, for the tests of its batches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from stalwart._store.sql.pipeline import Write
+
+__all__ = ["together"]
+
+
+def together(
+    store: Any, calls: list[Callable[[], Any]], writes: int | None = None
+) -> tuple[list[Any], list[int]]:
+    """Run ``calls`` in threads while a commit is under way, so they queue for the next one
+    (``writes`` of them, by default one a call); what each returned (or raised), and the sizes
+    of the batches committed together."""
+    gate = threading.Event()
+    batches: list[int] = []
+    real = store._write_together
+
+    def counted(writes: list[Write]) -> list[Any]:
+        batches.append(len(writes))
+        return real(writes)
+
+    store._write_together = counted
+    blocker = threading.Thread(
+        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
+    )
+    blocker.start()
+    while not store._pipeline._busy:
+        time.sleep(0.001)
+    results: list[Any] = [None] * len(calls)
+
+    def call(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except Exception as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    while len(store._pipeline._queue) < (writes or len(calls)):
+        time.sleep(0.001)
+    gate.set()
+    for thread in [blocker, *threads]:
+        thread.join(timeout=30)
+    del store._write_together
+    return results, batches

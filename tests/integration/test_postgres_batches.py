@@ -1,0 +1,159 @@
+"""A batch of the write pipeline on PostgreSQL goes out whole: its BEGIN, its statements and
+its COMMIT are answered once, a batch whose answer was lost is not written twice, and a run
+ended in a batch does what a run ended alone does (its approvals closed, its parent woken)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from batches import together
+from stalwart._store import Entry, open_store
+from stalwart._store.postgres import PostgresStore
+from store_urls import postgres_schema_url
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def store() -> Iterator[PostgresStore]:
+    for url in postgres_schema_url():
+        opened = open_store(url)
+        assert isinstance(opened, PostgresStore)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+
+def _held(store: PostgresStore, wid: str, *, status: str = "running") -> None:
+    assert store.create_run(
+        workflow_id=wid,
+        name="agent",
+        status=status,
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=100.0,
+        owner="w1" if status == "running" else None,
+        lease_until=130.0 if status == "running" else None,
+        entry=Entry(kind="run", name="started", status="completed"),
+    )
+
+
+def _step(seq: int) -> Entry:
+    return Entry(
+        kind="step", name="s", status="completed", seq=seq, position=str(seq - 1), attempt=1
+    )
+
+
+def _end() -> Entry:
+    return Entry(kind="run", name="completed", status="completed", started_at=101.0)
+
+
+def _finish(store: PostgresStore, wid: str) -> bool:
+    return store.finish_run(
+        wid, owner="w1", status="completed", output=None, error=None, now=101.0, entry=_end()
+    )
+
+
+def test_a_batch_waits_for_the_server_once(store: PostgresStore, tmp_path: Path) -> None:
+    for wid in ("r1", "r2", "r3"):
+        _held(store, wid)
+    _held(store, "p", status="pending")
+    calls = [
+        lambda: store.append("r1", _step(1), owner="w1"),
+        lambda: _finish(store, "r2"),
+        lambda: store.append("r3", _step(1), owner="w1"),
+        lambda: store.take_lease(
+            "p",
+            owner="w1",
+            expected_owner=None,
+            now=101.0,
+            lease_until=130.0,
+            entry=Entry.milestone("resumed", 101.0),
+        ),
+        lambda: store.mark_retry("r3", owner="w1", marker="2:1"),
+    ]
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._writer.connection() as conn:  # the pipeline's one connection
+            conn.pgconn.trace(out.fileno())
+        try:
+            results, batches = together(store, calls)
+        finally:
+            with store._writer.connection() as conn:
+                conn.pgconn.untrace()
+    assert [results[0], results[1], results[2], results[3].taken, results[4]] == [True] * 5
+    assert batches == [5]
+    answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+    assert len(answers) == 1
+    assert [e.name for e in store.journal("r2")] == ["started", "completed"]
+
+
+def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) -> None:
+    import psycopg
+
+    for wid in ("r1", "r2"):
+        _held(store, wid)
+    real = store._send_batch
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, sends: Any) -> list[Any]:
+        done = real(conn, sends)  # committed: it landed
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    store._send_batch = commits_then_loses_the_answer  # type: ignore[method-assign]
+    try:
+        results, batches = together(
+            store,
+            [
+                lambda: store.append("r1", _step(1), owner="w1"),
+                lambda: store.append("r2", _step(1), owner="w2"),  # not the holder: refused
+                lambda: _finish(store, "r1"),
+                lambda: store.mark_retry("r2", owner="w1", marker="2:1"),  # journals nothing
+            ],
+        )
+    finally:
+        del store._send_batch
+    assert lost == [1]
+    assert results == [True, False, True, True]
+    assert batches == [4]
+    assert [e.name for e in store.journal("r1")] == ["started", "s", "completed"]
+    assert store.get_run("r2").retrying == "2:1"
+    assert [e.name for e in store.journal("r2")] == ["started"]
+
+
+def test_a_child_ended_in_a_batch_wakes_its_parent_and_closes_its_approvals(
+    store: PostgresStore,
+) -> None:
+    for wid in ("parent", "child", "other"):
+        _held(store, wid)
+    with store._pool.connection() as conn:
+        conn.execute(
+            "UPDATE runs SET status = 'suspended', lease_owner = NULL, waiting_for = 'child:child'"
+            " WHERE workflow_id = 'parent'"
+        )
+        conn.execute("UPDATE runs SET parent_id = 'parent' WHERE workflow_id = 'child'")
+        conn.execute(
+            "INSERT INTO approvals (workflow_id, approval_id, subject, requested_at)"
+            " VALUES ('child', 'a1', 'ok?', 100.0)"
+        )
+    results, batches = together(
+        store, [lambda: _finish(store, "child"), lambda: _finish(store, "other")]
+    )
+    assert results == [True, True]
+    assert batches == [2]
+    with store._pool.connection() as conn:
+        woken = conn.execute("SELECT wake_at FROM runs WHERE workflow_id = 'parent'").fetchone()
+        closed = conn.execute(
+            "SELECT decided_at, reason FROM approvals WHERE workflow_id = 'child'"
+        ).fetchone()
+    assert woken == (101.0,)
+    assert closed == (101.0, "run completed")
