@@ -33,6 +33,35 @@ def _steps(app: stalwart.Stalwart, wid: str) -> list[tuple[str, str]]:
     return [(e.name, e.status) for e in app.journal(wid) if e.kind == "step"]
 
 
+def _journal(app: stalwart.Stalwart, wid: str) -> str:
+    """The run's journal, an entry a line, for an assertion's message. A step's idempotency key
+    ends with its journal position (``wid/t7.0``: the first call of the main task's 8th child
+    task), so a resumed run that matched its calls to the wrong records shows which attempt's
+    positions moved."""
+    lines = []
+    for e in app.journal(wid):
+        where = f" at {e.idempotency_key.removeprefix(wid + '/')}" if e.idempotency_key else ""
+        lines.append(
+            f"  seq {e.seq} {e.kind} {e.name}{where}: {e.status} (attempt {e.attempt}) "
+            f"-> {_brief(e.output)}"
+        )
+    return "\n".join(lines)
+
+
+def _brief(output: Any) -> str:
+    """A recorded output, short: a model response as its tool calls and text."""
+    parts = output.get("parts") if isinstance(output, dict) else None
+    if not isinstance(parts, list):
+        return str(output)[:80]
+    return ", ".join(
+        f"call {p.get('tool_name')}({p.get('args')})"
+        if p.get("part_kind") == "tool-call"
+        else repr(p.get("content"))
+        for p in parts
+        if isinstance(p, dict)
+    )
+
+
 def _agent(script: Script, **capability: Any) -> Agent[None, str]:
     return Agent(script.model(), name="helper", capabilities=[StalwartDurability(**capability)])
 
@@ -73,11 +102,18 @@ def test_a_resumed_agent_repeats_no_completed_model_call_or_tool(
         app.run(run, "add things", workflow_id="sums")
     assert app.handle("sums").status() == "running"
 
+    first = list(executed)
     crashing["on"] = False
     executed.clear()
     assert app.run(run, "add things", workflow_id="sums") == "sums"
+    # One full run of the suite saw the resumed agent run its first model call and tool again
+    # (['model-1', 'add 1 2', 'add 3 4', 'model-4']), as if one attempt's calls sat two journal
+    # positions away from the other's; the journal says which, should it happen again.
+    seen = f"first attempt ran {first}, the resumed one {executed}; journal:\n" + _journal(
+        app, "sums"
+    )
     # the interrupted call runs again, and only the calls after it run for the first time
-    assert executed == (["model-3"] if crash_in == "model" else ["add 3 4", "model-3"])
+    assert executed == (["model-3"] if crash_in == "model" else ["add 3 4", "model-3"]), seen
     assert _steps(app, "sums") == [
         (MODEL, "completed"),
         (TOOL + "add", "completed"),
@@ -86,7 +122,7 @@ def test_a_resumed_agent_repeats_no_completed_model_call_or_tool(
         (TOOL + "add", "completed"),
         *([(MODEL, "failed")] if crash_in == "model" else []),
         (MODEL, "completed"),
-    ]
+    ], seen
 
 
 def test_a_tool_call_is_journaled_with_its_arguments_and_result(app: stalwart.Stalwart) -> None:
