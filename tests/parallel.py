@@ -1,7 +1,7 @@
-"""How ``make test`` shares the suite between pytest-xdist workers (``-n 2``, ``--dist load`` or
+"""How ``make test`` shares the suite between pytest-xdist workers (``-n 3``, ``--dist load`` or
 ``loadgroup``).
 
-Tests are handed out one at a time, so both workers stay busy to the end, except that
+Tests are handed out one at a time, so every worker stays busy to the end, except that
 
 - the tests sharing a module- or session-scoped fixture of this suite (a console fleet, the
   HTTP API's scene, a served schema) form one group, run by one worker, so the fixture is built
