@@ -24,7 +24,7 @@ from parallel import (  # noqa: F401  (hooks: they share the suite between pytes
 )
 from stalwart import testing
 from stalwart.testing import FakeClock
-from store_urls import NO_POSTGRES, POSTGRES_URL, postgres_schema_url
+from store_urls import NO_POSTGRES, POSTGRES_URL, dropper, postgres_schema_url
 
 BACKENDS = ["memory", "sqlite", "postgres"]
 # Fixtures that always need PostgreSQL. A fixture parametrized over backends needs it only for
@@ -62,6 +62,11 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     count = getattr(node, "workeroutput", {}).get("postgres_deselected", 0)
     stash = node.config.stash
     stash[_DESELECTED] = max(stash.get(_DESELECTED, 0), count)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Wait for the schemas the tests left to the background dropper (``store_urls``)."""
+    dropper.finish()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

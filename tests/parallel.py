@@ -1,7 +1,7 @@
-"""How ``make test`` shares the suite between pytest-xdist workers (``-n 2``, ``--dist load`` or
+"""How ``make test`` shares the suite between pytest-xdist workers (``-n 3``, ``--dist load`` or
 ``loadgroup``).
 
-Tests are handed out one at a time, so both workers stay busy to the end, except that
+Tests are handed out one at a time, so every worker stays busy to the end, except that
 
 - the tests sharing a module- or session-scoped fixture of this suite (a console fleet, the
   HTTP API's scene, a served schema) form one group, run by one worker, so the fixture is built
@@ -12,17 +12,25 @@ Tests are handed out one at a time, so both workers stay busy to the end, except
 
 Each worker writes the groups of its collection to a file the controller named; the scheduler
 reads them from there. (xdist's own channel, a suffix on each test id, does nothing on pytest 9:
-pytest-xdist issue 1386.) Without ``-n`` none of this applies: one process runs every test in
-order. The hooks are imported by ``conftest.py``.
+pytest-xdist issue 1386.)
+
+The longest units go out first (longest-processing-time first), by the tests' times in
+``tests/durations.json``, so the suite does not end on one worker running a two-minute test
+after the other has finished; a test not listed there counts as quick and keeps its place.
+Refresh the file after adding slow tests: run the suite with ``--junitxml=report.xml``, then
+``python tests/parallel.py report.xml``. Without ``-n`` none of this applies: one process runs
+every test in order. The hooks are imported by ``conftest.py``.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -30,6 +38,17 @@ EXCLUSIVE = "exclusive"
 _SHARED_SCOPES = frozenset({"module", "package", "session"})
 _GROUPS_INPUT = "stalwart_groups_file"
 _GROUPS_DIR = pytest.StashKey[Path]()
+DURATIONS = Path(__file__).with_name("durations.json")
+_LISTED_FROM_S = 1.0  # quicker tests are left out of DURATIONS: their order matters little
+
+
+def expected_seconds() -> dict[str, float]:
+    """``{test id: seconds}`` of the slow tests, as ``tests/durations.json`` last measured them."""
+    try:
+        times: dict[str, float] = json.loads(DURATIONS.read_text())
+    except FileNotFoundError:
+        return {}
+    return times
 
 
 def group_of(item: pytest.Item) -> str | None:
@@ -95,7 +114,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
                     self._groups.update(json.loads(path.read_text()))
             return self._groups.get(nodeid, nodeid)
 
+        _ordered = False
+
+        def _longest_first(self) -> None:
+            """Order the work queue (built whole before the first unit goes out) by each
+            unit's expected time, longest first; a stable sort keeps the rest in order."""
+            known = expected_seconds()
+            cost = {
+                scope: sum(known.get(nodeid, 0.0) for nodeid in unit)
+                for scope, unit in self.workqueue.items()
+            }
+            ordered = sorted(self.workqueue.items(), key=lambda entry: -cost[entry[0]])
+            self.workqueue.clear()
+            self.workqueue.update(ordered)
+            self._ordered = True
+
         def _assign_work_unit(self, node: Any) -> None:
+            if not self._ordered:
+                self._longest_first()
             ordinary = [scope for scope in self.workqueue if scope != EXCLUSIVE]
             if ordinary:
                 scope = ordinary[0]
@@ -129,3 +165,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return crashitem
 
     return ExclusiveLastScheduling(config, log)
+
+
+def record(junit_xml: Path) -> dict[str, float]:
+    """The times of a run's tests (setup, call and teardown) from its ``--junitxml`` report, by
+    test id; only those of at least a second."""
+    times: dict[str, float] = {}
+    root = Path(__file__).parent.parent
+    for case in ElementTree.parse(junit_xml).iter("testcase"):
+        # classname is the module's dotted path, then any class: find where the file ends
+        parts = case.get("classname", "").split(".")
+        for cut in range(len(parts), 0, -1):
+            module = "/".join(parts[:cut]) + ".py"
+            if (root / module).is_file():
+                nodeid = "::".join([module, *parts[cut:], case.get("name", "")])
+                times[nodeid] = times.get(nodeid, 0.0) + float(case.get("time", 0.0))
+                break
+    return {nodeid: round(t, 1) for nodeid, t in sorted(times.items()) if t >= _LISTED_FROM_S}
+
+
+if __name__ == "__main__":
+    DURATIONS.write_text(json.dumps(record(Path(sys.argv[1])), indent=0) + "\n")
