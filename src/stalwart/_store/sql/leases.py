@@ -7,10 +7,11 @@ helper of its own; ``take_lease`` only sequences them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..base import Entry, HeldRun, LeaseClaim, QueueLimits, RunRow
+from ..base import Entry, LeaseClaim, QueueLimits, RunRow
 from ._base import _inline
 from .pipeline import Pipelined, Write
 
@@ -72,10 +73,10 @@ class LeaseVerbs(Pipelined):
         }
         return self._records("claim_candidates", params, RunRow)
 
-    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
-        """Running runs whose lease holder names this host."""
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[RunRow]:
+        """Running runs whose lease holder names this host, each its whole row."""
         params = {"host_prefix": host_prefix + "%", "names": self._list(names)}
-        return self._records("held_on_host", params, HeldRun)
+        return self._records("held_on_host", params, RunRow)
 
     def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
         """The earliest time a suspended run of these workflows becomes claimable."""
@@ -162,10 +163,26 @@ class LeaseVerbs(Pipelined):
                 return self._once(workflow_id, resumed, work)
             return self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
 
+        def batched(conn: Any) -> Callable[[], LeaseClaim]:
+            return self._send_claim(conn, swap, resumed, recovery=recovery)
+
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.
-        claim = self._batched(Write(workflow_id, work, alone, wrote=_taken))
-        return cast(LeaseClaim, claim)
+        # Where the backend can, each is one statement, all sent before any answer is read.
+        ahead = self._claims_ahead and _inline(resumed) and _unlimited(limits)
+        write = Write(workflow_id, work, alone, wrote=_taken, send=batched if ahead else None)
+        return cast(LeaseClaim, self._batched(write))
+
+    # A backend whose ``_send_claim`` sends a claim whole inside a batch (PostgreSQL).
+    _claims_ahead = False
+
+    def _send_claim(
+        self, conn: Any, swap: dict[str, Any], entry: Entry, *, recovery: bool
+    ) -> Callable[[], LeaseClaim]:
+        """Inside a batch: send ``take_lease``'s whole work on a run without limits (lock,
+        recovery count, lease swap, ``entry``) as one statement; what it decided, once
+        answered. Only where ``_claims_ahead`` says the backend has one."""
+        raise NotImplementedError
 
     def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> _Admission:
         """Queue admission: whether the queue's limits let this run start now."""

@@ -54,6 +54,42 @@ WITH taken AS (
 )
 SELECT 1 / count(*) FROM taken;
 
+-- own: take_lease_batched
+-- take_lease inside a batch of the pipeline, sent with the batch's other statements before
+-- any answer is read: it locks the run (never waiting for another claimant), counts the
+-- recovery in a row (with :recovery = 1, as recovery_state and take_lease do), swaps the
+-- lease and journals the entry. A refused claim changes nothing and returns no row (it must
+-- not fail: the batch's other writes share its transaction).
+WITH locked AS (
+    SELECT workflow_id, recoveries, recovery_mark FROM runs
+    WHERE workflow_id = :workflow_id FOR UPDATE SKIP LOCKED
+), progress AS (
+    SELECT count(*) AS done FROM journal
+    WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND status = 'completed'
+), taken AS (
+    UPDATE runs
+    SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
+        updated_at = :now,
+        recoveries = CASE WHEN :recovery = 0 THEN 0
+                          WHEN locked.recovery_mark IS NOT NULL
+                               AND progress.done <= locked.recovery_mark
+                          THEN locked.recoveries + 1
+                          ELSE 1 END,
+        recovery_mark = CASE WHEN :recovery = 0 THEN NULL ELSE progress.done END,
+        wake_at = NULL, waiting_for = NULL
+    FROM locked, progress
+    WHERE runs.workflow_id = locked.workflow_id
+      AND lease_owner IS NOT DISTINCT FROM :expected_owner AND {{claimable}}
+    RETURNING runs.workflow_id, runs.recoveries
+), journaled AS (
+    INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                         finished_at, input, output, error, by, compensable, call_id, usage)
+    SELECT workflow_id, :seq, :position, :kind, :name, :status, :attempt, :started_at,
+           :finished_at, :input, :output, :error, :by, :compensable, :call_id, :usage
+    FROM taken
+)
+SELECT recoveries FROM taken;
+
 -- name: take_lease
 UPDATE runs
 SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
@@ -90,7 +126,10 @@ ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'suspended' THEN 1 ELSE 2 END,
 LIMIT :limit;
 
 -- name: held_on_host
-SELECT workflow_id, lease_owner FROM runs
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested, retrying, progress, current_step, trace_context, parent_id
+FROM runs
 WHERE status = 'running' AND lease_owner LIKE :host_prefix
   AND name = ANY(:names);
 
