@@ -106,14 +106,13 @@ def _check_queues(queues: list[str] | None) -> None:
 def _orphans(runtime: Runtime, names: list[str], free: int) -> list[RunRow]:
     """Up to ``free`` runs held by processes of this host that are gone (not this app's)."""
     orphans: list[RunRow] = []
-    for held in runtime.store.held_on_host(host_prefix=f"{HOST}/", names=names):
-        workflow_id, holder = held.workflow_id, held.lease_owner
+    # One read for every row (a restart finds dozens), not one more per run.
+    for row in runtime.store.held_on_host(host_prefix=f"{HOST}/", names=names):
+        holder = row.lease_owner or ""  # held_on_host lists held runs only
         if len(orphans) >= free:
             break
         if not holder.startswith(runtime.holder + "#") and holder_is_gone(holder):
-            row = runtime.store.get_run(workflow_id)
-            if row is not None and row.lease_owner == holder:
-                orphans.append(row)
+            orphans.append(row)
     return orphans
 
 

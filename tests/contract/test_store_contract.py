@@ -30,8 +30,8 @@ from stalwart._store.base import (
     ChildRedrive,
     CompensationRow,
     ForkCandidate,
-    HeldRun,
     QueueLimits,
+    ReplayState,
     ScheduledRun,
     WaitDecision,
     WorkerRow,
@@ -413,9 +413,9 @@ def test_held_on_host_lists_running_runs_of_this_hosts_processes(store: Store) -
     _create(store, "theirs", owner="hostB/2/y#1")
     _create(store, "other-name", owner="hostA/3/z#1", name="other")
     _create(store, "pending", owner=None)
-    assert store.held_on_host(host_prefix="hostA/", names=["agent"]) == [
-        HeldRun("mine", "hostA/1/x#1")
-    ]
+    held = store.held_on_host(host_prefix="hostA/", names=["agent"])
+    assert held == [store.get_run("mine")]  # each the whole row, as get_run reads it
+    assert held[0].lease_owner == "hostA/1/x#1"
     assert store.held_on_host(host_prefix="hostC/", names=["agent", "other"]) == []
 
 
@@ -558,6 +558,21 @@ def test_rollback_in_progress_until_a_retry_comes_after_it(store: Store) -> None
     assert store.rollback_in_progress("r1") == b'J"failed"'
     assert store.append("r1", _note("retry"), owner=None)
     assert store.rollback_in_progress("r1") is None
+
+
+def test_replay_state_is_the_index_and_the_rollback_read_together(store: Store) -> None:
+    _create(store)
+    assert store.replay_state("r1") == ReplayState([], None)
+    assert store.append("r1", _step(1), owner="w1")
+    rolling = Entry(kind="run", name="rolling_back", status="completed", output=b"x" * 5000)
+    assert store.append("r1", rolling, owner="w1")
+    state = store.replay_state("r1")
+    assert state == ReplayState(store.replay_index("r1"), b"x" * 5000)  # a stored payload too
+    assert [row.seq for row in state.index] == [1]
+    assert store.append("r1", _note("retry"), owner=None)
+    assert store.append("r1", _step(2), owner="w1")
+    assert store.replay_state("r1") == ReplayState(store.replay_index("r1"), None)
+    assert [row.seq for row in store.replay_index("r1")] == [1, 2]
 
 
 # -- waits, events and approvals -------------------------------------------------------------

@@ -120,9 +120,13 @@ class RunClaims:
         """An invocation of the run ``owner`` holds; ``index``: its journal when the caller
         knows it (a run it just created has none), else it is read."""
         runtime = self.runtime
+        rollback: bytes | None = None  # a run just created has none either
         if index is None:
-            index = runtime.store.replay_index(row.workflow_id)  # a released run has one too
+            # a released run has one too; read with it, the rollback a crash interrupted
+            state = runtime.store.replay_state(row.workflow_id)
+            index, rollback = state.index, state.rollback
         inv = Invocation(runtime, wf, row.workflow_id, owner, recovering=recovering, index=index)
+        inv.rollback_known, inv.rollback = True, rollback
         inv.deadline = row.deadline
         inv.retrying = row.retrying
         if recovering:

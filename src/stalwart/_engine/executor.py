@@ -179,8 +179,12 @@ def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Ou
 def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
     wf, wid = inv.wf, inv.workflow_id
     try:
-        # A rollback implies recorded steps: a run that has none skips the lookup.
-        pending = runtime.store.rollback_in_progress(wid) if inv.recorded else None
+        # A rollback implies recorded steps: a run that has none skips the lookup, as one
+        # whose claim read it with the index does.
+        if inv.rollback_known or not inv.recorded:
+            pending = inv.rollback
+        else:
+            pending = runtime.store.rollback_in_progress(wid)
         if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
             then, detail = rollback_state(runtime, wid, pending)
             return _roll_back(runtime, inv, then, detail, None, started=True)

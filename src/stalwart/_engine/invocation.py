@@ -256,6 +256,9 @@ class Invocation:
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         self.deferred: list[Entry] = []
+        # What ``rollback_in_progress`` said, when it was read with the index (a claim's).
+        self.rollback_known = False
+        self.rollback: bytes | None = None
         self.lost_outcomes: list[Entry] = []  # deferred outcomes a lost lease kept out
         self.stream: RunStream | None = None  # its emitted chunks not written yet
         self._lock = threading.Lock()

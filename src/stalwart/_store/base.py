@@ -96,7 +96,6 @@ from .rows import (
     CountRow,
     Entry,
     ForkCandidate,
-    HeldRun,
     IndexRow,
     JournalRow,
     LeaseClaim,
@@ -104,6 +103,7 @@ from .rows import (
     NewRun,
     QueueLimits,
     QueueRow,
+    ReplayState,
     RunRow,
     SharedRow,
     SharedSet,
@@ -160,7 +160,6 @@ __all__ = [
     "Entry",
     "FleetReads",
     "ForkCandidate",
-    "HeldRun",
     "IndexRow",
     "IngressCount",
     "IngressRow",
@@ -180,6 +179,7 @@ __all__ = [
     "QueueRow",
     "ReadModelStore",
     "ReadStore",
+    "ReplayState",
     "RunChunks",
     "RunReads",
     "RunRow",
@@ -286,8 +286,9 @@ class LeaseStore(Protocol):
         wake-ups, then new runs, each by priority and age; each the whole row, as ``get_run``
         reads it."""
 
-    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
-        """Running runs held by processes whose owner id starts with ``host_prefix``."""
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[RunRow]:
+        """Running runs held by processes whose owner id starts with ``host_prefix``, each
+        the whole row, as ``get_run`` reads it."""
 
     def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
         """The earliest ``wake_at`` of a suspended run."""

@@ -18,6 +18,7 @@ from .rows import (
     IndexRow,
     JournalRow,
     QueueRow,
+    ReplayState,
     RunRow,
     SpendRow,
     StatsRows,
@@ -108,6 +109,10 @@ class JournalReads(Protocol):
 
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """The positioned journal rows of a run, in order, without inputs."""
+
+    def replay_state(self, workflow_id: str) -> ReplayState:
+        """``replay_index`` and ``rollback_in_progress`` read together (one round trip): what
+        executing a run reads first."""
 
     def compensation_plan(self, workflow_id: str) -> list[CompensationRow]:
         """Rows of compensable steps and compensations, in order, payloads resolved."""

@@ -19,7 +19,6 @@ __all__ = [
     "CountRow",
     "Entry",
     "ForkCandidate",
-    "HeldRun",
     "IndexRow",
     "JournalRow",
     "LeaseClaim",
@@ -27,6 +26,7 @@ __all__ = [
     "NewRun",
     "QueueLimits",
     "QueueRow",
+    "ReplayState",
     "RunRow",
     "SharedRow",
     "SharedSet",
@@ -103,6 +103,14 @@ class IndexRow:
     output: bytes | None
     error: str | None
     input: bytes | None = None  # only for scheduled waits: what they wait for
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayState:
+    """What executing a run reads first: its replay index and the rollback in progress."""
+
+    index: list[IndexRow]
+    rollback: bytes | None  # as ``rollback_in_progress`` says
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,14 +253,6 @@ class LeaseClaim:
     # For a recovery, how many recoveries in a row found the run with no more completed
     # journal entries than the previous one (1 when it made progress since); 0 otherwise.
     recoveries: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class HeldRun:
-    """A running run and the process holding its lease."""
-
-    workflow_id: str
-    lease_owner: str
 
 
 @dataclass(frozen=True, slots=True)

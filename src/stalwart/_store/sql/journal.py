@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..._errors import CorruptRecord
-from ..base import CompensationRow, Entry, IndexRow, JournalRow, NewChunk
+from ..base import CompensationRow, Entry, IndexRow, JournalRow, NewChunk, ReplayState
 from ._base import _built, _Fenced, _inline, _typed
 from .pipeline import Write
 from .streams import StreamVerbs
@@ -117,6 +117,16 @@ class JournalVerbs(StreamVerbs):
     def replay_index(self, workflow_id: str) -> list[IndexRow]:
         """Positioned journal rows, without inputs."""
         return self._records("replay_index", {"workflow_id": workflow_id}, IndexRow)
+
+    def replay_state(self, workflow_id: str) -> ReplayState:
+        """The replay index and the rollback in progress, in one read."""
+        rows = self._rows("replay_state", {"workflow_id": workflow_id})
+        index = [IndexRow(*row) for row in rows if row[0] is not None]  # its columns in order
+        # The one row without a seq, if any: the last rolling_back or retry marker.
+        marker = next((row for row in rows if row[0] is None), None)
+        if marker is None or marker[3] != "rolling_back" or marker[6] is None:
+            return ReplayState(index, None)
+        return ReplayState(index, self.load_payload(bytes(marker[6])))
 
     def journal(
         self, workflow_id: str, *, after: int | None = None, limit: int | None = None

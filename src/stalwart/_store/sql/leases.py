@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..base import Entry, HeldRun, LeaseClaim, QueueLimits, RunRow
+from ..base import Entry, LeaseClaim, QueueLimits, RunRow
 from ._base import _inline
 from .pipeline import Pipelined, Write
 
@@ -74,10 +74,10 @@ class LeaseVerbs(Pipelined):
         }
         return self._records("claim_candidates", params, RunRow)
 
-    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[HeldRun]:
-        """Running runs whose lease holder names this host."""
+    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[RunRow]:
+        """Running runs whose lease holder names this host, each its whole row."""
         params = {"host_prefix": host_prefix + "%", "names": self._list(names)}
-        return self._records("held_on_host", params, HeldRun)
+        return self._records("held_on_host", params, RunRow)
 
     def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
         """The earliest time a suspended run of these workflows becomes claimable."""

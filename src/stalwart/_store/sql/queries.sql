@@ -113,6 +113,21 @@ FROM journal
 WHERE workflow_id = :workflow_id AND seq IS NOT NULL AND kind != 'compensation'
 ORDER BY id;
 
+-- name: replay_state
+-- replay_index and rollback_state in one read, for a run about to be executed: the positioned
+-- rows, then (seq NULL) the run's last rolling_back or retry marker, if any.
+SELECT seq, position, kind, name, status, attempt, output, error,
+       CASE WHEN status = 'scheduled' THEN input END AS input
+FROM journal
+WHERE workflow_id = :workflow_id
+  AND ((seq IS NOT NULL AND kind != 'compensation')
+       OR id = (SELECT id FROM journal
+                WHERE workflow_id = :workflow_id AND seq IS NULL
+                  AND ((kind = 'run' AND name = 'rolling_back')
+                       OR (kind = 'operator' AND name = 'retry'))
+                ORDER BY id DESC LIMIT 1))
+ORDER BY id;
+
 -- name: journal
 SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
        position, usage
@@ -224,6 +239,7 @@ ORDER BY started_at, id;
 -- A list parameter: json_each(:names) on SQLite, = ANY(:names) on PostgreSQL.
 
 -- dialect: held_on_host
+-- Each run's whole row, as get_run reads it (a restart takes them over in one read).
 -- A list parameter: json_each(:names) on SQLite, = ANY(:names) on PostgreSQL.
 
 -- dialect: next_wake

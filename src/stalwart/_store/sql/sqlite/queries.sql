@@ -43,7 +43,10 @@ ORDER BY CASE status WHEN 'running' THEN 0 WHEN 'suspended' THEN 1 ELSE 2 END,
 LIMIT :limit;
 
 -- name: held_on_host
-SELECT workflow_id, lease_owner FROM runs
+SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
+       updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
+       cancel_requested, retrying, progress, current_step, trace_context, parent_id
+FROM runs
 WHERE status = 'running' AND lease_owner LIKE :host_prefix
   AND name IN (SELECT value FROM json_each(:names));
 
