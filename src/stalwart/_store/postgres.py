@@ -268,9 +268,7 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
             kwargs=self._pool_kwargs,
             timeout=30.0,
             # Opens connections in the background, one at a time: four at a time opened 40 in a
-            # third of the time (load average 6), but at 16 the restart was no faster
-            # and 10,000 suspended runs cost 0.4 MB more (the connections' buffers spread
-            # over more malloc arenas).
+            # third of the time (load average 6), but at 16 a restart was no faster with them.
             num_workers=1,
             configure=_configure,
             open=True,
