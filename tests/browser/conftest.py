@@ -64,8 +64,12 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def browser(chromium: str) -> Iterator[Any]:
-    """One headless Chromium (the system's) for the module."""
-    from playwright.sync_api import sync_playwright
+    """One headless Chromium (the system's) for the module. An assertion waits up to 15 s,
+    as the page's actions wait 10 s: Playwright's 5 s default is short for a shared 2-core
+    machine whose other test processes start worker fleets beside it."""
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=15_000)
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, headless=True)

@@ -128,6 +128,17 @@ def _until(app: stalwart.Stalwart, wid: str, status: str) -> None:
         time.sleep(0.02)
 
 
+def _until_shipping(app: stalwart.Stalwart, wid: str) -> None:
+    """Until ``wid`` waits for "ship": suspended, with its publish step journaled (it is still
+    suspended for "review" for a moment after the review was sent)."""
+    deadline = time.monotonic() + 30
+    while app.handle(wid).status() != "suspended" or not any(
+        e.name == "publish" for e in app.journal(wid)
+    ):
+        assert time.monotonic() < deadline, f"{wid} never waited to ship"
+        time.sleep(0.02)
+
+
 def _patches(app: stalwart.Stalwart, wid: str) -> list[tuple[int | None, str]]:
     return [(e.seq, e.name) for e in app.journal(wid) if e.kind == "patch"]
 
@@ -158,7 +169,7 @@ def test_patched_keeps_old_runs_on_the_old_branch_and_new_runs_on_the_new(
         for wid in ("old", "new"):
             app.send_event(wid, "review", f"ok {wid}")
         for wid in ("old", "new"):
-            _until(app, wid, "suspended")  # now waiting to ship: replayed once more after this
+            _until_shipping(app, wid)  # replayed once more after this
         assert [r.ok for r in app.check()] == [True, True]
         for wid in ("old", "new"):
             app.send_event(wid, "ship", None)
