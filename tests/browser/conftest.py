@@ -86,6 +86,8 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
     context = browser.new_context(
         viewport={"width": 1360, "height": 860}, timezone_id="Asia/Tokyo", locale="en-GB"
     )
+    from playwright.sync_api import expect
+
     page = context.new_page()
     page.set_default_timeout(10_000)
     problems: list[str] = []
@@ -98,6 +100,10 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
     page.on("pageerror", lambda exc: problems.append(f"script error: {exc}"))
     page.on("console", on_console)
     page.goto(fleet.console_url)
+    # The console's first answer (the footer names the store): the module's first page load
+    # comes while the suite's heaviest tests (the soak, the HTTP API's scene) start beside it,
+    # and on two loaded cores it has taken over 15 s. Each test's own assertions come after.
+    expect(page.get_by_role("contentinfo")).to_contain_text("stalwart", timeout=90_000)
     try:
         yield page
     finally:
