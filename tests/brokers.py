@@ -14,8 +14,9 @@ import importlib.util
 import json
 import os
 import socket
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -23,7 +24,16 @@ import pytest
 
 from stalwart.ingress import NATS, RabbitMQ, RedisStream
 
-__all__ = ["AMQP_URL", "BROKERS", "REDIS_URL", "Broker", "broker", "require"]
+__all__ = [
+    "AMQP_URL",
+    "BROKERS",
+    "REDIS_URL",
+    "WAIT_S",
+    "Broker",
+    "broker",
+    "require",
+    "wait_until",
+]
 
 AMQP_URL = "amqp://guest:guest@127.0.0.1:5672/"
 NATS_URL = "nats://127.0.0.1:4222"
@@ -53,6 +63,17 @@ def require(kind: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+WAIT_S = 60.0
+
+
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` until it holds; fail saying ``what`` after ``WAIT_S``."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"{what}: not within {WAIT_S}s"
+        time.sleep(0.05)
 
 
 def _run(coro: Any) -> Any:

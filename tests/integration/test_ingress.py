@@ -19,19 +19,10 @@ from typing import Any
 import pytest
 
 import stalwart
-from brokers import AMQP_URL, BROKERS, REDIS_URL, Broker, body, broker
+from brokers import AMQP_URL, BROKERS, REDIS_URL, WAIT_S, Broker, body, broker, wait_until
 from stalwart import testing
 from stalwart._ingress import Outcome, ingress_of
 from stalwart.ingress import RabbitMQ, RedisStream
-
-WAIT_S = 60.0
-
-
-def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {WAIT_S}s"
-        time.sleep(0.05)
 
 
 @pytest.fixture(params=BROKERS)
@@ -93,8 +84,8 @@ def test_each_message_starts_one_run_and_a_body_that_does_not_fit_is_rejected_an
         ]
     )
     with Serving(app) as serving:
-        _wait(lambda: _counts(app, queue.name) == (3, 2), "3 accepted, 2 rejected")
-        _wait(lambda: app.count_workflows(status="completed") == 3, "3 runs completed")
+        wait_until(lambda: _counts(app, queue.name) == (3, 2), "3 accepted, 2 rejected")
+        wait_until(lambda: app.count_workflows(status="completed") == 3, "3 runs completed")
         assert serving.worker.metrics is not None
         scraped = serving.worker.metrics.text()
     assert f'stalwart_ingress_messages_total{{source="{queue.name}"}} 3.0' in scraped
@@ -128,7 +119,7 @@ def test_an_event_goes_to_the_run_that_to_names_and_an_unknown_run_is_rejected(
     )
     with Serving(app):
         assert handle.result(timeout=WAIT_S) == {"order": "order-7", "amount": 12}
-        _wait(lambda: _counts(app, queue.name) == (1, 1), "1 accepted, 1 rejected")
+        wait_until(lambda: _counts(app, queue.name) == (1, 1), "1 accepted, 1 rejected")
 
 
 def test_a_message_committed_but_never_acknowledged_starts_nothing_again(
@@ -144,8 +135,8 @@ def test_a_message_committed_but_never_acknowledged_starts_nothing_again(
     first = ingress_of(app).delivery.deliver(subscription, held[0][0], held[0][1])
     assert first.outcome is Outcome.ACCEPTED
     with Serving(app):
-        _wait(lambda: app.count_workflows(status="completed") == 2, "both runs completed")
-        _wait(lambda: queue.unacknowledged() == 0, "both messages acknowledged")
+        wait_until(lambda: app.count_workflows(status="completed") == 2, "both runs completed")
+        wait_until(lambda: queue.unacknowledged() == 0, "both messages acknowledged")
     assert sorted(info.workflow_id for info in app.list_workflows()) == sorted(
         f"{queue.name}:{mid}" for mid, _ in held
     )
@@ -274,7 +265,7 @@ def test_a_broker_that_does_not_answer_is_retried_while_the_worker_serves_runs(
     handle = bare.start(one, {}, workflow_id="plain")
     with caplog.at_level(logging.INFO, logger="stalwart"), Serving(bare):
         assert handle.result(timeout=WAIT_S) == "served"
-        _wait(lambda: "reconnecting in 1.0 s" in caplog.text, "a second try, later")
+        wait_until(lambda: "reconnecting in 1.0 s" in caplog.text, "a second try, later")
     assert "ingress nowhere: RabbitMQ amqp://guest:***@127.0.0.1:1/ queue 'nowhere' failed" in (
         caplog.text
     )
@@ -329,10 +320,10 @@ def test_a_connection_the_broker_closes_is_opened_again_and_consumes_on(
         app.subscribe(queue.source(), start=charge, name=queue.name)
         with Serving(app):
             queue.publish([("before", body({"amount": 1}))])
-            _wait(lambda: app.count_workflows() == 1, "the first message's run")
+            wait_until(lambda: app.count_workflows() == 1, "the first message's run")
             assert _close_connections(kind, testing.runtime_of(app).owner) >= 1
             queue.publish([("after", body({"amount": 2}))])
-            _wait(lambda: app.count_workflows() == 2, "the second run, after reconnecting")
+            wait_until(lambda: app.count_workflows() == 2, "the second run, after reconnecting")
     assert "reconnecting in" in caplog.text
 
 
@@ -364,7 +355,7 @@ def test_core_nats_without_a_stream_starts_a_run_per_message_id(app: stalwart.St
             time.sleep(0.1)
         assert app.handle("core:c1").result(timeout=WAIT_S) == 50
         asyncio.run(publish())  # once more, subscribed: the same id starts nothing
-        _wait(lambda: _counts(app, "core")[0] >= 1, "counted")
+        wait_until(lambda: _counts(app, "core")[0] >= 1, "counted")
     assert app.count_workflows() == 1
     assert _counts(app, "core") == (1, 0)
 
@@ -384,8 +375,8 @@ def test_a_redis_entry_without_a_body_field_is_rejected_as_such(
             client.close()
         (good,) = queue.publish([("", body({"amount": 2}))])
         with caplog.at_level(logging.INFO, logger="stalwart"), Serving(app):
-            _wait(lambda: _counts(app, queue.name) == (1, 1), "1 accepted, 1 rejected")
-            _wait(lambda: queue.unacknowledged() == 0, "both acknowledged")
+            wait_until(lambda: _counts(app, queue.name) == (1, 1), "1 accepted, 1 rejected")
+            wait_until(lambda: queue.unacknowledged() == 0, "both acknowledged")
     assert "the entry has no field 'body'" in caplog.text
     assert f"ingress: consuming Redis redis://127.0.0.1:6379/0 stream {queue.name!r}" in caplog.text
     assert app.handle(f"{queue.name}:{good}").result(timeout=WAIT_S) == 20
@@ -414,5 +405,5 @@ def test_rabbitmq_gives_a_message_without_message_id_a_random_one(
 
         asyncio.run(publish_twice())
         with Serving(app):
-            _wait(lambda: _counts(app, queue.name) == (2, 0), "two runs, one per publish")
+            wait_until(lambda: _counts(app, queue.name) == (2, 0), "two runs, one per publish")
     assert app.count_workflows() == 2

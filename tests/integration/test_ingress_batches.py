@@ -9,26 +9,16 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import stalwart
-from brokers import BROKERS, Broker, body, broker
+from brokers import BROKERS, Broker, body, broker, wait_until
 from stalwart import testing
 from stalwart._ingress import Outcome, ingress_of
-
-WAIT_S = 60.0
-
-
-def _wait(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, f"{what}: not within {WAIT_S}s"
-        time.sleep(0.05)
 
 
 @pytest.fixture(params=BROKERS)
@@ -124,9 +114,9 @@ def test_a_batch_of_good_and_bad_bodies_starts_the_good_and_rejects_the_bad(
     mixed = [m for i, g in enumerate(good) for m in ([g, bad[i]] if i < len(bad) else [g])]
     ids = dict(zip((mid for mid, _ in mixed), queue.publish(mixed), strict=True))
     with Serving(app):
-        _wait(lambda: _counts(app, queue.name) == (12, 6), "12 accepted, 6 rejected")
-        _wait(lambda: app.count_workflows(status="completed") == 12, "12 runs completed")
-        _wait(lambda: queue.unacknowledged() == 0, "every message acknowledged or rejected")
+        wait_until(lambda: _counts(app, queue.name) == (12, 6), "12 accepted, 6 rejected")
+        wait_until(lambda: app.count_workflows(status="completed") == 12, "12 runs completed")
+        wait_until(lambda: queue.unacknowledged() == 0, "every message acknowledged or rejected")
     assert sorted(i.workflow_id for i in app.list_workflows()) == sorted(
         f"{queue.name}:{ids[mid]}" for mid, _ in good
     )
@@ -162,13 +152,13 @@ def test_a_batch_whose_commit_fails_is_not_acknowledged_and_comes_again_once(
     ids = queue.publish(messages)
     refusing = _FailingCommits(db)
     with caplog.at_level(logging.WARNING, logger="stalwart"), Serving(app):
-        _wait(lambda: "the test refuses this commit" in caplog.text, "a batch's commit failed")
+        wait_until(lambda: "the test refuses this commit" in caplog.text, "a batch's commit failed")
         assert app.count_workflows() == 0
         if queue.kind != "rabbitmq":  # RabbitMQ requeues at once: it counts none in hand
             assert queue.unacknowledged() > 0  # held, none acknowledged
         refusing.heal()
-        _wait(lambda: app.count_workflows(status="completed") == 20, "20 runs completed")
-        _wait(lambda: queue.unacknowledged() == 0, "every message acknowledged")
+        wait_until(lambda: app.count_workflows(status="completed") == 20, "20 runs completed")
+        wait_until(lambda: queue.unacknowledged() == 0, "every message acknowledged")
     assert sorted(i.workflow_id for i in app.list_workflows()) == sorted(
         f"{queue.name}:{mid}" for mid in ids
     )

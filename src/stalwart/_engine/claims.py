@@ -5,6 +5,8 @@ and build the invocation of a run this process holds. :class:`RunClaims` is the 
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from .._leases import holder_is_gone, worker_of
 from .._model import RunStatus
 from .._registry import WorkflowDef
@@ -52,25 +54,9 @@ class RunClaims:
         if not runs:
             return []
         now = self.runtime.clock.time()
-        trace = carried(self.runtime) if self.runtime.observers else None
-        deadline = None if wf.timeout is None else now + wf.timeout
         created = self.runtime.store.create_runs(
             [
-                NewRun(
-                    workflow_id=wid,
-                    name=wf.name,
-                    status=RunStatus.PENDING,
-                    queue=wf.queue,
-                    priority=0,
-                    input=payload,
-                    now=now,
-                    owner=None,
-                    lease_until=None,
-                    entry=lifecycle("started", now, input=payload),
-                    deadline=deadline,
-                    trace_context=trace,
-                    count=count,
-                )
+                self._new_run(wf, wid, payload, now, queue=wf.queue, count=count)
                 for wid, payload in runs
             ]
         )
@@ -92,7 +78,34 @@ class RunClaims:
     ) -> bool:
         """Create the run, ``pending``, or ``running`` and held by ``owner``; ``False`` if
         it exists already."""
-        return self.runtime.store.create_run(
+        run = self._new_run(
+            wf,
+            wid,
+            payload,
+            now,
+            queue=queue,
+            priority=priority,
+            owner=owner,
+            until=until,
+            count=count,
+        )
+        return self.runtime.store.create_run(**{f.name: getattr(run, f.name) for f in fields(run)})
+
+    def _new_run(
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        now: float,
+        *,
+        queue: str,
+        priority: int = 0,
+        owner: str | None = None,
+        until: float | None = None,
+        count: IngressCount | None = None,
+    ) -> NewRun:
+        """The run to create: ``pending``, or ``running`` and held by ``owner``."""
+        return NewRun(
             workflow_id=wid,
             name=wf.name,
             status=RunStatus.PENDING if owner is None else RunStatus.RUNNING,
