@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from .payloads import DIGEST_SIZE, NODE_TAG, REF_TAG, REST_TAG
 
 __all__ = [
+    "AGAINST_TAG",
     "GRACE_SECONDS",
     "REFRESH_SECONDS",
     "Graph",
@@ -43,7 +44,7 @@ REFRESH_SECONDS = 600.0
 GRACE_SECONDS = 3600.0
 
 _MANIFEST = b"M"
-_AGAINST = b"D"  # a piece deflated against another row: b"D" + that row's digest + ...
+AGAINST_TAG = b"D"  # a piece deflated against another row: b"D" + that row's digest + ...
 # Trees of earlier releases: the same shapes with 32-byte keys.
 _NODE_WIDTHS = {NODE_TAG: 20, REST_TAG: 20, b"T": DIGEST_SIZE, b"Q": DIGEST_SIZE}
 _REST_TAGS = (REST_TAG, b"Q")
@@ -73,7 +74,7 @@ def children_of(data: bytes) -> list[bytes]:
         return _node_children(data)
     if tag == _MANIFEST:
         return [data[i : i + DIGEST_SIZE] for i in range(1, len(data) - DIGEST_SIZE + 1, 32)]
-    if tag == _AGAINST and len(data) >= HEAD_SIZE:
+    if tag == AGAINST_TAG and len(data) >= HEAD_SIZE:
         return [data[1:HEAD_SIZE]]
     return []
 

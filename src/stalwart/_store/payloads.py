@@ -39,6 +39,7 @@ __all__ = [
     "NODE_TAG",
     "REF_TAG",
     "REST_TAG",
+    "Decoded",
     "chunk",
     "column_of",
     "pack",
@@ -313,6 +314,21 @@ def _fetch(get: Get, keys: list[bytes]) -> dict[bytes, bytes]:
     return found
 
 
+class Decoded:
+    """What one read of many payloads has decoded so far, by key: the pieces, inflated and
+    checked (a conversation's journal repeats its earlier pieces in every step's input: each
+    is inflated once a read, not once a step), and the nodes whose digest was checked. Keys
+    name contents, so within one read a key decodes to the same bytes wherever it is met; a
+    read that opened a sealed row for a key trusts that key again where it meets it again."""
+
+    __slots__ = ("checked", "pieces", "trusted")
+
+    def __init__(self) -> None:
+        self.pieces: dict[bytes, bytes] = {}
+        self.checked: set[bytes] = set()
+        self.trusted: set[bytes] = set()  # pieces whose rows were sealed (see ``unpack``)
+
+
 def _checked(
     key: bytes,
     node: bytes,
@@ -321,6 +337,7 @@ def _checked(
     *,
     root: bool = False,
     trusted: frozenset[bytes] | set[bytes] = frozenset(),
+    decoded: Decoded | None = None,
 ) -> bytes:
     """``node`` if it is a well-formed node of kind ``tag`` and ``level`` stored under ``key``
     (the root is not stored under a key of its own when it is inline)."""
@@ -339,8 +356,12 @@ def _checked(
         raise _corrupt(key, "cut short or malformed")
     if node[1] != level:
         raise _corrupt(key, f"a node of level {node[1]} where level {level} belongs")
-    if not root and key not in trusted and hashlib.sha256(node).digest()[: len(key)] != key:
+    if root or key in trusted or (decoded is not None and key in decoded.checked):
+        return node
+    if hashlib.sha256(node).digest()[: len(key)] != key:
         raise _corrupt(key, "its digest does not match")
+    if decoded is not None:
+        decoded.checked.add(key)
     return node
 
 
@@ -372,49 +393,58 @@ def _checked_piece(
     return piece
 
 
-def _expand(rest: bytes, get: Get, trusted: set[bytes]) -> list[bytes]:
+def _expand(rest: bytes, get: Get, trusted: set[bytes], decoded: Decoded) -> list[bytes]:
     """The keys a rest node stands for at its level, in order (one fetch for each level up
     and one for each level down)."""
     up, keys, _tail = _parts(rest)
     if up is None:
         return keys
     level, tag = rest[1], rest[:1]
-    above = _checked(up, _fetch(get, [up])[up], tag, level + 1, trusted=trusted)
-    groups = _expand(above, get, trusted)
+    above = _checked(up, _fetch(get, [up])[up], tag, level + 1, trusted=trusted, decoded=decoded)
+    groups = _expand(above, get, trusted, decoded)
     found = _fetch(get, groups)
-    below = [
-        k
-        for g in groups
-        for k in _parts(_checked(g, found[g], _NODE_OF[tag], level, trusted=trusted))[1]
-    ]
+    below = []
+    for g in groups:
+        node = _checked(g, found[g], _NODE_OF[tag], level, trusted=trusted, decoded=decoded)
+        below += _parts(node)[1]
     return below + keys
 
 
-def _unpack_tree(root: bytes, get: Get, trusted: set[bytes]) -> bytes:
+def _unpack_tree(root: bytes, get: Get, trusted: set[bytes], decoded: Decoded) -> bytes:
     _checked(b"", root, root[:1], 0, root=True)
-    keys = _expand(root, get, trusted)
-    found = _fetch(get, keys)
-    wanted = {d for d in map(_dictionary_of, found.values()) if d is not None}
-    dictionaries = _fetch(get, sorted(wanted)) if wanted else {}
-    pieces = (_checked_piece(key, found[key], dictionaries, trusted) for key in keys)
-    return b"".join(pieces) + _parts(root)[2]
+    keys = _expand(root, get, trusted, decoded)
+    done = decoded.pieces
+    if new := [key for key in dict.fromkeys(keys) if key not in done]:
+        found = _fetch(get, new)
+        wanted = {d for d in map(_dictionary_of, found.values()) if d is not None}
+        dictionaries = _fetch(get, sorted(wanted)) if wanted else {}
+        for key in new:
+            done[key] = _checked_piece(key, found[key], dictionaries, trusted)
+        decoded.trusted |= trusted.intersection(new)
+    # a piece met before was fetched, and opened if sealed, by an earlier payload of the read
+    trusted |= decoded.trusted.intersection(keys)
+    return b"".join([done[key] for key in keys]) + _parts(root)[2]
 
 
-def unpack(stored: bytes, get: Get, trusted: set[bytes] | None = None) -> bytes:
+def unpack(
+    stored: bytes, get: Get, trusted: set[bytes] | None = None, decoded: Decoded | None = None
+) -> bytes:
     """The payload behind a column value; ``get(digests)`` fetches stored pieces.
 
     ``trusted`` holds the keys of rows ``get`` decrypted (their authentication tag proved
-    them, so their keyed digests are not recomputed). Raises ``CorruptRecord`` naming a
-    piece that is missing or does not decode.
+    them, so their keyed digests are not recomputed). ``decoded`` carries what earlier
+    payloads of the same read decoded (every ``get`` of the read returning the same rows).
+    Raises ``CorruptRecord`` naming a piece that is missing or does not decode.
     """
     trusted = set() if trusted is None else trusted
+    decoded = Decoded() if decoded is None else decoded
     if stored[:1] == REF_TAG and len(stored) == 1 + _DIGEST:
         key = stored[1:]
         stored = _fetch(get, [key])[key]
         if stored[:1] in _NODE_OF and key not in trusted and hashlib.sha256(stored).digest() != key:
             raise _corrupt(key, "its digest does not match")
     if stored[:1] in _NODE_OF:
-        return _unpack_tree(stored, get, trusted)
+        return _unpack_tree(stored, get, trusted, decoded)
     if stored[:1] != MANIFEST_TAG:
         return stored
     digests = [stored[i : i + _DIGEST] for i in range(1, len(stored), _DIGEST)]

@@ -23,6 +23,7 @@ from .payloads import (
     NODE_TAG,
     REF_TAG,
     REST_TAG,
+    Decoded,
     Dictionary,
     Get,
     Put,
@@ -104,10 +105,13 @@ def pack_sealed(
     return keyring._seal(column)
 
 
-def unpacked(keyring: Keyring | None, stored: bytes, get: Get) -> bytes:
+def unpacked(
+    keyring: Keyring | None, stored: bytes, get: Get, decoded: Decoded | None = None
+) -> bytes:
     """``payloads.unpack`` with sealed columns and rows opened where the keyring can. What
     was sealed comes back sealed (the codec opens it), so a caller that copies a loaded
-    payload into another row never writes it in plaintext."""
+    payload into another row never writes it in plaintext. ``decoded``: what the read's
+    earlier payloads decoded (``payloads.Decoded``)."""
     trusted: set[bytes] = set()
     column = open_column(keyring, stored)
     if column is stored and column[:1] == SEALED_TAG:
@@ -115,7 +119,7 @@ def unpacked(keyring: Keyring | None, stored: bytes, get: Get) -> bytes:
     if column is not stored and not is_kept_apart(column):
         return stored  # a sealed value kept in its row
     try:
-        payload = unpack(column, opening(keyring, get, trusted), trusted)
+        payload = unpack(column, opening(keyring, get, trusted), trusted, decoded)
     except EncryptionKeyMissing as missing:
         # a row of the tree is under a key this keyring lacks: the codec names it
         key_id = missing.key_id.encode("ascii", "replace")

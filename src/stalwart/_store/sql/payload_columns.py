@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from ..._errors import CorruptRecord
 from ..._keyring import SEALED_TAG, Keyring, key_id_of
 from .. import garbage
-from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, pack
+from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, Decoded, pack
 from ..sealed import pack_sealed, unpacked
 
 __all__ = ["PayloadColumns"]
@@ -86,13 +86,57 @@ class PayloadColumns:
 
         return self._unpack(bytes(stored), fetch)
 
-    def _unpack(self, stored: bytes, get: Callable[[list[bytes]], dict[bytes, bytes]]) -> bytes:
+    def _unpack(
+        self,
+        stored: bytes,
+        get: Callable[[list[bytes]], dict[bytes, bytes]],
+        decoded: Decoded | None = None,
+    ) -> bytes:
         """``unpack``, sealed columns and rows opened (see ``sealed.unpacked``)."""
-        return unpacked(self.keyring, stored, get)
+        return unpacked(self.keyring, stored, get, decoded)
 
     def _loaded(self, stored: bytes | None) -> bytes | None:
         """``load_payload`` for a column that may be empty."""
         return None if stored is None else self.load_payload(bytes(stored))
+
+    def _rows_below(
+        self, conn: Any, digests: list[bytes], leaves: set[bytes]
+    ) -> dict[bytes, bytes]:
+        """The stored rows among ``digests``, with any rows below those not in ``leaves``
+        that the store reads in the same statement (here none: a read per level)."""
+        return self._fetch_found(conn, digests)
+
+    def _reached(self, conn: Any, columns: list[bytes | None]) -> dict[bytes, bytes | None]:
+        """Every payloads row the columns reach (``None`` for a key not stored), as
+        ``garbage.children_of`` reads them: nodes, manifests, and the row a piece was
+        deflated against, which is read but not walked. The columns' own references are
+        read plainly, then the rows below them a level a statement, or all in one where the
+        store reads a tree at once (most of the first are an inline root's pieces, leaves
+        such a read would fetch twice). A sealed row hides its children: what lies below one
+        is left to ``_load_all``'s rounds."""
+        known: dict[bytes, bytes | None] = {}
+        walked: set[bytes] = set()
+        level = [(key, True) for c in columns if c is not None for key in garbage.referenced_by(c)]
+        first = True
+        while level:
+            if missing := list(dict.fromkeys(key for key, _ in level if key not in known)):
+                known.update(dict.fromkeys(missing))
+                if first:
+                    known.update(self._fetch_found(conn, missing))
+                else:
+                    leaves = {key for key, walk in level if not walk}
+                    leaves -= {key for key, walk in level if walk}
+                    known.update(self._rows_below(conn, missing, leaves))
+            first = False
+            below: list[tuple[bytes, bool]] = []
+            for key, walk in level:
+                data = known[key]
+                if walk and data is not None and key not in walked:
+                    walked.add(key)
+                    dictionary = data[:1] == garbage.AGAINST_TAG
+                    below += [(child, not dictionary) for child in garbage.children_of(data)]
+            level = below
+        return known
 
     def _load_all(
         self,
@@ -100,12 +144,15 @@ class PayloadColumns:
         columns: list[bytes | None],
         named: Callable[[int, CorruptRecord], CorruptRecord] = lambda _i, exc: exc,
     ) -> list[bytes | None]:
-        """``_loaded`` of many columns read on ``conn``, in rounds: each round fetches what
-        every unfinished payload needs next in one batch, so a long journal costs a read per
-        level of its deepest tree, and a piece shared by several payloads (the unchanged
-        prefix of a conversation) is read once. A column that cannot be resolved raises
-        ``named(its index, the CorruptRecord)``."""
-        known: dict[bytes, bytes | None] = {}
+        """``_loaded`` of many columns read on ``conn``: every row they reach is read first
+        (``_reached``: a read per level of the deepest tree, or one), then each payload is
+        put together, a piece met in several (the unchanged prefix of a conversation) read
+        and inflated once; what a sealed row hid is read in further rounds, each fetching
+        what every unfinished payload needs next in one batch. A column that cannot be
+        resolved raises ``named(its index, the CorruptRecord)``."""
+        columns = [None if column is None else bytes(column) for column in columns]
+        known = self._reached(conn, columns)
+        decoded = Decoded()
 
         def cached(digests: list[bytes]) -> dict[bytes, bytes]:
             if missing := [digest for digest in digests if digest not in known]:
@@ -123,7 +170,7 @@ class PayloadColumns:
             waiting = []
             for i in todo:
                 try:
-                    out[i] = self._unpack(bytes(columns[i]), cached)  # type: ignore[arg-type]
+                    out[i] = self._unpack(columns[i], cached, decoded)  # type: ignore[arg-type]
                 except _Miss as miss:
                     wanted.update(dict.fromkeys(miss.digests))
                     waiting.append(i)

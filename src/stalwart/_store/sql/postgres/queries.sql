@@ -149,6 +149,45 @@ WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id AND lease_owne
 -- name: get_payloads
 SELECT digest, data FROM payloads WHERE digest = ANY(:digests);
 
+-- own: no_jit
+-- For the rest of the transaction (payloads_below's).
+SET LOCAL jit = off;
+
+-- own: payloads_below
+-- The rows of :digests and every row below those not in :leaves, in one round trip, not
+-- one per level of the trees: garbage.children_of read in SQL, by the row's first byte,
+-- where its keys start and how wide they are. A tree node lists its children (V, and T of
+-- earlier releases: every key after the level byte; U and Q, a rest node: count + has-up
+-- keys after 4 bytes), a manifest (M) its chunks, a piece deflated against a row (D) that
+-- row, which is read but not walked (a dictionary, whatever it holds). A node has at most
+-- 32 children, so a row's first 32 keys are followed (a flat manifest of more leaves its
+-- rest to the caller's next read), and a constant series keeps the plan's estimates small.
+-- Each key is a primary-key lookup (LIMIT 1 keeps the subquery from becoming a join that
+-- scans payloads). A key past a row's end, or a row that only looks like a node, finds
+-- nothing or a row the caller never asks for.
+WITH RECURSIVE walk(digest, data, walked) AS (
+    SELECT digest, data, digest <> ALL(:leaves) FROM payloads WHERE digest = ANY(:digests)
+  UNION
+    SELECT below.digest, below.data, shape.tag <> '\x44'::bytea
+    FROM walk
+    JOIN (VALUES ('\x56'::bytea, 2, 20), ('\x54'::bytea, 2, 32), ('\x55'::bytea, 4, 20),
+                 ('\x51'::bytea, 4, 32), ('\x4d'::bytea, 1, 32), ('\x44'::bytea, 1, 32))
+        AS shape(tag, skip, width) ON shape.tag = substr(walk.data, 1, 1)
+    CROSS JOIN generate_series(0, 31) AS child(n)
+    CROSS JOIN LATERAL (
+        SELECT digest, data FROM payloads
+        WHERE digest = substr(walk.data, shape.skip + 1 + shape.width * child.n, shape.width)
+        LIMIT 1
+    ) AS below
+    WHERE walk.walked AND child.n < CASE
+        WHEN shape.tag IN ('\x55'::bytea, '\x51'::bytea) THEN
+            CASE WHEN length(walk.data) >= 4
+                 THEN get_byte(walk.data, 2) + get_byte(walk.data, 3) ELSE 0 END
+        WHEN shape.tag = '\x44'::bytea THEN 1
+        ELSE (length(walk.data) - shape.skip) / shape.width END
+)
+SELECT digest, data FROM walk;
+
 -- name: approvals_of_runs
 SELECT workflow_id, approval_id, subject, details, requested_at, expires_at, decided_at,
        approved, by, reason
