@@ -303,6 +303,8 @@ def explained(seeded: Seeded, deep: Any) -> list[tuple[str, str, dict[str, Any]]
         ("journal after (the run page's poll)", "journal_after", {**one, "after": 1}),
         ("journal page (the run page's first)", "journal_page", {**big, "after": 0, "limit": 100}),
         ("journal_size", "journal_size", one),
+        ("payloads_below (a journal's payload trees)", "payloads_below",
+         {"digests": [bytes(20)], "leaves": []}),
         ("step_usage", "step_usage", one),
         ("get_approval", "get_approval", {**one, "approval_id": "1"}),
         ("approvals_of_runs (a page's waits)", "approvals_of_runs", suspended),
