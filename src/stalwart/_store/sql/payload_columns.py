@@ -11,12 +11,25 @@ from typing import Any, TypeVar, cast
 from ..._errors import CorruptRecord
 from ..._keyring import SEALED_TAG, Keyring, key_id_of
 from .. import garbage
-from ..payloads import CHUNK_LIMIT, DIGEST_SIZE, INLINE_LIMIT, REF_TAG, Decoded, pack
+from ..payloads import (
+    CHUNK_LIMIT,
+    DIGEST_SIZE,
+    INLINE_LIMIT,
+    MANIFEST_TAG,
+    REF_TAG,
+    REST_TAG,
+    Decoded,
+    pack,
+)
 from ..sealed import pack_sealed, unpacked
 
 __all__ = ["PayloadColumns"]
 
 T = TypeVar("T")
+
+# The first bytes of a column ``sealed.unpacked`` acts on (a reference, a tree's root, of
+# 32-byte keys too, a manifest, a seal): any other column is the payload itself.
+_KEPT_APART = frozenset({REF_TAG, REST_TAG, b"Q", MANIFEST_TAG, SEALED_TAG})
 
 
 class _Miss(Exception):
@@ -164,7 +177,7 @@ class PayloadColumns:
             return cast(dict[bytes, bytes], found)
 
         out: list[Any] = list(columns)
-        todo = [i for i, column in enumerate(columns) if column is not None]
+        todo = [i for i, c in enumerate(columns) if c is not None and c[:1] in _KEPT_APART]
         while todo:
             wanted: dict[bytes, None] = {}
             waiting = []
