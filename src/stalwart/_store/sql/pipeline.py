@@ -62,9 +62,10 @@ class Pipelined(SQLBase):
     # statements offer a one-statement ``send`` of their own (PostgreSQL's dialect only).
     _sends_batches = False
 
-    def _open_pipeline(self) -> None:
-        """Called by a backend's constructor: this store object's one pipeline."""
-        self._pipeline = GroupCommit(self._commit_batch)
+    def _open_pipeline(self, after: Callable[[int], None] | None = None) -> None:
+        """Called by a backend's constructor: this store object's one pipeline (``after``:
+        see ``GroupCommit``)."""
+        self._pipeline = GroupCommit(self._commit_batch, after)
 
     def _batched(self, write: Write) -> Any:
         """Do ``write`` in the next transaction of the pipeline; return what it decided once
