@@ -9,6 +9,12 @@ it); steps/s = runs x steps / seconds. Each figure is the median of ``--repeat``
 With ``--enqueue-first`` the runs are started before the worker and the clock starts as it
 begins serving: the worker alone.
 
+The runs are started by one thread of the bench's process, one ``app.start`` after another (B as
+issue 22 defines it), and again by ``--starters`` threads at once (8 by default), the runs split
+among them, as an application's concurrent request handlers would: their ``app.start`` calls
+share commits through the store's write pipeline. Both are printed, each with its floor and
+ratio; ``--starters 1`` leaves the concurrent figure out.
+
 The floor is the same number of steps (runs x steps) of bare autocommitted INSERTs of one
 journal row each, one after the other on one connection, into a journal table stalwart's own
 migrations created, with the same durability settings (SQLite: WAL and ``synchronous``
@@ -23,7 +29,7 @@ told, and on a machine shared with other work the CPU a step costs moves less th
 
     python bench/group_commit.py [--runs 200] [--steps 10] [--concurrency 200] [--repeat 3]
                                  [--settings sqlite,power,postgres] [--postgres-url URL]
-                                 [--enqueue-first]
+                                 [--enqueue-first] [--starters 8]
 
 It is a benchmark, not a test: it exits 0 whatever the figures (it fails only if a worker
 dies or runs never finish).
@@ -38,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -139,6 +146,31 @@ def floor_rate(setting: str, url: str, postgres_url: str, count: int) -> float:
         return count / (time.perf_counter() - start)
 
 
+def start_runs(app: stalwart.Stalwart, steps: Any, runs: int, s: int, starters: int) -> None:
+    """``app.start`` ``runs`` runs of ``s`` steps: serially with one starter, else from
+    ``starters`` threads at once, run ``i`` started by thread ``i % starters``."""
+    if starters <= 1:
+        for i in range(runs):
+            app.start(steps, s, workflow_id=f"gc-{i:05d}")
+        return
+    failures: list[BaseException] = []
+
+    def starter(first: int) -> None:
+        try:
+            for i in range(first, runs, starters):
+                app.start(steps, s, workflow_id=f"gc-{i:05d}")
+        except BaseException as exc:  # reported by the bench's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=starter, args=(k,)) for k in range(starters)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system) process ``pid`` has used, where ``/proc`` tells it."""
     try:
@@ -149,10 +181,11 @@ def cpu_seconds(pid: int) -> float | None:
 
 
 def one_sample(
-    setting: str, args: argparse.Namespace, folder: str
+    setting: str, args: argparse.Namespace, folder: str, starters: int
 ) -> tuple[float, float, float | None]:
-    """B's steps/s, the floor's INSERTs/s, each on a fresh store, and the worker's CPU
-    seconds per step (``None`` where it cannot be read)."""
+    """B's steps/s with ``starters`` threads starting the runs, the floor's INSERTs/s, each
+    on a fresh store, and the worker's CPU seconds per step (``None`` where it cannot be
+    read)."""
     durability = DURABILITY[setting]
     n, s = args.runs, args.steps
     floor_url = fresh_url(setting, folder, args.postgres_url)
@@ -168,8 +201,7 @@ def one_sample(
     enqueued = 0.0
     if args.enqueue_first:  # the worker alone is timed: the runs wait for it
         began = time.time()
-        for i in range(n):
-            app.start(steps, s, workflow_id=f"gc-{i:05d}")
+        start_runs(app, steps, n, s, starters)
         enqueued = time.time() - began
     ready = Path(folder) / f"ready-{uuid.uuid4().hex[:8]}"
     log = Path(folder) / f"{ready.name}.log"
@@ -195,8 +227,7 @@ def one_sample(
             time.sleep(SETTLE_SECONDS)
             cpu_before = cpu_seconds(worker.pid)
             first = time.time()
-            for i in range(n):
-                app.start(steps, s, workflow_id=f"gc-{i:05d}")
+            start_runs(app, steps, n, s, starters)
             enqueued = time.time() - first
         deadline = time.monotonic() + 120 + n * s / 50
         while True:
@@ -227,7 +258,8 @@ def one_sample(
         cpu = (cpu_after - cpu_before) / (n * s)
     took = "before the clock started" if args.enqueue_first else f"of {last - first:.2f} s"
     print(
-        f"  {setting}: {rate:,.0f} steps/s (the {n} app.start calls took {enqueued:.2f} s "
+        f"  {setting}, {starters} starter{'s' if starters > 1 else ''}: {rate:,.0f} steps/s "
+        f"(the {n} app.start calls took {enqueued:.2f} s "
         f"{took}), floor {floor:,.0f} INSERTs/s, worker CPU "
         f"{'?' if cpu is None else f'{cpu * 1e6:.0f}'} us/step",
         flush=True,
@@ -264,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
         help="start the runs before the worker and time the worker alone, from the moment it "
         "is ready (B proper times the enqueueing too)",
     )
+    parser.add_argument(
+        "--starters",
+        type=int,
+        default=8,
+        help="threads of the bench's process starting the runs at once, for the second "
+        "figure beside the serial one (8; 1: the serial figure alone)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--durability", default="process", help=argparse.SUPPRESS)
     parser.add_argument("--ready", help=argparse.SUPPRESS)
@@ -275,24 +314,27 @@ def main(argv: list[str] | None = None) -> int:
     if "postgres" in settings and postgres_version(args.postgres_url) is None:
         settings.remove("postgres")
     rows = []
+    starters = sorted({1, max(1, args.starters)})
     with tempfile.TemporaryDirectory(prefix="stalwart-gc-") as folder:
         for setting in settings:
-            samples = [one_sample(setting, args, folder) for _ in range(args.repeat)]
-            rate = statistics.median(r for r, _, _ in samples)
-            floor = statistics.median(f for _, f, _ in samples)
-            cpus = [c for _, _, c in samples if c is not None]
-            rows.append((setting, rate, floor, statistics.median(cpus) if cpus else None))
+            for count in starters:
+                samples = [one_sample(setting, args, folder, count) for _ in range(args.repeat)]
+                rate = statistics.median(r for r, _, _ in samples)
+                floor = statistics.median(f for _, f, _ in samples)
+                cpus = [c for _, _, c in samples if c is not None]
+                median_cpu = statistics.median(cpus) if cpus else None
+                rows.append((setting, count, rate, floor, median_cpu))
     print(
         f"\nB = {args.runs} runs x {args.steps} no-op steps, one worker, concurrency "
         f"{args.concurrency}; medians of {args.repeat}"
     )
     print(
-        f"{'setting':<10} {'steps/s':>10} {'floor/s':>10} {'ratio':>7} {'target':>8} "
-        f"{'CPU us/step':>12}"
+        f"{'setting':<10} {'starters':>8} {'steps/s':>10} {'floor/s':>10} {'ratio':>7} "
+        f"{'target':>8} {'CPU us/step':>12}"
     )
-    for setting, rate, floor, cpu in rows:
+    for setting, count, rate, floor, cpu in rows:
         print(
-            f"{setting:<10} {rate:>10,.0f} {floor:>10,.0f} {rate / floor:>6.2f}x "
+            f"{setting:<10} {count:>8} {rate:>10,.0f} {floor:>10,.0f} {rate / floor:>6.2f}x "
             f"{TARGETS[setting]:>8,.0f} {'?' if cpu is None else f'{cpu * 1e6:.0f}':>12}"
         )
     return 0

@@ -114,9 +114,11 @@ class Compensation:
 
     def scope(self) -> StepScope:
         """Begin an attempt."""
-        self.started_at = self.inv.runtime.clock.time()
+        self.started_at = started = self.inv.runtime.clock.time()
         self.current = StepScope(
-            self.inv, self.step.name, self.seq, self.position, self.attempt, suffix="/undo"
+            *(self.inv, self.step.name, self.seq, self.position, self.attempt),
+            suffix="/undo",
+            started_at=started,
         )
         return self.current
 

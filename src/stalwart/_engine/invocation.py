@@ -101,7 +101,8 @@ class StepScope:
     started_at: float = 0.0
 
     def __post_init__(self) -> None:
-        self.started_at = self.invocation.runtime.clock.time()
+        if not self.started_at:  # the caller's reading of the clock, or now
+            self.started_at = self.invocation.runtime.clock.time()
         self.invocation.current_step = self  # the lease keeper publishes it for operators
 
     @property

@@ -208,8 +208,10 @@ class StepCall:
             refusal = spend.refusal(self.inv.workflow_id, self.step.name, self.input)
             if refusal is not None:
                 raise self.inv.abort(refusal, attention=True)
-        self.started_at = self.inv.runtime.clock.time()
-        self.current = StepScope(self.inv, self.step.name, self.seq, self.position, self.attempt)
+        self.started_at = started = self.inv.runtime.clock.time()
+        self.current = StepScope(
+            self.inv, self.step.name, self.seq, self.position, self.attempt, started_at=started
+        )
         return self.current
 
     def check_alive(self) -> None:

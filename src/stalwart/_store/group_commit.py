@@ -8,7 +8,9 @@ everything queued by then. Each caller returns only after the transaction holdin
 committed (or with its own error): nothing is acknowledged that a crash could still lose.
 
 What a transaction does with a batch is the store's business (``commit`` below); this module
-only decides who commits what, and when.
+only decides who commits what, and when. ``after``, where given, is called by the leader once
+its batch's callers are woken and the next leader named, outside every lock: upkeep that must
+not hold up the next commit (SQLite copies its write-ahead log there, ``checkpoints.py``).
 """
 
 from __future__ import annotations
@@ -68,10 +70,16 @@ class Pending(Generic[T]):
 
 class GroupCommit(Generic[T]):
     """Batches writes of type ``T`` that arrive together; ``commit`` settles or fails each of
-    a batch's ``Pending`` (it must not raise)."""
+    a batch's ``Pending`` (it must not raise); ``after`` gets the number of writes of each
+    batch committed, once its callers are woken."""
 
-    def __init__(self, commit: Callable[[list[Pending[T]]], None]) -> None:
+    def __init__(
+        self,
+        commit: Callable[[list[Pending[T]]], None],
+        after: Callable[[int], None] | None = None,
+    ) -> None:
         self._commit = commit
+        self._after = after
         self._lock = threading.Lock()
         self._queue: list[Pending[T]] = []
         self._busy = False
@@ -137,3 +145,5 @@ class GroupCommit(Generic[T]):
                     pending.done.release()
             if successor is not None and successor.done is not None:
                 successor.done.release()
+        if self._after is not None:
+            self._after(len(batch))

@@ -409,6 +409,8 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
     def _write(self, work: Callable[[Any], T]) -> T:
         return self._attempt(work, transaction=True)
 
+    _own_writer = True
+
     @contextlib.contextmanager
     def _as_writer(self) -> Iterator[None]:
         token = _WRITING.set(True)

@@ -21,7 +21,7 @@ from typing import TypeVar
 from .._errors import StoreError, UsageError, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .changes import Changes
-from .checkpoints import BulkCheckpoints
+from .checkpoints import BulkCheckpoints, CommitCheckpoints
 from .disk_full import DiskFull, is_disk_full
 from .queries import load_queries
 from .sql import SQLStore
@@ -100,10 +100,14 @@ class SQLiteStore(SQLStore):
             ) from exc
         self._conn = conn
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
+        self._copies: CommitCheckpoints | None = None
+        if path is not None:
+            synchronous = "FULL" if durability == "power" else "NORMAL"
+            self._copies = CommitCheckpoints(path, synchronous, self._in_bulk)
         self.changes = Changes(self.data_version)
         self.stream_changes = self.changes  # one file, one change counter
         self._migrate()
-        self._open_pipeline()
+        self._open_pipeline(None if self._copies is None else self._copies.committed)
 
     def _named(self) -> str:
         """The store by its absolute path (a relative URL means nothing where it is read)."""
@@ -146,8 +150,13 @@ class SQLiteStore(SQLStore):
         if self._bulk is not None:
             self._bulk.wrote(size, held)
 
+    def _in_bulk(self) -> bool:
+        return self._bulk is not None and self._bulk.active()
+
     def close(self) -> None:
         """Close the connection."""
+        if self._copies is not None:
+            self._copies.close()
         with self._lock:
             self._conn.close()
 

@@ -61,10 +61,13 @@ class Pipelined(SQLBase):
     # Whether the backend sends a batch whole (``_send_batch``), so that writes of several
     # statements offer a one-statement ``send`` of their own (PostgreSQL's dialect only).
     _sends_batches = False
+    # Whether ``_as_writer`` does something (a backend keeping a connection for the pipeline).
+    _own_writer = False
 
-    def _open_pipeline(self) -> None:
-        """Called by a backend's constructor: this store object's one pipeline."""
-        self._pipeline = GroupCommit(self._commit_batch)
+    def _open_pipeline(self, after: Callable[[int], None] | None = None) -> None:
+        """Called by a backend's constructor: this store object's one pipeline (``after``:
+        see ``GroupCommit``)."""
+        self._pipeline = GroupCommit(self._commit_batch, after)
 
     def _batched(self, write: Write) -> Any:
         """Do ``write`` in the next transaction of the pipeline; return what it decided once
@@ -82,6 +85,9 @@ class Pipelined(SQLBase):
         return nullcontext()
 
     def _commit_batch(self, batch: list[Pending[Write]]) -> None:
+        if not self._own_writer:  # (a context manager that does nothing costs 4 calls)
+            self._commit_in(batch)
+            return
         with self._as_writer():
             self._commit_in(batch)
 
