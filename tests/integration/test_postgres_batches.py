@@ -157,3 +157,118 @@ def test_a_child_ended_in_a_batch_wakes_its_parent_and_closes_its_approvals(
         ).fetchone()
     assert woken == (101.0,)
     assert closed == (101.0, "run completed")
+
+
+def _recover(store: PostgresStore, wid: str) -> Any:
+    return store.take_lease(
+        wid,
+        owner="w2",
+        expected_owner="w1",
+        now=200.0,
+        lease_until=230.0,
+        entry=Entry.milestone("resumed", 200.0),
+        recovery=True,
+    )
+
+
+def _recovery_state(store: PostgresStore, wid: str) -> tuple[Any, ...]:
+    with store._pool.connection() as conn:
+        row = conn.execute(
+            "SELECT lease_owner, recoveries, recovery_mark FROM runs WHERE workflow_id = %s",
+            (wid,),
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_recovery_claims_in_a_batch_wait_for_the_server_once(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    # again: a second recovery in a row (no completed entry since the last one's mark);
+    # moved: completed a step since its last recovery; live: its holder's lease has not
+    # lapsed, so taking it over is refused, and the batch's others still commit.
+    for wid in ("again", "moved", "fresh", "live"):
+        _held(store, wid)
+    assert store.append("moved", _step(1), owner="w1")
+    with store._pool.connection() as conn:
+        conn.execute(
+            "UPDATE runs SET recoveries = 2, recovery_mark = 0"
+            " WHERE workflow_id IN ('again', 'moved')"
+        )
+        conn.execute("UPDATE runs SET lease_expires_at = 300.0 WHERE workflow_id = 'live'")
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._writer.connection() as conn:
+            conn.pgconn.trace(out.fileno())
+        try:
+            results, batches = together(
+                store,
+                [
+                    lambda wid=wid: _recover(store, wid)
+                    for wid in ("again", "moved", "fresh", "live")
+                ],
+            )
+        finally:
+            with store._writer.connection() as conn:
+                conn.pgconn.untrace()
+    assert [(r.taken, r.recoveries) for r in results] == [
+        (True, 3),
+        (True, 1),
+        (True, 1),
+        (False, 0),
+    ]
+    assert batches == [4]
+    answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+    assert len(answers) == 1
+    assert _recovery_state(store, "again") == ("w2", 3, 0)
+    assert _recovery_state(store, "moved") == ("w2", 1, 1)
+    assert _recovery_state(store, "fresh") == ("w2", 1, 0)
+    assert _recovery_state(store, "live") == ("w1", 0, None)
+    assert [e.name for e in store.journal("again")] == ["started", "resumed"]
+    assert [e.name for e in store.journal("live")] == ["started"]
+
+
+def test_a_recovery_claim_locked_by_another_is_refused_alone(store: PostgresStore) -> None:
+    for wid in ("locked", "free"):
+        _held(store, wid)
+    with store._pool.connection() as other, other.transaction():  # another claimant's lock
+        other.execute("SELECT 1 FROM runs WHERE workflow_id = 'locked' FOR UPDATE")
+        results, batches = together(
+            store, [lambda: _recover(store, "locked"), lambda: _recover(store, "free")]
+        )
+    assert [(r.taken, r.recoveries) for r in results] == [(False, 0), (True, 1)]
+    assert batches == [2]
+    assert _recovery_state(store, "locked") == ("w1", 0, None)
+    assert [e.name for e in store.journal("locked")] == ["started"]
+
+
+def test_a_recovery_batch_whose_answer_was_lost_gives_each_its_count(
+    store: PostgresStore,
+) -> None:
+    import psycopg
+
+    for wid in ("r1", "r2"):
+        _held(store, wid)
+    with store._pool.connection() as conn:
+        conn.execute("UPDATE runs SET recoveries = 4, recovery_mark = 0 WHERE workflow_id = 'r1'")
+    real = store._send_batch
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, sends: Any) -> list[Any]:
+        done = real(conn, sends)
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    store._send_batch = commits_then_loses_the_answer  # type: ignore[method-assign]
+    try:
+        results, batches = together(
+            store, [lambda: _recover(store, "r1"), lambda: _recover(store, "r2")]
+        )
+    finally:
+        del store._send_batch
+    assert lost == [1]
+    assert [(r.taken, r.recoveries) for r in results] == [(True, 5), (True, 1)]
+    assert batches == [2]
+    assert [e.name for e in store.journal("r1")] == ["started", "resumed"]

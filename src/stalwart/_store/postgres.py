@@ -466,8 +466,9 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         exists = conn.execute(self._q["run_exists"], {"workflow_id": workflow_id}).fetchone()
         return exists is None
 
-    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
-        conn.execute(self._q["lock_run"], {"workflow_id": workflow_id})
+    def _send_lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> None:
+        query = self._q["lock_run_skip_locked" if skip_locked else "lock_run"]
+        conn.execute(query, {"workflow_id": workflow_id})
 
     def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
         if name != "append_entry_if_owner":
@@ -492,6 +493,15 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         cur = psycopg.Cursor(conn)
         cur.execute(self._q[name], params, prepare=True)
         return lambda: bool(cur.rowcount == 1)
+
+    def _send_returning(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], tuple[Any, ...] | None]:
+        import psycopg
+
+        cur = psycopg.Cursor(conn)
+        cur.execute(self._q[name], params, prepare=True)
+        return cur.fetchone
 
     def _send_batch(self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
         return send_batch(conn, sends)

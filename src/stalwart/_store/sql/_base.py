@@ -94,10 +94,10 @@ class SQLBase(PayloadColumns, Migrating):
         With ``skip_locked``, a run another writer holds is not waited for: ``False``."""
         return True
 
-    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
-        """``_lock_run`` (waiting for the lock), its answer not read: inside ``_pipelined``,
-        it goes out with the statements after it."""
-        self._lock_run(conn, workflow_id)
+    def _send_lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> None:
+        """``_lock_run``, its answer not read: inside ``_pipelined``, it goes out with the
+        statements after it (with ``skip_locked``, whether it locked is theirs to tell)."""
+        self._lock_run(conn, workflow_id, skip_locked=skip_locked)
 
     def _pipelined(self, conn: Any) -> AbstractContextManager[Any]:
         """Around statements sent without waiting for their answers (where the backend can):

@@ -169,11 +169,31 @@ class LeaseVerbs(Pipelined):
             taken = self._send_prepared(conn, "claim_in_batch", params)
             return lambda: _TAKEN if taken() else _REFUSED
 
+        def send_recovery(conn: Any) -> Callable[[], LeaseClaim]:
+            params = {**self._entry_params(conn, workflow_id, resumed, owner), **swap}
+            self._send_lock_run(conn, workflow_id, skip_locked=True)
+            counted = self._send_returning(conn, "recover_in_batch", params)
+
+            def decided() -> LeaseClaim:
+                row = counted()
+                return _REFUSED if row is None else LeaseClaim(True, int(row[0]))
+
+            return decided
+
+        def counted(conn: Any) -> LeaseClaim:  # a recovery that landed: the count it stored
+            row = conn.execute(self._q["recovery_state"], {"workflow_id": workflow_id})
+            return LeaseClaim(True, int(row.fetchone()[0]))
+
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.
-        one = self._sends_batches and not recovery and _inline(resumed) and _unlimited(limits)
-        write = Write(workflow_id, work, alone, wrote=_taken, send=send_one if one else None)
+        # Where the batch goes out whole, each is one statement (a recovery's after its lock).
+        one = self._sends_batches and _inline(resumed) and _unlimited(limits)
+        write = Write(workflow_id, work, alone, wrote=_taken)
         write.outcomes = (_REFUSED, _TAKEN)
+        if one and recovery:
+            write.send, write.landed = send_recovery, counted
+        elif one:
+            write.send = send_one
         claim = self._batched(write)
         return cast(LeaseClaim, claim)
 
