@@ -272,3 +272,50 @@ def test_a_recovery_batch_whose_answer_was_lost_gives_each_its_count(
     assert [(r.taken, r.recoveries) for r in results] == [(True, 5), (True, 1)]
     assert batches == [2]
     assert [e.name for e in store.journal("r1")] == ["started", "resumed"]
+
+
+def test_a_lone_claim_reads_the_replay_state_in_its_own_round_trip(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    _held(store, "r")
+    assert store.append("r", _step(1), owner="w1")
+    marker = Entry(kind="run", name="rolling_back", status="completed", output=b"Jstop")
+    assert store.append("r", marker, owner="w1")
+    with store._pool.connection() as conn:  # parked, and due: a resume's claim
+        conn.execute(
+            "UPDATE runs SET status = 'suspended', lease_owner = NULL,"
+            " lease_expires_at = NULL, wake_at = 150.0 WHERE workflow_id = 'r'"
+        )
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._writer.connection() as conn:
+            conn.pgconn.trace(out.fileno())
+        try:
+            claim = store.take_lease(
+                "r",
+                owner="w2",
+                expected_owner=None,
+                now=200.0,
+                lease_until=230.0,
+                entry=Entry.milestone("resumed", 200.0),
+                replay=True,
+            )
+        finally:
+            with store._writer.connection() as conn:
+                conn.pgconn.untrace()
+    assert claim.taken
+    assert claim.replay == store.replay_state("r")
+    assert [row.name for row in claim.replay.index] == ["s"]
+    assert claim.replay.rollback == b"Jstop"
+    answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+    assert len(answers) == 1
+    refused = store.take_lease(
+        "r",
+        owner="w3",
+        expected_owner=None,
+        now=201.0,
+        lease_until=231.0,
+        entry=Entry.milestone("resumed", 201.0),
+        replay=True,
+    )
+    assert (refused.taken, refused.replay) == (False, None)

@@ -494,6 +494,21 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         cur.execute(self._q[name], params, prepare=True)
         return lambda: bool(cur.rowcount == 1)
 
+    def _send_rows(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], list[Any] | None]:
+        import psycopg
+
+        cur = conn.execute(self._q[name], params)
+
+        def rows() -> list[Any] | None:
+            try:
+                return cur.fetchall()  # type: ignore[no-any-return]
+            except psycopg.Error:  # never answered: the transaction's answer was lost
+                return None
+
+        return rows
+
     def _send_returning(
         self, conn: Any, name: str, params: dict[str, Any]
     ) -> Callable[[], tuple[Any, ...] | None]:

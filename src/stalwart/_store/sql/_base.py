@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
-from ..base import Entry
+from ..base import Entry, IndexRow, ReplayState
 from ..payloads import INLINE_LIMIT
 from ..queries import has_optional, specialize
 from ..sealed import seal_error
@@ -133,6 +133,23 @@ class SQLBase(PayloadColumns, Migrating):
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (a cheap change detector)."""
+        raise NotImplementedError
+
+    def _replay_of(self, rows: Sequence[Sequence[Any]]) -> ReplayState:
+        """The ``ReplayState`` the rows of query ``replay_state`` say."""
+        index = [IndexRow(*row) for row in rows if row[0] is not None]  # its columns in order
+        # The one row without a seq, if any: the last rolling_back or retry marker.
+        marker = next((row for row in rows if row[0] is None), None)
+        if marker is None or marker[3] != "rolling_back" or marker[6] is None:
+            return ReplayState(index, None)
+        return ReplayState(index, self.load_payload(bytes(marker[6])))
+
+    def _send_rows(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], list[Any] | None]:
+        """Inside a transaction sent ahead (``_once_ahead``'s ``send``): send query ``name``;
+        what reads its rows once the transaction was answered (``None``: its answer never
+        came, the transaction's having been lost). Only where the backend sends ahead."""
         raise NotImplementedError
 
     # -- running queries ------------------------------------------------------------------
