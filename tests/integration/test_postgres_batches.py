@@ -1,9 +1,13 @@
 """A batch of the write pipeline on PostgreSQL goes out whole: its BEGIN, its statements and
 its COMMIT are answered once, a batch whose answer was lost is not written twice, and a run
-ended in a batch does what a run ended alone does (its approvals closed, its parent woken)."""
+ended in a batch does what a run ended alone does (its approvals closed, its parent woken).
+Recovery claims go out whole with the batch too, each refused alone; a lone claim reads the
+run's replay state in its own round trip, and a wait decided by an event waits twice."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,7 @@ import pytest
 
 from batches import together
 from stalwart._store import Entry, open_store
+from stalwart._store.base import WaitDecision
 from stalwart._store.postgres import PostgresStore
 from store_urls import postgres_schema_url
 
@@ -319,3 +324,47 @@ def test_a_lone_claim_reads_the_replay_state_in_its_own_round_trip(
         replay=True,
     )
     assert (refused.taken, refused.replay) == (False, None)
+
+
+def _wait_entry() -> Entry:
+    return Entry(kind="wait", name="go", status="completed", seq=1, position="0", attempt=1)
+
+
+def _traced_answers(store: PostgresStore, tmp_path: Path, call: Any) -> tuple[Any, int]:
+    """What ``call`` returned, and how many answers (ReadyForQuery) its connections read."""
+    trace = tmp_path / "verb.trace"
+    real = store._connection
+
+    @contextlib.contextmanager
+    def traced() -> Iterator[Any]:
+        with real() as conn, trace.open("a") as out:
+            conn.pgconn.trace(out.fileno())
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+
+    store._connection = traced  # type: ignore[method-assign]
+    try:
+        value = call()
+    finally:
+        del store._connection
+    text = trace.read_text() if trace.exists() else ""
+    return value, sum("ReadyForQuery" in line for line in text.splitlines())
+
+
+def test_a_wait_decided_by_an_event_waits_for_the_server_twice(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    _held(store, "r")
+    sent = Entry(kind="event", name="go", status="completed")
+    assert store.deliver_event("r", name="go", payload=b"J1", dedup_key=None, now=100.5, entry=sent)
+    decide = functools.partial(
+        store.resolve_wait, "r", _wait_entry(), owner="w1", event_name="go", now=101.0
+    )
+    decision, answers = _traced_answers(store, tmp_path, decide)
+    assert decision == WaitDecision("event", b"J1")
+    assert answers == 2  # BEGIN with its questions, then the event consumed, journaled, COMMIT
+    again, _ = _traced_answers(store, tmp_path, decide)  # decided already: lost
+    assert again == WaitDecision("lost")
+    assert [e.name for e in store.journal("r")][-1] == "go"

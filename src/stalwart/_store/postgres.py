@@ -494,6 +494,21 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         cur.execute(self._q[name], params, prepare=True)
         return lambda: bool(cur.rowcount == 1)
 
+    _spells_transactions = True
+
+    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
+        from psycopg.pq import TransactionStatus
+
+        try:
+            return work(conn)
+        except BaseException:
+            if not conn.broken and conn.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            ):
+                conn.execute("ROLLBACK")  # the failed statement left the transaction open
+            raise
+
     def _send_rows(
         self, conn: Any, name: str, params: dict[str, Any]
     ) -> Callable[[], list[Any] | None]:

@@ -144,6 +144,16 @@ class SQLBase(PayloadColumns, Migrating):
             return ReplayState(index, None)
         return ReplayState(index, self.load_payload(bytes(marker[6])))
 
+    # Whether a transaction may be spelled out (``BEGIN`` and ``COMMIT`` as statements sent
+    # with the others, on a connection outside ``_write``): see ``_spelled_out``.
+    _spells_transactions = False
+
+    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
+        """``work``, which sends its own ``BEGIN`` and ``COMMIT``, on ``conn`` (outside any
+        transaction); an error rolls the transaction back and is raised. Only where
+        ``_spells_transactions``."""
+        raise NotImplementedError
+
     def _send_rows(
         self, conn: Any, name: str, params: dict[str, Any]
     ) -> Callable[[], list[Any] | None]:
