@@ -1,9 +1,13 @@
 """A batch of the write pipeline on PostgreSQL goes out whole: its BEGIN, its statements and
 its COMMIT are answered once, a batch whose answer was lost is not written twice, and a run
-ended in a batch does what a run ended alone does (its approvals closed, its parent woken)."""
+ended in a batch does what a run ended alone does (its approvals closed, its parent woken).
+Recovery claims go out whole with the batch too, each refused alone; a lone claim reads the
+run's replay state in its own round trip, and a wait decided by an event waits twice."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -12,6 +16,7 @@ import pytest
 
 from batches import together
 from stalwart._store import Entry, open_store
+from stalwart._store.base import WaitDecision
 from stalwart._store.postgres import PostgresStore
 from store_urls import postgres_schema_url
 
@@ -157,3 +162,209 @@ def test_a_child_ended_in_a_batch_wakes_its_parent_and_closes_its_approvals(
         ).fetchone()
     assert woken == (101.0,)
     assert closed == (101.0, "run completed")
+
+
+def _recover(store: PostgresStore, wid: str) -> Any:
+    return store.take_lease(
+        wid,
+        owner="w2",
+        expected_owner="w1",
+        now=200.0,
+        lease_until=230.0,
+        entry=Entry.milestone("resumed", 200.0),
+        recovery=True,
+    )
+
+
+def _recovery_state(store: PostgresStore, wid: str) -> tuple[Any, ...]:
+    with store._pool.connection() as conn:
+        row = conn.execute(
+            "SELECT lease_owner, recoveries, recovery_mark FROM runs WHERE workflow_id = %s",
+            (wid,),
+        ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def test_recovery_claims_in_a_batch_wait_for_the_server_once(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    # again: a second recovery in a row (no completed entry since the last one's mark);
+    # moved: completed a step since its last recovery; live: its holder's lease has not
+    # lapsed, so taking it over is refused, and the batch's others still commit.
+    for wid in ("again", "moved", "fresh", "live"):
+        _held(store, wid)
+    assert store.append("moved", _step(1), owner="w1")
+    with store._pool.connection() as conn:
+        conn.execute(
+            "UPDATE runs SET recoveries = 2, recovery_mark = 0"
+            " WHERE workflow_id IN ('again', 'moved')"
+        )
+        conn.execute("UPDATE runs SET lease_expires_at = 300.0 WHERE workflow_id = 'live'")
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._writer.connection() as conn:
+            conn.pgconn.trace(out.fileno())
+        try:
+            results, batches = together(
+                store,
+                [
+                    lambda wid=wid: _recover(store, wid)
+                    for wid in ("again", "moved", "fresh", "live")
+                ],
+            )
+        finally:
+            with store._writer.connection() as conn:
+                conn.pgconn.untrace()
+    assert [(r.taken, r.recoveries) for r in results] == [
+        (True, 3),
+        (True, 1),
+        (True, 1),
+        (False, 0),
+    ]
+    assert batches == [4]
+    answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+    assert len(answers) == 1
+    assert _recovery_state(store, "again") == ("w2", 3, 0)
+    assert _recovery_state(store, "moved") == ("w2", 1, 1)
+    assert _recovery_state(store, "fresh") == ("w2", 1, 0)
+    assert _recovery_state(store, "live") == ("w1", 0, None)
+    assert [e.name for e in store.journal("again")] == ["started", "resumed"]
+    assert [e.name for e in store.journal("live")] == ["started"]
+
+
+def test_a_recovery_claim_locked_by_another_is_refused_alone(store: PostgresStore) -> None:
+    for wid in ("locked", "free"):
+        _held(store, wid)
+    with store._pool.connection() as other, other.transaction():  # another claimant's lock
+        other.execute("SELECT 1 FROM runs WHERE workflow_id = 'locked' FOR UPDATE")
+        results, batches = together(
+            store, [lambda: _recover(store, "locked"), lambda: _recover(store, "free")]
+        )
+    assert [(r.taken, r.recoveries) for r in results] == [(False, 0), (True, 1)]
+    assert batches == [2]
+    assert _recovery_state(store, "locked") == ("w1", 0, None)
+    assert [e.name for e in store.journal("locked")] == ["started"]
+
+
+def test_a_recovery_batch_whose_answer_was_lost_gives_each_its_count(
+    store: PostgresStore,
+) -> None:
+    import psycopg
+
+    for wid in ("r1", "r2"):
+        _held(store, wid)
+    with store._pool.connection() as conn:
+        conn.execute("UPDATE runs SET recoveries = 4, recovery_mark = 0 WHERE workflow_id = 'r1'")
+    real = store._send_batch
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, sends: Any) -> list[Any]:
+        done = real(conn, sends)
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    store._send_batch = commits_then_loses_the_answer  # type: ignore[method-assign]
+    try:
+        results, batches = together(
+            store, [lambda: _recover(store, "r1"), lambda: _recover(store, "r2")]
+        )
+    finally:
+        del store._send_batch
+    assert lost == [1]
+    assert [(r.taken, r.recoveries) for r in results] == [(True, 5), (True, 1)]
+    assert batches == [2]
+    assert [e.name for e in store.journal("r1")] == ["started", "resumed"]
+
+
+def test_a_lone_claim_reads_the_replay_state_in_its_own_round_trip(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    _held(store, "r")
+    assert store.append("r", _step(1), owner="w1")
+    marker = Entry(kind="run", name="rolling_back", status="completed", output=b"Jstop")
+    assert store.append("r", marker, owner="w1")
+    with store._pool.connection() as conn:  # parked, and due: a resume's claim
+        conn.execute(
+            "UPDATE runs SET status = 'suspended', lease_owner = NULL,"
+            " lease_expires_at = NULL, wake_at = 150.0 WHERE workflow_id = 'r'"
+        )
+    trace = tmp_path / "libpq.trace"
+    with trace.open("w") as out:
+        with store._writer.connection() as conn:
+            conn.pgconn.trace(out.fileno())
+        try:
+            claim = store.take_lease(
+                "r",
+                owner="w2",
+                expected_owner=None,
+                now=200.0,
+                lease_until=230.0,
+                entry=Entry.milestone("resumed", 200.0),
+                replay=True,
+            )
+        finally:
+            with store._writer.connection() as conn:
+                conn.pgconn.untrace()
+    assert claim.taken
+    assert claim.replay == store.replay_state("r")
+    assert [row.name for row in claim.replay.index] == ["s"]
+    assert claim.replay.rollback == b"Jstop"
+    answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
+    assert len(answers) == 1
+    refused = store.take_lease(
+        "r",
+        owner="w3",
+        expected_owner=None,
+        now=201.0,
+        lease_until=231.0,
+        entry=Entry.milestone("resumed", 201.0),
+        replay=True,
+    )
+    assert (refused.taken, refused.replay) == (False, None)
+
+
+def _wait_entry() -> Entry:
+    return Entry(kind="wait", name="go", status="completed", seq=1, position="0", attempt=1)
+
+
+def _traced_answers(store: PostgresStore, tmp_path: Path, call: Any) -> tuple[Any, int]:
+    """What ``call`` returned, and how many answers (ReadyForQuery) its connections read."""
+    trace = tmp_path / "verb.trace"
+    real = store._connection
+
+    @contextlib.contextmanager
+    def traced() -> Iterator[Any]:
+        with real() as conn, trace.open("a") as out:
+            conn.pgconn.trace(out.fileno())
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+
+    store._connection = traced  # type: ignore[method-assign]
+    try:
+        value = call()
+    finally:
+        del store._connection
+    text = trace.read_text() if trace.exists() else ""
+    return value, sum("ReadyForQuery" in line for line in text.splitlines())
+
+
+def test_a_wait_decided_by_an_event_waits_for_the_server_twice(
+    store: PostgresStore, tmp_path: Path
+) -> None:
+    _held(store, "r")
+    sent = Entry(kind="event", name="go", status="completed")
+    assert store.deliver_event("r", name="go", payload=b"J1", dedup_key=None, now=100.5, entry=sent)
+    decide = functools.partial(
+        store.resolve_wait, "r", _wait_entry(), owner="w1", event_name="go", now=101.0
+    )
+    decision, answers = _traced_answers(store, tmp_path, decide)
+    assert decision == WaitDecision("event", b"J1")
+    assert answers == 2  # BEGIN with its questions, then the event consumed, journaled, COMMIT
+    again, _ = _traced_answers(store, tmp_path, decide)  # decided already: lost
+    assert again == WaitDecision("lost")
+    assert [e.name for e in store.journal("r")][-1] == "go"

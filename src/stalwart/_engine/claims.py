@@ -12,7 +12,7 @@ from .._model import RunStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
-from .._store.base import IndexRow, IngressCount, NewRun
+from .._store.base import IndexRow, IngressCount, NewRun, ReplayState
 from .interrupted import last_seen
 from .invocation import Invocation
 from .lifecycle import lifecycle
@@ -129,12 +129,16 @@ class RunClaims:
         recovering: bool,
         owner: str,
         index: list[IndexRow] | None = None,
+        state: ReplayState | None = None,
     ) -> Invocation:
         """An invocation of the run ``owner`` holds; ``index``: its journal when the caller
-        knows it (a run it just created has none), else it is read."""
+        knows it (a run it just created has none), or ``state`` (read with its claim), else
+        it is read."""
         runtime = self.runtime
         rollback: bytes | None = None  # a run just created has none either
-        if index is None:
+        if state is not None:
+            index, rollback = state.index, state.rollback
+        elif index is None:
             # a released run has one too; read with it, the rollback a crash interrupted
             state = runtime.store.replay_state(row.workflow_id)
             index, rollback = state.index, state.rollback
@@ -206,6 +210,7 @@ class RunClaims:
             recovery=recovering,
             holder_gone=holder is not None and holder_is_gone(holder),
             limits=runtime.queues.get(row.queue),
+            replay=True,
         )
         taken, crashes = claim.taken, claim.recoveries
         if not taken:
@@ -214,4 +219,4 @@ class RunClaims:
         if recovering and crashes >= self.runtime.max_recoveries:
             go_on = stop_poison_run(self.runtime, row, crashes, owner)
             return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
-        return self.invocation(wf, row, recovering=recovering, owner=owner)
+        return self.invocation(wf, row, recovering=recovering, owner=owner, state=claim.replay)

@@ -308,11 +308,14 @@ class LeaseStore(Protocol):
         recovery: bool = False,
         holder_gone: bool = False,
         limits: QueueLimits | None = None,
+        replay: bool = False,
     ) -> LeaseClaim:
         """Take the lease of a claimable run whose owner is still ``expected_owner``.
 
         With ``limits``, a pending or suspended run starts only within its queue's limits.
-        With ``recovery``, count the recoveries in a row (see ``LeaseClaim``)."""
+        With ``recovery``, count the recoveries in a row (see ``LeaseClaim``). With
+        ``replay``, the store may read the run's ``replay_state`` with the claim, where that
+        costs no round trip of its own, and return it in ``LeaseClaim.replay``."""
 
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
         """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""

@@ -489,8 +489,9 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         exists = conn.execute(self._q["run_exists"], {"workflow_id": workflow_id}).fetchone()
         return exists is None
 
-    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
-        conn.execute(self._q["lock_run"], {"workflow_id": workflow_id})
+    def _send_lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> None:
+        query = self._q["lock_run_skip_locked" if skip_locked else "lock_run"]
+        conn.execute(query, {"workflow_id": workflow_id})
 
     def _insert_entry(self, conn: Any, name: str, params: dict[str, Any]) -> bool:
         if name != "append_entry_if_owner":
@@ -515,6 +516,45 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         cur = psycopg.Cursor(conn)
         cur.execute(self._q[name], params, prepare=True)
         return lambda: bool(cur.rowcount == 1)
+
+    _spells_transactions = True
+
+    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
+        from psycopg.pq import TransactionStatus
+
+        try:
+            return work(conn)
+        except BaseException:
+            if not conn.broken and conn.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            ):
+                conn.execute("ROLLBACK")  # the failed statement left the transaction open
+            raise
+
+    def _send_rows(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], list[Any] | None]:
+        import psycopg
+
+        cur = conn.execute(self._q[name], params)
+
+        def rows() -> list[Any] | None:
+            try:
+                return cur.fetchall()  # type: ignore[no-any-return]
+            except psycopg.Error:  # never answered: the transaction's answer was lost
+                return None
+
+        return rows
+
+    def _send_returning(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], tuple[Any, ...] | None]:
+        import psycopg
+
+        cur = psycopg.Cursor(conn)
+        cur.execute(self._q[name], params, prepare=True)
+        return cur.fetchone
 
     def _send_batch(self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
         return send_batch(conn, sends)

@@ -253,6 +253,9 @@ class LeaseClaim:
     # For a recovery, how many recoveries in a row found the run with no more completed
     # journal entries than the previous one (1 when it made progress since); 0 otherwise.
     recoveries: int = 0
+    # The run's replay state, read in the claim's own round trip where the store could (asked
+    # with ``take_lease(replay=True)``); ``None``: read it with ``replay_state``.
+    replay: ReplayState | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar, cast
 
-from ..base import Entry
+from ..base import Entry, IndexRow, ReplayState
 from ..payloads import INLINE_LIMIT
 from ..queries import has_optional, specialize
 from ..sealed import seal_error
@@ -94,10 +94,10 @@ class SQLBase(PayloadColumns, Migrating):
         With ``skip_locked``, a run another writer holds is not waited for: ``False``."""
         return True
 
-    def _send_lock_run(self, conn: Any, workflow_id: str) -> None:
-        """``_lock_run`` (waiting for the lock), its answer not read: inside ``_pipelined``,
-        it goes out with the statements after it."""
-        self._lock_run(conn, workflow_id)
+    def _send_lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> None:
+        """``_lock_run``, its answer not read: inside ``_pipelined``, it goes out with the
+        statements after it (with ``skip_locked``, whether it locked is theirs to tell)."""
+        self._lock_run(conn, workflow_id, skip_locked=skip_locked)
 
     def _pipelined(self, conn: Any) -> AbstractContextManager[Any]:
         """Around statements sent without waiting for their answers (where the backend can):
@@ -133,6 +133,33 @@ class SQLBase(PayloadColumns, Migrating):
 
     def data_version(self) -> int:
         """Changes whenever another connection commits (a cheap change detector)."""
+        raise NotImplementedError
+
+    def _replay_of(self, rows: Sequence[Sequence[Any]]) -> ReplayState:
+        """The ``ReplayState`` the rows of query ``replay_state`` say."""
+        index = [IndexRow(*row) for row in rows if row[0] is not None]  # its columns in order
+        # The one row without a seq, if any: the last rolling_back or retry marker.
+        marker = next((row for row in rows if row[0] is None), None)
+        if marker is None or marker[3] != "rolling_back" or marker[6] is None:
+            return ReplayState(index, None)
+        return ReplayState(index, self.load_payload(bytes(marker[6])))
+
+    # Whether a transaction may be spelled out (``BEGIN`` and ``COMMIT`` as statements sent
+    # with the others, on a connection outside ``_write``): see ``_spelled_out``.
+    _spells_transactions = False
+
+    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
+        """``work``, which sends its own ``BEGIN`` and ``COMMIT``, on ``conn`` (outside any
+        transaction); an error rolls the transaction back and is raised. Only where
+        ``_spells_transactions``."""
+        raise NotImplementedError
+
+    def _send_rows(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], list[Any] | None]:
+        """Inside a transaction sent ahead (``_once_ahead``'s ``send``): send query ``name``;
+        what reads its rows once the transaction was answered (``None``: its answer never
+        came, the transaction's having been lost). Only where the backend sends ahead."""
         raise NotImplementedError
 
     # -- running queries ------------------------------------------------------------------

@@ -120,13 +120,7 @@ class JournalVerbs(StreamVerbs):
 
     def replay_state(self, workflow_id: str) -> ReplayState:
         """The replay index and the rollback in progress, in one read."""
-        rows = self._rows("replay_state", {"workflow_id": workflow_id})
-        index = [IndexRow(*row) for row in rows if row[0] is not None]  # its columns in order
-        # The one row without a seq, if any: the last rolling_back or retry marker.
-        marker = next((row for row in rows if row[0] is None), None)
-        if marker is None or marker[3] != "rolling_back" or marker[6] is None:
-            return ReplayState(index, None)
-        return ReplayState(index, self.load_payload(bytes(marker[6])))
+        return self._replay_of(self._rows("replay_state", {"workflow_id": workflow_id}))
 
     def journal(
         self, workflow_id: str, *, after: int | None = None, limit: int | None = None

@@ -7,6 +7,7 @@ helper of its own; ``take_lease`` only sequences them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -111,6 +112,7 @@ class LeaseVerbs(Pipelined):
         recovery: bool = False,
         holder_gone: bool = False,
         limits: QueueLimits | None = None,
+        replay: bool = False,
     ) -> LeaseClaim:
         """Compare-and-set the lease of a claimable run (the holder's lease lapsed, or the
         caller saw its process gone: ``holder_gone``); count recoveries in a row.
@@ -128,7 +130,11 @@ class LeaseVerbs(Pipelined):
             "holder_gone": int(holder_gone),
         }
 
+        # The run's replay read, sent with a lone claim's transaction (``send``), if it was
+        read: list[Callable[[], list[Any] | None]] = []
+
         def work(conn: Any) -> LeaseClaim:
+            read.clear()
             if not self._lock_run(conn, workflow_id, skip_locked=True):
                 return _REFUSED  # another worker is claiming it right now
             admission = _Admission(admitted=True)
@@ -155,14 +161,19 @@ class LeaseVerbs(Pipelined):
         resumed: Entry = entry
 
         def send(conn: Any) -> LeaseClaim:
+            read.clear()
             conn.execute(self._q["take_lease_ahead"], swap)
             self._journal_in(conn, workflow_id, resumed)
-            return LeaseClaim(taken=True, recoveries=0)
+            if replay:  # in the claim's transaction: the journal as the claim left it
+                read.append(self._send_rows(conn, "replay_state", {"workflow_id": workflow_id}))
+            return _TAKEN
 
         def alone() -> LeaseClaim:
             if recovery or not _inline(resumed) or not _unlimited(limits):
                 return self._once(workflow_id, resumed, work)
-            return self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
+            claim = self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
+            rows = read[0]() if read and claim.taken else None
+            return claim if rows is None else LeaseClaim(True, replay=self._replay_of(rows))
 
         def send_one(conn: Any) -> Callable[[], LeaseClaim]:
             params = {**self._entry_params(conn, workflow_id, resumed, owner), **swap}
@@ -171,11 +182,39 @@ class LeaseVerbs(Pipelined):
 
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.
-        one = self._sends_batches and not recovery and _inline(resumed) and _unlimited(limits)
-        write = Write(workflow_id, work, alone, wrote=_taken, send=send_one if one else None)
+        # Where the batch goes out whole, each is one statement (a recovery's after its lock).
+        one = self._sends_batches and _inline(resumed) and _unlimited(limits)
+        write = Write(workflow_id, work, alone, wrote=_taken)
         write.outcomes = (_REFUSED, _TAKEN)
+        if one and recovery:
+            write.send = functools.partial(self._send_recovery, swap=swap, entry=resumed)
+            write.landed = functools.partial(self._recovered, workflow_id=workflow_id)
+        elif one:
+            write.send = send_one
         claim = self._batched(write)
         return cast(LeaseClaim, claim)
+
+    def _send_recovery(
+        self, conn: Any, *, swap: dict[str, Any], entry: Entry
+    ) -> Callable[[], LeaseClaim]:
+        """A recovery's claim inside a batch sent whole: the run's lock, then the claim as one
+        statement (``recover_in_batch``); what it decided, once answered."""
+        workflow_id = swap["workflow_id"]
+        params = {**self._entry_params(conn, workflow_id, entry, swap["owner"]), **swap}
+        self._send_lock_run(conn, workflow_id, skip_locked=True)
+        counted = self._send_returning(conn, "recover_in_batch", params)
+
+        def decided() -> LeaseClaim:
+            row = counted()
+            return _REFUSED if row is None else LeaseClaim(True, int(row[0]))
+
+        return decided
+
+    def _recovered(self, conn: Any, *, workflow_id: str) -> LeaseClaim:
+        """A recovery's claim that landed in a batch whose answer was lost: the count it
+        stored."""
+        row = conn.execute(self._q["recovery_state"], {"workflow_id": workflow_id}).fetchone()
+        return LeaseClaim(True, int(row[0]))
 
     def _admit(self, conn: Any, workflow_id: str, limits: QueueLimits, now: float) -> _Admission:
         """Queue admission: whether the queue's limits let this run start now."""

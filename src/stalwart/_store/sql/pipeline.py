@@ -51,6 +51,9 @@ class Write:
     # What a write with ``send`` decided when refused, and when it wrote: a batch sent whole
     # whose acknowledgement was lost tells by whether its entry is in the journal.
     outcomes: tuple[Any, Any] = (False, True)
+    # What it decided when it wrote, read afresh where ``outcomes[True]`` cannot say (a
+    # recovery's count): given the retry's connection.
+    landed: Callable[[Any], Any] | None = None
     call_id: str = ""  # given when it joins a batch (alone, ``alone`` makes its own)
 
 
@@ -138,7 +141,7 @@ class Pipelined(SQLBase):
                 ]
                 if any(landed):  # those that journal nothing are idempotent: done again
                     return [
-                        w.outcomes[found] if mark else self._one(conn, w)
+                        self._landed(conn, w, found) if mark else self._one(conn, w)
                         for w, mark, found in zip(writes, marked, landed, strict=True)
                     ]
             tried = True  # (a batch that landed with every write refused wrote nothing)
@@ -146,6 +149,14 @@ class Pipelined(SQLBase):
             return self._send_batch(conn, sends)
 
         return self._run(attempt)
+
+    @staticmethod
+    def _landed(conn: Any, write: Write, found: bool) -> Any:
+        """What ``write``, of a batch that committed unacknowledged, decided: ``found`` says
+        whether its entry is in the journal."""
+        if found and write.landed is not None:
+            return write.landed(conn)
+        return write.outcomes[found]
 
     def _send_batch(
         self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], Any]]]
@@ -157,6 +168,13 @@ class Pipelined(SQLBase):
     def _send_prepared(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
         """Where ``_sends_batches``: send statement ``name``, prepared; what says, once it is
         answered, whether it changed one row."""
+        raise NotImplementedError
+
+    def _send_returning(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], tuple[Any, ...] | None]:
+        """Where ``_sends_batches``: send statement ``name``, prepared; what reads, once it is
+        answered, its one row (``None``: it returned none)."""
         raise NotImplementedError
 
     def _decide(self, conn: Any, writes: list[Write]) -> list[Any]:

@@ -108,8 +108,20 @@ class WaitVerbs(SQLBase):
         yet, ``"lost"`` when the lease is gone or the wait was already decided.
         """
 
+        # Where the backend sends statements before reading answers, the transaction is spelled
+        # out, its BEGIN sent with the questions and its COMMIT with the writes.
+        spelled = self._spells_transactions
+
         def work(conn: Any) -> WaitDecision:
-            with self._pipelined(conn):  # three questions, one round trip
+            decision = decide(conn)
+            if spelled and decision.winner in ("none", "lost"):
+                conn.execute("COMMIT")  # (it wrote nothing)
+            return decision
+
+        def decide(conn: Any) -> WaitDecision:
+            with self._pipelined(conn):  # the questions, one round trip
+                if spelled:
+                    conn.execute("BEGIN")
                 self._send_lock_run(conn, workflow_id)
                 held = conn.execute(
                     self._q["lease_held"], {"workflow_id": workflow_id, "owner": owner}
@@ -117,11 +129,13 @@ class WaitVerbs(SQLBase):
                 done = conn.execute(
                     self._q["seq_completed"], {"workflow_id": workflow_id, "seq": entry.seq}
                 )
+                key = {"workflow_id": workflow_id, "name": event_name, "until": until}
+                oldest = None if event_name is None else conn.execute(self._q["oldest_event"], key)
             if held.fetchone() is None or done.fetchone():
                 return WaitDecision("lost")
             decision, consume = WaitDecision("none"), None
-            if event_name is not None:
-                decision, consume = self._take_event(conn, workflow_id, event_name, until, entry)
+            if oldest is not None:
+                decision, consume = self._take_event(conn, oldest.fetchone(), entry)
             if decision.winner == "none" and approval_id is not None:
                 key = {"workflow_id": workflow_id, "approval_id": approval_id}
                 found = _typed(conn.execute(self._q["get_approval"], key), ApprovalRow)
@@ -146,17 +160,25 @@ class WaitVerbs(SQLBase):
                 if consume is not None:
                     conn.execute(self._q["consume_event"], consume)
                 self._journal_in(conn, workflow_id, decided)
+                if spelled:
+                    conn.execute("COMMIT")
             return decision
 
-        return self._once(workflow_id, entry, work)
+        if not spelled:
+            return self._once(workflow_id, entry, work)
+        decision = self._once(
+            workflow_id, entry, lambda conn: self._spelled_out(conn, work), transaction=False
+        )
+        # A retry that found this call's entry journaled (the first try's COMMIT landed, its
+        # answer lost) knows only that: as when it decides again, the wait was decided.
+        return decision if isinstance(decision, WaitDecision) else WaitDecision("lost")
 
     def _take_event(
-        self, conn: Any, workflow_id: str, name: str, until: float | None, entry: Entry
+        self, conn: Any, found: Any, entry: Entry
     ) -> tuple[WaitDecision, dict[str, Any] | None]:
-        """The oldest unconsumed event ``name`` sent by ``until``, if there is one, and what
-        consumes it (``consume_event``'s parameters), done with the winner's journal entry."""
-        key = {"workflow_id": workflow_id, "name": name, "until": until}
-        found = conn.execute(self._q["oldest_event"], key).fetchone()
+        """The oldest unconsumed event (``found``: ``oldest_event``'s row), if there is one,
+        and what consumes it (``consume_event``'s parameters), done with the winner's journal
+        entry."""
         if found is None:
             return WaitDecision("none"), None
         data = None if found[1] is None else self.load_payload(bytes(found[1]), conn)

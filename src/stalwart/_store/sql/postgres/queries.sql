@@ -83,6 +83,50 @@ SELECT taken.workflow_id, CAST(:seq AS integer), CAST(:position AS text),
        CAST(:call_id AS text), CAST(:usage AS text)
 FROM taken;
 
+-- own: recover_in_batch
+-- take_lease of a recovery (a takeover of a dead or lapsed holder's run) with its 'resumed'
+-- entry as one statement, for a batch sent whole, as claim_in_batch is for a start: it counts
+-- the recovery in a row as recovery_state and take_lease do (one more unless the run completed
+-- journal entries since the last recovery's mark, else 1), swaps the lease and journals the
+-- entry, all hanging on the fenced UPDATE. It returns the new count, or no row when refused
+-- (changing nothing and failing nothing else of the batch). It is sent after
+-- lock_run_skip_locked in the same transaction, so that its snapshot, which counts the
+-- progress, is taken once the run is locked (as the plain way's second statement's is); a run
+-- another claimant has locked is not waited for. Typed parameters: it is prepared.
+WITH locked AS (
+    SELECT workflow_id, recoveries, recovery_mark FROM runs
+    WHERE workflow_id = CAST(:workflow_id AS text) FOR UPDATE SKIP LOCKED
+), progress AS (
+    SELECT count(*) AS done FROM journal
+    WHERE workflow_id = CAST(:workflow_id AS text) AND seq IS NOT NULL
+      AND status = 'completed'
+), taken AS (
+    UPDATE runs
+    SET lease_owner = CAST(:owner AS text),
+        lease_expires_at = CAST(:lease_until AS double precision), status = 'running',
+        updated_at = CAST(:now AS double precision),
+        recoveries = CASE WHEN locked.recovery_mark IS NOT NULL
+                               AND progress.done <= locked.recovery_mark
+                          THEN locked.recoveries + 1 ELSE 1 END,
+        recovery_mark = progress.done, wake_at = NULL, waiting_for = NULL
+    FROM locked, progress
+    WHERE runs.workflow_id = locked.workflow_id
+      AND lease_owner IS NOT DISTINCT FROM CAST(:expected_owner AS text)
+      AND {{claimable}}
+    RETURNING runs.workflow_id, runs.recoveries
+), journaled AS (
+    INSERT INTO journal (workflow_id, seq, position, kind, name, status, attempt, started_at,
+                         finished_at, input, output, error, by, compensable, call_id, usage)
+    SELECT taken.workflow_id, CAST(:seq AS integer), CAST(:position AS text),
+           CAST(:kind AS text), CAST(:name AS text), CAST(:status AS text),
+           CAST(:attempt AS integer), CAST(:started_at AS double precision),
+           CAST(:finished_at AS double precision), CAST(:input AS bytea),
+           CAST(:output AS bytea), CAST(:error AS text), CAST(:by AS text),
+           CAST(:compensable AS integer), CAST(:call_id AS text), CAST(:usage AS text)
+    FROM taken
+)
+SELECT recoveries FROM taken;
+
 -- own: charge_in_batch
 -- An attempt finish_in_batch journals before the run's end (a sync workflow's last steps),
 -- sent before it: written only where finish_in_batch's own precondition holds, which the
