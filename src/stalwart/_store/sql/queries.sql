@@ -135,7 +135,8 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: journal_after
 -- The rows after the one with id `after` (the console's run page polls with it): a range of
--- the index journal_by_run (workflow_id, id), however long the journal is.
+-- the index journal_by_run (workflow_id, id; on SQLite (workflow_id), whose entries end in
+-- the rowid, id), however long the journal is.
 SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
        position, usage
 FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id;
