@@ -132,8 +132,12 @@ def test_an_upgraded_store_has_the_indexes_of_a_new_one(
         assert upgraded == schema_rows.indexes(new)
     gone = {"runs_by_created", "terminal_runs_by_update"}
     assert not gone & set(upgraded)
-    for partial in ("runs_by_wake", "runs_by_parent"):
-        assert "WHERE" in upgraded[partial], upgraded[partial]
+    # PostgreSQL keeps runs_by_wake whole: its planner counts a status's runs by it.
+    partial = (
+        ("runs_by_wake", "runs_by_parent") if url.startswith("sqlite") else ("runs_by_parent",)
+    )
+    for name in partial:
+        assert "WHERE" in upgraded[name], upgraded[name]
 
 
 def _new_store(url: str, tmp_path: Path) -> Iterator[str]:
