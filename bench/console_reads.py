@@ -204,7 +204,7 @@ def ui_server(url: str) -> Iterator[str]:
 def http_reads(
     client: Any, seeded: Seeded, deep: Any, down: str
 ) -> list[tuple[str, Callable[[], Any]]]:
-    from stalwart._ui.api import encode_cursor
+    from stalwart._api_answers import encode_cursor
 
     def get(path: str, **params: Any) -> Callable[[], Any]:
         def call() -> Any:

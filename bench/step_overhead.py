@@ -21,7 +21,8 @@ Last, the latency of a one-step ``app.run`` (create the run holding its lease; t
 step's outcome and finish the run, together: two store transactions) on each backend, the
 median of ``--latency-runs`` runs, against a floor of three autocommitted one-row INSERTs on
 the same database (what the path cost in commits before the step's outcome went with the
-run's end), measured in the same sitting.
+run's end), measured in the same sitting; and on SQLite the pages a one-step run adds to the
+write-ahead log (what its two commits write).
 
 It is a benchmark, not a test: it exits 0 whether or not the target is met.
 """
@@ -263,6 +264,40 @@ def one_step_latency(url: str, runs: int) -> float:
     return statistics.median(times)
 
 
+def wal_pages_per_run(folder: str, runs: int = 100, warm: int = 200) -> float:
+    """Pages a one-step ``app.run`` adds to SQLite's write-ahead log: the log's growth over
+    ``runs`` runs, ten at a time after a ``TRUNCATE`` checkpoint (far below the 1,000 pages
+    after which a commit checkpoints by itself and the log starts over), on a store already
+    holding ``warm`` runs, so that its indexes have more than one leaf. A page is written
+    once per transaction that changes it: this counts the pages a run's two commits write."""
+    path = os.path.join(folder, "wal.db")
+    grown = 0
+    with stalwart.Stalwart(f"sqlite:///{path}") as app:
+
+        @app.step
+        def noop() -> None:
+            return None
+
+        @app.workflow
+        def one_step() -> None:
+            noop()
+
+        for _ in range(warm):
+            app.run(one_step)
+        db = sqlite3.connect(path)
+        try:
+            page = int(db.execute("PRAGMA page_size").fetchone()[0])
+            for _ in range(runs // 10):
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                before = os.path.getsize(path + "-wal")
+                for _ in range(10):
+                    app.run(one_step)
+                grown += os.path.getsize(path + "-wal") - before
+        finally:
+            db.close()
+    return grown / (page + 24) / (runs // 10 * 10)  # a frame: a 24-byte header and the page
+
+
 def three_inserts_sqlite(folder: str, runs: int, schema: str) -> float:
     """Median seconds of three autocommitted INSERTs into a journal table (WAL, NORMAL)."""
     conn = sqlite3.connect(f"{folder}/floor.db", isolation_level=None)
@@ -377,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         ours = one_step_latency(f"sqlite:///{folder}/stalwart.db", runs)
         floor = three_inserts_sqlite(folder, runs, schema)
     print_latency("sqlite (process)", ours, floor)
+    with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=args.dir) as folder:
+        pages = wal_pages_per_run(folder)
+    print(f"{'':<18}{pages:>18.1f} WAL pages a run (SQLite)")
     if unreachable is None:
         base = args.postgres_url
         ours = in_fresh_schema(

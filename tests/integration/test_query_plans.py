@@ -173,7 +173,7 @@ def test_the_run_list_and_a_run_page_read_through_indexes(shared_url: str) -> No
 @pytest.mark.parametrize(
     ("name", "index"),
     [
-        ("stats_started", "runs_by_created"),
+        ("stats_started", "runs_by_created_name"),
         ("stats_finished", "runs_ended"),
         ("stats_steps", "journal_steps"),
         ("stats_step_times", "journal_steps"),

@@ -43,3 +43,17 @@ def has_table(url: str, name: str) -> bool:
             f"SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = '{name}'",
         )
     return bool(found)
+
+
+def indexes(url: str) -> dict[str, str]:
+    """The store's indexes, each by name with its definition (on PostgreSQL without the
+    schema's name, so that two schemas compare)."""
+    if url.startswith("sqlite:///"):
+        rows = _query(url, "SELECT name, sql FROM sqlite_master WHERE type = 'index'")
+        return {str(name): str(sql) for name, sql in rows}
+    rows = _query(
+        url,
+        "SELECT indexname, replace(indexdef, current_schema() || '.', '') FROM pg_indexes "
+        "WHERE schemaname = current_schema()",
+    )
+    return {str(name): str(sql) for name, sql in rows}

@@ -204,7 +204,7 @@ __all__ = [
 ]
 
 # The schema version this code writes; a store records the oldest code version it serves.
-SCHEMA_VERSION = 26
+SCHEMA_VERSION = 27
 
 
 class RunStore(RunReads, Protocol):

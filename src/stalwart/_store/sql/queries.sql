@@ -135,7 +135,8 @@ FROM journal WHERE workflow_id = :workflow_id ORDER BY id;
 
 -- name: journal_after
 -- The rows after the one with id `after` (the console's run page polls with it): a range of
--- the index journal_by_run (workflow_id, id), however long the journal is.
+-- the index journal_by_run (workflow_id, id; on SQLite (workflow_id), whose entries end in
+-- the rowid, id), however long the journal is.
 SELECT id, seq, kind, name, status, attempt, started_at, finished_at, input, output, error, by,
        position, usage
 FROM journal WHERE workflow_id = :workflow_id AND id > :after ORDER BY id;
@@ -164,8 +165,9 @@ SELECT count(*) FROM journal WHERE workflow_id = :workflow_id;
 -- so that a deep page starts its index scan there instead of filtering every newer run.
 -- The page's keys are read first, from the index of the filter given alone (it ends in
 -- created_at and workflow_id: it covers them), then its rows by primary key: PostgreSQL,
--- pricing a heap read for each row of the filter's index, walked runs_by_created instead and
--- filtered every newer run (all of them, for a filter whose runs are old).
+-- pricing a heap read for each row of the filter's index, walked the index by creation time
+-- instead (runs_by_created then; runs_by_created_name since 0027) and filtered every newer
+-- run (all of them, for a filter whose runs are old).
 SELECT workflow_id, name, status, queue, priority, input, output, error, created_at,
        updated_at, lease_owner, lease_expires_at, wake_at, waiting_for, deadline,
        cancel_requested, retrying, progress, current_step, parent_id
@@ -923,15 +925,16 @@ ON CONFLICT (name) DO UPDATE SET accepted = ingress_sources.accepted + excluded.
 -- name: list_ingress
 SELECT name, kind, target, accepted, rejected, updated_at FROM ingress_sources ORDER BY name;
 -- dialect: stats_started
--- The runs created per bucket of the overview's window: a range of runs_by_created. The bucket
+-- The runs created per bucket of the overview's window: a range of runs_by_created_name (0025;
+-- runs_by_created before 0027). The bucket
 -- is the whole number of widths since :since: CAST truncates on SQLite (the value is never
 -- negative here), PostgreSQL's rounds, so it takes floor() first.
 
 -- dialect: stats_finished
 -- The runs that ended per bucket, by status: a range of runs_ended (0025), which holds the
 -- ended runs only, by the time they last changed (when they ended). Bucketed as stats_started;
--- SQLite names the index (INDEXED BY): without statistics its planner prefers the status
--- index of the wake-up poll, which reads every ended run.
+-- SQLite names the index (INDEXED BY): without statistics its planner prefers a status
+-- index, which reads every ended run.
 
 -- name: stats_steps
 -- Step attempts since :since by step name (retry markers, attempt 0, and reused rows left

@@ -107,8 +107,8 @@ FROM stream_chunks c WHERE c.workflow_id = :workflow_id AND c.stream = :stream
 ON CONFLICT (workflow_id, origin) DO NOTHING;
 
 -- name: prunable_runs
--- INDEXED BY: the planner would take runs_by_wake for the status and sort every ended run.
-SELECT r.workflow_id FROM runs r INDEXED BY terminal_runs_by_update
+-- INDEXED BY: the planner would take a status index and sort every ended run.
+SELECT r.workflow_id FROM runs r INDEXED BY runs_ended
 WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :before
   AND (:status IS NULL OR r.status = :status) AND (:name IS NULL OR r.name = :name)
   AND r.name NOT IN (SELECT value FROM json_each(:exclude))
