@@ -20,7 +20,7 @@ demo: $(STAMP)
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/parallel.py says how they share it).
 # Three on two cores: the suite waits far more than it computes. The tests that start worker
 # processes on PostgreSQL run one at a time (tests/parallel.py), so three test processes stay
-# under PostgreSQL's default 100 connections (53 at the peak of a run, 91 were every peak to
+# under PostgreSQL's default 100 connections (62 at the peak of a run, 92 were every peak to
 # meet); see docs/performance.md, "The test suite".
 TEST_WORKERS ?= 3
 
