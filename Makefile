@@ -18,10 +18,11 @@ demo: $(STAMP)
 	$(BIN)/stalwart demo
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/parallel.py says how they share it).
-# Two: a third overlaps more of the suite's waiting (542 s against about 900), but its worker
-# processes can pass PostgreSQL's default 100 connections ("too many clients"); see
-# docs/performance.md, "The test suite". `make test TEST_WORKERS=3` where the server allows more.
-TEST_WORKERS ?= 2
+# Three on two cores: the suite waits far more than it computes. The tests that start worker
+# processes on PostgreSQL run one at a time (tests/parallel.py), so three test processes stay
+# under PostgreSQL's default 100 connections (62 at the peak of a run, 92 were every peak to
+# meet); see docs/performance.md, "The test suite".
+TEST_WORKERS ?= 3
 
 test: lint
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup

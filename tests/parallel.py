@@ -6,6 +6,10 @@ Tests are handed out one at a time, so every worker stays busy to the end, excep
 - the tests sharing a module- or session-scoped fixture of this suite (a console fleet, the
   HTTP API's scene, a served schema) form one group, run by one worker, so the fixture is built
   once;
+- the tests that start worker processes on the PostgreSQL server the suite shares form one
+  group, ``postgres-workers``, run by one worker, one test at a time: each such process holds
+  ``concurrency + 7`` connections (docs/fleet.md), and three of these tests at once (three
+  worker processes each, as the fleet tests start) would near the server's 100 connections;
 - the tests marked ``exclusive`` run last, on one worker, once every other worker has finished
   and shut down: a PostgreSQL restart (it would cut every other test's connections), and a
   test whose time bound includes starting a process (a test beside it would slow that down).
@@ -35,6 +39,11 @@ from xml.etree import ElementTree
 import pytest
 
 EXCLUSIVE = "exclusive"
+POSTGRES_WORKERS = "postgres-workers"
+# The fixtures that start worker processes (tests/faults/fault_harness.py's WorkerHarness, the
+# fleets of test_fleet_chaos.py and test_queue_limits.py) on their test's store; on PostgreSQL
+# only when the test's params say "postgres", except pg_workers, which is PostgreSQL's alone.
+_WORKER_FIXTURES = frozenset({"workers", "oa_workers", "agent_workers", "fleet", "pg_workers"})
 _SHARED_SCOPES = frozenset({"module", "package", "session"})
 _GROUPS_INPUT = "stalwart_groups_file"
 _GROUPS_DIR = pytest.StashKey[Path]()
@@ -51,11 +60,25 @@ def expected_seconds() -> dict[str, float]:
     return times
 
 
+def starts_postgres_workers(item: pytest.Item) -> bool:
+    """Whether ``item`` starts worker processes on the PostgreSQL server the suite shares."""
+    names = set(getattr(item, "fixturenames", ()))
+    if names.isdisjoint(_WORKER_FIXTURES):
+        return False
+    callspec = getattr(item, "callspec", None)
+    return "pg_workers" in names or (
+        callspec is not None and "postgres" in callspec.params.values()
+    )
+
+
 def group_of(item: pytest.Item) -> str | None:
-    """The group ``item`` must share a worker with: ``exclusive``, the suite's module-,
-    package- or session-scoped fixtures it uses (e.g. ``tests/ui_api::ui``), or none."""
+    """The group ``item`` must share a worker with: ``exclusive``, ``postgres-workers``, the
+    suite's module-, package- or session-scoped fixtures it uses (e.g. ``tests/ui_api::ui``),
+    or none."""
     if item.get_closest_marker(EXCLUSIVE) is not None:
         return EXCLUSIVE
+    if starts_postgres_workers(item):
+        return POSTGRES_WORKERS
     info = getattr(item, "_fixtureinfo", None)
     if info is None:
         return None
