@@ -39,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from console_seed import (
@@ -172,14 +173,25 @@ def python_reads(
 @contextlib.contextmanager
 def ui_server(url: str) -> Iterator[str]:
     """``stalwart ui`` on a free port until the block ends; its base URL."""
+    with ui_process(url) as (base, _pid):
+        yield base
+
+
+@contextlib.contextmanager
+def ui_process(url: str, code: Path | None = None) -> Iterator[tuple[str, int]]:
+    """``stalwart ui`` on a free port until the block ends, of the package in ``code`` when
+    given (else this interpreter's): its base URL and its process id."""
     command = [sys.executable, "-m", "stalwart", "ui", "--url", url, "--port", "0"]
     env = {k: v for k, v in os.environ.items() if k not in ("STALWART_URL", "STALWART_UI_TOKEN")}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     process = subprocess.Popen(
         [*command, "--token", "bench"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
         env=env,
+        cwd=code,  # so the working directory's package is never the one imported
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(
@@ -191,7 +203,7 @@ def ui_server(url: str) -> Iterator[str]:
             seen.append(line)
             if process.poll() is not None:
                 raise RuntimeError(f"stalwart ui exited: {''.join(seen)}")
-        yield line.removeprefix("console: ").strip().rstrip("/")
+        yield line.removeprefix("console: ").strip().rstrip("/"), process.pid
     finally:
         process.send_signal(signal.SIGINT)
         try:

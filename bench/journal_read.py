@@ -27,17 +27,13 @@ import argparse
 import contextlib
 import math
 import os
-import queue
-import signal
 import statistics
-import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from console_reads import ui_process
 from console_seed import Rows, Seeded, Shape, drop_schema, seed_postgres, seed_sqlite
 
 import stalwart
@@ -45,41 +41,6 @@ import stalwart
 DEFAULT_POSTGRES_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BUDGET_MS = 200.0
 HERE = Path(__file__).resolve().parent.parent / "src"
-
-
-@contextlib.contextmanager
-def ui_server(url: str, code: Path) -> Iterator[tuple[str, int]]:
-    """``stalwart ui`` of the code in ``code`` on a free port until the block ends: its base
-    URL and its process id."""
-    command = [sys.executable, "-m", "stalwart", "ui", "--url", url, "--port", "0"]
-    env = {k: v for k, v in os.environ.items() if k not in ("STALWART_URL", "STALWART_UI_TOKEN")}
-    env["PYTHONPATH"] = str(code)
-    process = subprocess.Popen(
-        [*command, "--token", "bench"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=env,
-        cwd=code,  # so the working directory's package is never the one imported
-    )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(
-        target=lambda: [lines.put(x) for x in process.stdout or ()], daemon=True
-    ).start()
-    seen = []
-    try:
-        while not (line := lines.get(timeout=60)).startswith("console: "):
-            seen.append(line)
-            if process.poll() is not None:
-                raise RuntimeError(f"stalwart ui exited: {''.join(seen)}")
-        yield line.removeprefix("console: ").strip().rstrip("/"), process.pid
-    finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def cpu_ms(pid: int) -> float:
@@ -100,7 +61,7 @@ def over_http(kind: str, url: str, seeded: Seeded, codes: list[Path], calls: int
     with contextlib.ExitStack() as stack:
         clients, pids = [], []
         for code in codes:
-            base, pid = stack.enter_context(ui_server(url, code))
+            base, pid = stack.enter_context(ui_process(url, code))
             clients.append(stack.enter_context(httpx.Client(base_url=base, timeout=60)))
             pids.append(pid)
         # the same answer from every tree, byte for byte
@@ -170,16 +131,22 @@ def profile(kind: str, url: str, seeded: Seeded, calls: int) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--stores", default="sqlite,postgres")
-    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated")
+    parser.add_argument("--calls", type=int, default=40, help="timed calls per code tree")
     parser.add_argument("--code", action="append", type=Path, help="a src folder (repeatable)")
-    parser.add_argument("--runs", type=int, default=6_000)
-    parser.add_argument("--profile", action="store_true")
+    parser.add_argument(
+        "--runs", type=int, default=6_000, help="runs in the store (6,000 at least)"
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="time the store and the answer apart, in process"
+    )
     parser.add_argument(
         "--postgres-url",
         default=os.environ.get("STALWART_TEST_POSTGRES_URL") or DEFAULT_POSTGRES_URL,
     )
     args = parser.parse_args()
+    if args.runs < 6_000:
+        parser.error("--runs must be at least 6000: the seed's run with 200 children needs them")
     codes = [code.resolve() for code in args.code or [HERE]]
     # about eleven entries a run beside the ten long runs (the seed's children need 6,000 runs)
     shape = Shape(runs=args.runs, entries=args.runs * 11 + 10_000)
