@@ -99,11 +99,12 @@ def test_a_batch_waits_for_the_server_once(store: PostgresStore, tmp_path: Path)
     assert [e.name for e in store.journal("r2")] == ["started", "completed"]
 
 
-def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) -> None:
+@contextlib.contextmanager
+def _first_answer_lost(store: PostgresStore) -> Iterator[list[int]]:
+    """The first batch the block sends commits and its answer is lost (the connection drops);
+    the list holds a 1 once that happened."""
     import psycopg
 
-    for wid in ("r1", "r2"):
-        _held(store, wid)
     real = store._send_batch
     lost: list[int] = []
 
@@ -116,6 +117,15 @@ def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) ->
 
     store._send_batch = commits_then_loses_the_answer  # type: ignore[method-assign]
     try:
+        yield lost
+    finally:
+        del store._send_batch
+
+
+def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) -> None:
+    for wid in ("r1", "r2"):
+        _held(store, wid)
+    with _first_answer_lost(store) as lost:
         results, batches = together(
             store,
             [
@@ -125,8 +135,6 @@ def test_a_batch_whose_answer_was_lost_is_recorded_once(store: PostgresStore) ->
                 lambda: store.mark_retry("r2", owner="w1", marker="2:1"),  # journals nothing
             ],
         )
-    finally:
-        del store._send_batch
     assert lost == [1]
     assert results == [True, False, True, True]
     assert batches == [4]
@@ -250,29 +258,14 @@ def test_a_recovery_claim_locked_by_another_is_refused_alone(store: PostgresStor
 def test_a_recovery_batch_whose_answer_was_lost_gives_each_its_count(
     store: PostgresStore,
 ) -> None:
-    import psycopg
-
     for wid in ("r1", "r2"):
         _held(store, wid)
     with store._pool.connection() as conn:
         conn.execute("UPDATE runs SET recoveries = 4, recovery_mark = 0 WHERE workflow_id = 'r1'")
-    real = store._send_batch
-    lost: list[int] = []
-
-    def commits_then_loses_the_answer(conn: Any, sends: Any) -> list[Any]:
-        done = real(conn, sends)
-        if not lost:
-            lost.append(1)
-            raise psycopg.OperationalError("server closed the connection unexpectedly")
-        return done
-
-    store._send_batch = commits_then_loses_the_answer  # type: ignore[method-assign]
-    try:
+    with _first_answer_lost(store) as lost:
         results, batches = together(
             store, [lambda: _recover(store, "r1"), lambda: _recover(store, "r2")]
         )
-    finally:
-        del store._send_batch
     assert lost == [1]
     assert [(r.taken, r.recoveries) for r in results] == [(True, 5), (True, 1)]
     assert batches == [2]
