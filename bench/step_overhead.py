@@ -243,18 +243,24 @@ def compare(
     )
 
 
+def declare_one_step(app: stalwart.Stalwart) -> Any:
+    """A workflow of one no-op step, declared on ``app``."""
+
+    @app.step
+    def noop() -> None:
+        return None
+
+    @app.workflow
+    def one_step() -> None:
+        noop()
+
+    return one_step
+
+
 def one_step_latency(url: str, runs: int) -> float:
     """Median seconds of a one-step ``app.run`` on a fresh run each time."""
     with stalwart.Stalwart(url) as app:
-
-        @app.step
-        def noop() -> None:
-            return None
-
-        @app.workflow
-        def one_step() -> None:
-            noop()
-
+        one_step = declare_one_step(app)
         app.run(one_step, workflow_id="latency-warm-up")
         times = []
         for i in range(runs):
@@ -273,15 +279,7 @@ def wal_pages_per_run(folder: str, runs: int = 100, warm: int = 200) -> float:
     path = os.path.join(folder, "wal.db")
     grown = 0
     with stalwart.Stalwart(f"sqlite:///{path}") as app:
-
-        @app.step
-        def noop() -> None:
-            return None
-
-        @app.workflow
-        def one_step() -> None:
-            noop()
-
+        one_step = declare_one_step(app)
         for _ in range(warm):
             app.run(one_step)
         db = sqlite3.connect(path)
