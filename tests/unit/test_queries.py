@@ -52,9 +52,12 @@ def test_both_dialects_resolve_every_shared_query_and_only_postgres_has_its_own(
         "claim_in_batch",  # a batch of the pipeline sent whole: one statement a write
         "charge_in_batch",
         "finish_in_batch",
+        "recover_in_batch",  # a recovery's claim, sent whole with its batch
         "append_chunks",  # a run's stream chunks in one statement of arrays
         "payloads_touched",  # the collector's batch read again in one statement
         "delete_payloads",  # and deleted in one
+        "payloads_below",  # a journal's payload trees below their first level, in one query
+        "no_jit",  # around it: its estimate would have JIT compile it for longer than it runs
     }
     # the dialects differ only where the shared file declares that they do
     differ = {name for name in shared if sqlite[name] != postgres[name]}

@@ -13,12 +13,13 @@ its preconditions from row counts (see ``SQLBase._once_ahead``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from .pg_outages import connection_lost
 
-__all__ = ["NotAhead", "Refused", "send_ahead", "send_batch"]
+__all__ = ["NotAhead", "Refused", "SentAhead", "send_ahead", "send_batch"]
 
 T = TypeVar("T")
 
@@ -100,3 +101,66 @@ def send_batch(conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> 
             conn.execute("ROLLBACK")  # (a COMMIT that failed ended it: then a no-op)
         raise failed
     return [answer() for answer in answers]
+
+
+class SentAhead:
+    """A PostgreSQL store's statements sent before their answers are read: a batch's writes
+    whole (``send_batch``), prepared statements and their row counts or rows read later, and
+    transactions spelled out with ``BEGIN`` and ``COMMIT`` sent among their statements."""
+
+    _q: dict[str, str]
+
+    _sends_batches = True
+
+    def _send_prepared(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
+        import psycopg
+
+        cur = psycopg.Cursor(conn)
+        cur.execute(self._q[name], params, prepare=True)
+        return lambda: bool(cur.rowcount == 1)
+
+    _spells_transactions = True
+
+    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
+        from psycopg.pq import TransactionStatus
+
+        try:
+            return work(conn)
+        except BaseException:
+            if not conn.broken and conn.info.transaction_status in (
+                TransactionStatus.INTRANS,
+                TransactionStatus.INERROR,
+            ):
+                conn.execute("ROLLBACK")  # the failed statement left the transaction open
+            raise
+
+    def _send_rows(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], list[Any] | None]:
+        import psycopg
+
+        cur = conn.execute(self._q[name], params)
+
+        def rows() -> list[Any] | None:
+            try:
+                return cur.fetchall()  # type: ignore[no-any-return]
+            except psycopg.Error:  # never answered: the transaction's answer was lost
+                return None
+
+        return rows
+
+    def _send_returning(
+        self, conn: Any, name: str, params: dict[str, Any]
+    ) -> Callable[[], tuple[Any, ...] | None]:
+        import psycopg
+
+        cur = psycopg.Cursor(conn)
+        cur.execute(self._q[name], params, prepare=True)
+        return cur.fetchone
+
+    def _send_batch(self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
+        return send_batch(conn, sends)
+
+    def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
+        # A batch's appends go out together: one round trip for all, not one each.
+        return conn.pipeline()  # type: ignore[no-any-return]

@@ -35,8 +35,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, NewChunk
 from .changes import Changes
-from .pg_ahead import NotAhead, Refused, send_ahead, send_batch
+from .pg_ahead import NotAhead, Refused, SentAhead, send_ahead
 from .pg_outages import Outages, connection_lost, first_line
+from .pg_payloads import PayloadTrees
 from .queries import load_queries
 from .sql import SQLStore
 
@@ -225,7 +226,7 @@ class _CollectArrays:
             conn.execute(self._q["delete_payloads"], {"digests": digests})
 
 
-class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
+class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArrays, _ServerBinding):
     """A store in one PostgreSQL database (or one schema of it), shared by a fleet."""
 
     def __init__(self, url: str, *, durability: str) -> None:
@@ -444,41 +445,6 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
     def _list(self, values: list[str]) -> list[str]:
         return list(values)
 
-    def _fetch_found(self, conn: Any, digests: list[bytes]) -> dict[bytes, bytes]:
-        # One round trip for all of a payload tree's level, not one per piece.
-        return self._payload_rows(conn, "get_payloads", digests)
-
-    def _rows_below(
-        self, conn: Any, digests: list[bytes], leaves: set[bytes]
-    ) -> dict[bytes, bytes]:
-        # The trees below them in one round trip, not one per level.
-        from psycopg.pq import TransactionStatus
-
-        params = {"leaves": list(leaves)}
-        if conn.info.transaction_status != TransactionStatus.IDLE:
-            return self._payload_rows(conn, "payloads_below", digests, params)
-        # Alone, in a transaction of its own without JIT, sent whole: the planner prices a
-        # recursive query at ten times its step, so a long journal's passes jit_above_cost
-        # (1,147 keys: 159,000) and compiled for 50 ms a query that runs in 20.
-        with conn.pipeline(), conn.transaction():
-            conn.execute(self._q["no_jit"])
-            return self._payload_rows(conn, "payloads_below", digests, params)
-
-    def _payload_rows(
-        self, conn: Any, query: str, digests: list[bytes], more: dict[str, Any] | None = None
-    ) -> dict[bytes, bytes]:
-        import psycopg
-
-        # A cursor binding its parameters on the server, so the pieces come back as binary
-        # bytea (the connection's client-side cursors read them as hex text, twice the bytes);
-        # never prepared, as the client-side ones never are (a pooler may not keep them).
-        # The keys go as binary arrays too (as text, each is escaped by a regex).
-        sql = re.sub(r"%\((digests|leaves)\)s", r"%(\1)b", self._q[query])
-        params = {"digests": list(set(digests)), **(more or {})}
-        with psycopg.Cursor(conn) as cur:
-            rows = cur.execute(sql, params, prepare=False, binary=True).fetchall()
-        return {bytes(digest): bytes(data) for digest, data in rows}
-
     def _lock_run(self, conn: Any, workflow_id: str, *, skip_locked: bool = False) -> bool:
         query = self._q["lock_run_skip_locked" if skip_locked else "lock_run"]
         if conn.execute(query, {"workflow_id": workflow_id}).fetchone() is not None:
@@ -507,61 +473,6 @@ class PostgresStore(Outages, _CollectArrays, _ChunkArrays, _ServerBinding):
         if name != "append_entry_if_owner":
             return super()._send_entry(conn, name, params)
         return self._send_prepared(conn, "append_step_prepared", params)
-
-    _sends_batches = True
-
-    def _send_prepared(self, conn: Any, name: str, params: dict[str, Any]) -> Callable[[], bool]:
-        import psycopg
-
-        cur = psycopg.Cursor(conn)
-        cur.execute(self._q[name], params, prepare=True)
-        return lambda: bool(cur.rowcount == 1)
-
-    _spells_transactions = True
-
-    def _spelled_out(self, conn: Any, work: Callable[[Any], T]) -> T:
-        from psycopg.pq import TransactionStatus
-
-        try:
-            return work(conn)
-        except BaseException:
-            if not conn.broken and conn.info.transaction_status in (
-                TransactionStatus.INTRANS,
-                TransactionStatus.INERROR,
-            ):
-                conn.execute("ROLLBACK")  # the failed statement left the transaction open
-            raise
-
-    def _send_rows(
-        self, conn: Any, name: str, params: dict[str, Any]
-    ) -> Callable[[], list[Any] | None]:
-        import psycopg
-
-        cur = conn.execute(self._q[name], params)
-
-        def rows() -> list[Any] | None:
-            try:
-                return cur.fetchall()  # type: ignore[no-any-return]
-            except psycopg.Error:  # never answered: the transaction's answer was lost
-                return None
-
-        return rows
-
-    def _send_returning(
-        self, conn: Any, name: str, params: dict[str, Any]
-    ) -> Callable[[], tuple[Any, ...] | None]:
-        import psycopg
-
-        cur = psycopg.Cursor(conn)
-        cur.execute(self._q[name], params, prepare=True)
-        return cur.fetchone
-
-    def _send_batch(self, conn: Any, sends: Sequence[Callable[[Any], Callable[[], T]]]) -> list[T]:
-        return send_batch(conn, sends)
-
-    def _pipelined(self, conn: Any) -> contextlib.AbstractContextManager[Any]:
-        # A batch's appends go out together: one round trip for all, not one each.
-        return conn.pipeline()  # type: ignore[no-any-return]
 
     def _lock_queue(self, conn: Any, queue: str) -> None:
         conn.execute(self._q["lock_queue"], {"queue": queue})

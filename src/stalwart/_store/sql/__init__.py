@@ -15,6 +15,7 @@ reads what the previous one committed and decides on it alone.
 from __future__ import annotations
 
 from .admin import AdminVerbs
+from .approvals import ApprovalVerbs
 from .breakers import BreakerVerbs
 from .children import ChildVerbs
 from .ingress import IngressVerbs
@@ -42,6 +43,7 @@ class SQLStore(
     JournalVerbs,
     MessageVerbs,
     WaitVerbs,
+    ApprovalVerbs,
     AdminVerbs,
     BreakerVerbs,
     ReadVerbs,
