@@ -361,3 +361,32 @@ def test_a_wait_decided_by_an_event_waits_for_the_server_twice(
     again, _ = _traced_answers(store, tmp_path, decide)  # decided already: lost
     assert again == WaitDecision("lost")
     assert [e.name for e in store.journal("r")][-1] == "go"
+
+
+def test_a_wait_decided_by_an_event_whose_commit_answer_was_lost_keeps_its_decision(
+    store: PostgresStore,
+) -> None:
+    import psycopg
+
+    _held(store, "r")
+    sent = Entry(kind="event", name="go", status="completed")
+    assert store.deliver_event("r", name="go", payload=b"J1", dedup_key=None, now=100.5, entry=sent)
+    real = store._spelled_out
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, work: Any) -> Any:
+        done = real(conn, work)  # committed: the event consumed, the winner journaled
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    store._spelled_out = commits_then_loses_the_answer  # type: ignore[method-assign]
+    try:
+        decision = store.resolve_wait("r", _wait_entry(), owner="w1", event_name="go", now=101.0)
+    finally:
+        del store._spelled_out
+    assert lost == [1]
+    assert decision == WaitDecision("event", b"J1")  # not "lost": the worker still holds the run
+    # the event's delivery, then the wait's one entry: the retry did not decide it again
+    assert [(e.kind, e.name) for e in store.journal("r")][1:] == [("event", "go"), ("wait", "go")]

@@ -111,6 +111,7 @@ class WaitVerbs(SQLBase):
         # Where the backend sends statements before reading answers, the transaction is spelled
         # out, its BEGIN sent with the questions and its COMMIT with the writes.
         spelled = self._spells_transactions
+        committing: list[WaitDecision] = []  # the decision whose COMMIT was last sent
 
         def work(conn: Any) -> WaitDecision:
             decision = decide(conn)
@@ -161,6 +162,7 @@ class WaitVerbs(SQLBase):
                     conn.execute(self._q["consume_event"], consume)
                 self._journal_in(conn, workflow_id, decided)
                 if spelled:
+                    committing[:] = [decision]
                     conn.execute("COMMIT")
             return decision
 
@@ -169,9 +171,11 @@ class WaitVerbs(SQLBase):
         decision = self._once(
             workflow_id, entry, lambda conn: self._spelled_out(conn, work), transaction=False
         )
-        # A retry that found this call's entry journaled (the first try's COMMIT landed, its
-        # answer lost) knows only that: as when it decides again, the wait was decided.
-        return decision if isinstance(decision, WaitDecision) else WaitDecision("lost")
+        # A retry that found this call's entry journaled: the COMMIT last sent landed and its
+        # answer was lost, so that try's decision is the one the store holds.
+        if isinstance(decision, WaitDecision):
+            return decision
+        return committing[-1] if committing else WaitDecision("lost")
 
     def _take_event(
         self, conn: Any, found: Any, entry: Entry
