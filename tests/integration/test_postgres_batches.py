@@ -390,3 +390,42 @@ def test_a_wait_decided_by_an_event_whose_commit_answer_was_lost_keeps_its_decis
     assert decision == WaitDecision("event", b"J1")  # not "lost": the worker still holds the run
     # the event's delivery, then the wait's one entry: the retry did not decide it again
     assert [(e.kind, e.name) for e in store.journal("r")][1:] == [("event", "go"), ("wait", "go")]
+
+
+def test_a_lone_claim_whose_commit_answer_was_lost_is_taken(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from stalwart._store import postgres
+
+    _held(store, "r")
+    with store._pool.connection() as conn:  # parked, and due: a resume's claim
+        conn.execute(
+            "UPDATE runs SET status = 'suspended', lease_owner = NULL,"
+            " lease_expires_at = NULL, wake_at = 150.0 WHERE workflow_id = 'r'"
+        )
+    real = postgres.send_ahead
+    lost: list[int] = []
+
+    def commits_then_loses_the_answer(conn: Any, send: Any) -> Any:
+        done = real(conn, send)  # committed: the claim landed
+        if not lost:
+            lost.append(1)
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return done
+
+    monkeypatch.setattr(postgres, "send_ahead", commits_then_loses_the_answer)
+    claim = store.take_lease(
+        "r",
+        owner="w2",
+        expected_owner=None,
+        now=200.0,
+        lease_until=230.0,
+        entry=Entry.milestone("resumed", 200.0),
+        replay=True,
+    )
+    assert lost == [1]
+    assert (claim.taken, claim.recoveries) == (True, 0)  # the retry found it landed
+    assert _recovery_state(store, "r")[0] == "w2"
+    assert [e.name for e in store.journal("r")] == ["started", "resumed"]

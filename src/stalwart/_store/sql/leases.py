@@ -168,10 +168,19 @@ class LeaseVerbs(Pipelined):
                 read.append(self._send_rows(conn, "replay_state", {"workflow_id": workflow_id}))
             return _TAKEN
 
+        def claimed(value: LeaseClaim | bool) -> LeaseClaim:
+            # ``True``: a retry found this call's entry journaled, the first try's COMMIT
+            # landed with its answer lost (a recovery's count is then read again)
+            if isinstance(value, LeaseClaim):
+                return value
+            if value and recovery:
+                return self._run(functools.partial(self._recovered, workflow_id=workflow_id))
+            return _TAKEN if value else _REFUSED
+
         def alone() -> LeaseClaim:
             if recovery or not _inline(resumed) or not _unlimited(limits):
-                return self._once(workflow_id, resumed, work)
-            claim = self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED)
+                return claimed(self._once(workflow_id, resumed, work))
+            claim = claimed(self._once_ahead(workflow_id, resumed, work, send, refused=_REFUSED))
             rows = read[0]() if read and claim.taken else None
             return claim if rows is None else LeaseClaim(True, replay=self._replay_of(rows))
 
