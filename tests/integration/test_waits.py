@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import gc
 import threading
 import time
 from collections import Counter
@@ -345,3 +346,49 @@ def test_code_that_swallows_a_wait_cannot_go_on(app: stalwart.Stalwart) -> None:
     assert app.run(careless, workflow_id="sw") == "done"
     assert calls["after"] == 1
     assert "suspended" in lifecycle(app, "sw")
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+def test_a_suspended_run_leaves_nothing_to_the_cycle_collector(
+    app: stalwart.Stalwart, is_async: bool
+) -> None:
+    """A run that suspends is freed as its invocation ends: its signal's traceback held the
+    run's frames, which hold the invocation that holds the signal (a cycle per suspended run,
+    with all it refers to, that waited for a full collection and raised the worker's memory
+    high-water mark)."""
+    if is_async:
+
+        @app.workflow(name="parked")
+        async def parked() -> Any:
+            return await stalwart.wait_for_event_async("go")
+
+    else:
+
+        @app.workflow(name="parked")  # type: ignore[no-redef]
+        def parked() -> Any:
+            return stalwart.wait_for_event("go")
+
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable is kept for a look
+    try:
+        worker = testing.worker(app, concurrency=2)
+        thread = threading.Thread(target=worker.serve, daemon=True)
+        thread.start()
+        try:
+            for i in range(4):
+                app.start(parked, workflow_id=f"p{i}")
+            deadline = time.monotonic() + 30
+            while len(app.list_workflows(status="suspended")) < 4:
+                assert time.monotonic() < deadline, "the runs never suspended"
+                time.sleep(0.02)
+        finally:
+            worker.stop()
+            thread.join(30)
+        gc.collect()
+        cycles = Counter(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert cycles["Suspend"] == cycles["Invocation"] == 0, cycles.most_common(10)

@@ -110,10 +110,21 @@ def _record_of(detail: object) -> ErrorRecord | None:
         return ErrorRecord("Error", detail)
 
 
+@dataclass(frozen=True)
+class _Unwound:
+    """A run's main task suspended: its signal, returned rather than raised out of the task,
+    which would keep the traceback, whose frames hold the task and the run (a cycle)."""
+
+    signal: Suspend
+
+
 def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """Run the workflow as a task on the app's loop (or the caller's, for ``run_async``),
     blocking this thread until the invocation ends."""
-    return run_on(inv.event_loop, _main_task(inv, wf, args, kwargs))
+    ended = run_on(inv.event_loop, _main_task(inv, wf, args, kwargs))
+    if isinstance(ended, _Unwound):
+        raise ended.signal
+    return ended
 
 
 async def _main_task(
@@ -130,7 +141,7 @@ async def _main_task(
         # Steps other tasks already started must be recorded before the run unwinds.
         inv.suspended = signal
         await _drain(inv)
-        raise
+        return _Unwound(signal)
     finally:
         # Only the tasks this run's workflow code created: the loop is shared with other
         # runs, and tasks a client started inside a step belong to that client.
@@ -139,6 +150,8 @@ async def _main_task(
             child.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+        # Each task's context holds the run (CURRENT_RUN): a cycle while the run holds them.
+        inv.task_paths.clear()
 
 
 async def _drain(inv: Invocation) -> None:
@@ -229,6 +242,9 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except CorruptRecord as exc:
         return _corrupt(runtime, inv, exc)
     except Suspend as signal:
+        # inv.suspended keeps the signal, and its traceback the run's frames, which hold inv:
+        # a cycle per suspended run (with all it refers to) that only the collector frees.
+        signal.__traceback__ = None
         return _flushed(runtime, inv) or _suspend(runtime, inv, signal)
     except Cancel as signal:
         detail = ErrorRecord.of(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
@@ -280,6 +296,7 @@ def _roll_back(
                 inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
     except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
+        signal.__traceback__ = None  # as in _execute: no cycle through inv.suspended
         # Not cut to the deadline, which started or cannot stop the rollback: a wake before
         # the retry time would only find the backoff still ahead and suspend again at once.
         return _suspend(runtime, inv, signal, until_deadline=False)
