@@ -35,6 +35,7 @@ from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFai
 from .._store import Entry, IndexRow
 from .._store.base import CursorStore, NewChunk
 from .buffer import RunStream
+from .flags import Flag
 from .interrupted import LastSeen
 
 if TYPE_CHECKING:
@@ -244,13 +245,13 @@ class Invocation:
         self.children: dict[str, int] = {}
         self.patch_sites: dict[str, tuple[str, int, int, int]] = {}  # id -> its call site
         self.fatal: Abort | None = None
-        self.lease_lost = threading.Event()
-        self.cancel_requested = threading.Event()
+        self.lease_lost = Flag()  # the stop signals: set by other threads, never waited on
+        self.cancel_requested = Flag()
         self.deadline: float | None = None
         self.retrying: str | None = None  # the run's last begun retry, "seq:attempt"
         self.last_seen: LastSeen | None = None  # a recovery: the attempt its holder ran
         self.suspended: Suspend | None = None
-        self.releasing = threading.Event()
+        self.releasing = Flag()
         self.in_flight = 0
         self.abandoned = False  # ended without an outcome; its lease was given back
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
