@@ -310,7 +310,7 @@ def encode_args(
     runtime: Runtime, wf: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> bytes:
     """A run's arguments as stored; ``SerializationError`` when a value cannot be."""
-    wf.signature.bind(*args, **kwargs)
+    wf.check_arguments(args, kwargs)
     try:
         return runtime.codec.encode({"args": list(args), "kwargs": kwargs})
     except UnsupportedValue as exc:

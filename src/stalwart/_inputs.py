@@ -119,7 +119,7 @@ def name(value: str, what: str, call: str | None = None) -> str:
     return _refuse(
         _REFUSED,
         value,
-        given(what, value, call),
+        (what, call),
         "ids and names are text without control characters (NUL, newlines, tabs, escapes)",
     )
 
@@ -130,17 +130,20 @@ def text(value: str, what: str, call: str | None = None) -> str:
     return _refuse(
         _REFUSED_IN_TEXT,
         value,
-        given(what, value, call),
+        (what, call),
         "pass text without NUL characters or lone surrogates",
     )
 
 
-def _refuse(refused: re.Pattern[str], value: str, shown: str, accepted: str) -> str:
+def _refuse(
+    refused: re.Pattern[str], value: str, named: tuple[str, str | None], accepted: str
+) -> str:
     if not isinstance(value, str):
-        raise UsageError(f"{shown}: pass a str")
+        raise UsageError(f"{given(named[0], value, named[1])}: pass a str")
     found = refused.search(value)
     if found is None:
         return value
+    shown = given(named[0], value, named[1])  # only for the error: most values pass
     char = found.group()
     kind = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
     raise UsageError(

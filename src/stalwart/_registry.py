@@ -87,10 +87,12 @@ class WorkflowDef:
     budget: Any = None  # a stalwart.Budget: what a run may spend
     retention: float | None = None  # seconds its ended runs are kept (None: the app's)
     signature: inspect.Signature = field(init=False)
+    check_arguments: ArgumentCheck = field(init=False)
     restore: Callable[[Any], Any] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.fn)
+        self.check_arguments = ArgumentCheck(self.signature)
         self.restore = restorer_for(_return_annotation(self.fn), f"workflow {self.name!r}")
 
 

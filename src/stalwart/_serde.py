@@ -218,6 +218,9 @@ class Codec:
     def __init__(self, name: str, keyring: Keyring | None = None):
         self.name = name
         self.keyring = keyring
+        # ``None`` as this codec writes it, where that is one constant (JSON, unsealed): the
+        # most common step result is recorded without encoding and decoding it
+        self.null: bytes | None = b"Jnull" if name == "json" and keyring is None else None
         self._last = (b"", b"")  # the last value sealed, and its plaintext
 
     @property

@@ -5,7 +5,7 @@ and build the invocation of a run this process holds. :class:`RunClaims` is the 
 
 from __future__ import annotations
 
-from dataclasses import fields, replace
+from dataclasses import replace
 
 from .._leases import holder_is_gone, worker_of
 from .._model import RunStatus
@@ -14,6 +14,7 @@ from .._runtime import Runtime
 from .._store import RunRow
 from .._store.base import IndexRow, IngressCount, NewRun, ReplayState
 from .._store.changes import Woken
+from .._store.rows import as_kwargs
 from .interrupted import last_seen
 from .invocation import Invocation
 from .lifecycle import lifecycle
@@ -90,7 +91,7 @@ class RunClaims:
             until=until,
             count=count,
         )
-        return self.runtime.store.create_run(**{f.name: getattr(run, f.name) for f in fields(run)})
+        return self.runtime.store.create_run(**as_kwargs(run))
 
     def _new_run(
         self,

@@ -21,7 +21,6 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import replace
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
 from .._model import (
@@ -33,6 +32,7 @@ from .._model import (
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
+from .._store.rows import changed
 from .children import attention_below
 from .claims import RunClaims
 from .executor import Outcome, execute
@@ -78,7 +78,7 @@ class Driver(RunClaims):
                 raise outcome.error
             if outcome.status in ENDED:  # as just recorded: no need to read it back
                 status = RunStatus(outcome.status.value)
-                return replace(row, status=status, output=outcome.output, error=outcome.record)
+                return changed(row, status=status, output=outcome.output, error=outcome.record)
             inv, row = self.acquire(wf, wid, payload)
         return row
 

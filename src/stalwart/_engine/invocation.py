@@ -35,6 +35,7 @@ from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFai
 from .._store import Entry, IndexRow
 from .._store.base import CursorStore, NewChunk
 from .buffer import RunStream
+from .flags import Flag
 from .interrupted import LastSeen
 
 if TYPE_CHECKING:
@@ -244,13 +245,13 @@ class Invocation:
         self.children: dict[str, int] = {}
         self.patch_sites: dict[str, tuple[str, int, int, int]] = {}  # id -> its call site
         self.fatal: Abort | None = None
-        self.lease_lost = threading.Event()
-        self.cancel_requested = threading.Event()
+        self.lease_lost = Flag()  # the stop signals: set by other threads, never waited on
+        self.cancel_requested = Flag()
         self.deadline: float | None = None
         self.retrying: str | None = None  # the run's last begun retry, "seq:attempt"
         self.last_seen: LastSeen | None = None  # a recovery: the attempt its holder ran
         self.suspended: Suspend | None = None
-        self.releasing = threading.Event()
+        self.releasing = Flag()
         self.in_flight = 0
         self.abandoned = False  # ended without an outcome; its lease was given back
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
@@ -277,7 +278,7 @@ class Invocation:
 
     def next_position(self) -> str:
         """The position of the next journaled call in the current task."""
-        path = self._task_path()
+        path = self._task_path() if self.is_async else ""
         with self._lock:
             n = self.counters.get(path, 0)
             self.counters[path] = n + 1
@@ -425,11 +426,12 @@ class Invocation:
     def append(self, entry: Entry) -> None:
         """Journal ``entry`` while this invocation still holds the run's lease (with the
         stream chunks emitted before it, in its transaction)."""
-        wid, owner = self.workflow_id, self.owner
         try:  # inline rather than journaling(): this runs once per step
-            held = _with_chunks(
-                self, lambda c: self.store.append(wid, entry, owner=owner, **_given(c))
-            )
+            stream = self.stream
+            if stream is None or not stream.has_pending():  # no chunks wait: the common case
+                held = self.store.append(self.workflow_id, entry, owner=self.owner)
+            else:
+                held = _append_with_chunks(self, entry)
         except CorruptRecord:
             raise
         except StoreError as exc:
@@ -500,6 +502,12 @@ def _given(chunks: Sequence[NewChunk]) -> dict[str, Sequence[NewChunk]]:
     """The ``chunks`` keyword of a journal write, when there are any (a store that never
     streams need not take it)."""
     return {"chunks": chunks} if chunks else {}
+
+
+def _append_with_chunks(inv: Invocation, entry: Entry) -> bool:
+    """Journal ``entry`` with the run's waiting stream chunks, in one transaction."""
+    wid, owner = inv.workflow_id, inv.owner
+    return _with_chunks(inv, lambda c: inv.store.append(wid, entry, owner=owner, **_given(c)))
 
 
 def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -> bool:

@@ -97,14 +97,14 @@ def took(runtime: Runtime, row: RunRow, now: float, *, holder: str | None, takeo
 
 def begin(runtime: Runtime, inv: Invocation, row: RunRow) -> None:
     """An execution of the run begins: say so, and give it the observers' hooks."""
-    verb = "resumed" if inv.recorded else "started"
-    log.info(
-        "run %s: %s (workflow %s)",
-        inv.workflow_id,
-        verb,
-        inv.wf.name,
-        extra=fields(inv.workflow_id, runtime.owner),
-    )
+    if log.isEnabledFor(logging.INFO):  # (its fields are built once a run: only if logged)
+        log.info(
+            "run %s: %s (workflow %s)",
+            inv.workflow_id,
+            "resumed" if inv.recorded else "started",
+            inv.wf.name,
+            extra=fields(inv.workflow_id, runtime.owner),
+        )
     if runtime.observers:
         inv.observe = combine(
             [
@@ -129,10 +129,13 @@ def end(inv: Invocation, status: str) -> None:
 def finished(runtime: Runtime, inv: Invocation, status: str, error: str | None) -> None:
     """Log how the run ended: its status and, unless it completed, its error's type and
     message (a WARNING when it failed or waits on an operator)."""
-    extra = fields(inv.workflow_id, runtime.owner)
     if status == RunStatus.COMPLETED or error is None:
-        log.info("run %s: %s", inv.workflow_id, status, extra=extra)
+        if log.isEnabledFor(logging.INFO):
+            log.info(
+                "run %s: %s", inv.workflow_id, status, extra=fields(inv.workflow_id, runtime.owner)
+            )
         return
+    extra = fields(inv.workflow_id, runtime.owner)
     try:
         record = ErrorRecord.from_json(error)
         kind, message = str(record.type), record.reason or record.message

@@ -77,6 +77,9 @@ class StepCall:
         self.probe: str | None = None  # this attempt is its breaker's half-open probe
         self.reported = False  # this attempt's failure is already counted by its breaker
         self.policy = step.retry
+        # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
+        # nothing is journaled before that attempt (a new call: see ``replay``)
+        self.checked = True
 
     @property
     def label(self) -> str:
@@ -86,6 +89,7 @@ class StepCall:
     def replay(self) -> bool:
         """Settle the call from the journal if it can be; True when ``self.value`` is final."""
         rec = self.rec
+        self.checked = rec is None
         if rec is not None and rec.status == EntryStatus.COMPLETED:
             value = self.inv.load_value(rec)
             self.value = self.step.restore(value) if self.step.restore else value
@@ -132,6 +136,7 @@ class StepCall:
         started: float | None = None,
         usage: tuple[Usage | None, str | None] = (None, None),
     ) -> None:
+        self.checked = False  # a boundary check comes after anything journaled
         entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
         if status == EntryStatus.COMPLETED:
             defer_outcome(self.inv, entry)
@@ -215,7 +220,11 @@ class StepCall:
         return self.current
 
     def check_alive(self) -> None:
-        """At an attempt boundary: stop if the run may not go on."""
+        """At an attempt boundary: stop if the run may not go on (a new call's first attempt
+        was checked by ``__init__`` a moment before, with nothing journaled since)."""
+        if self.checked:
+            self.checked = False
+            return
         self.inv.check_alive()
 
     def admit(self) -> None:
@@ -257,9 +266,14 @@ class StepCall:
         now = self.inv.runtime.clock.time()
         usage = self._usage(outcome if error is None else None)  # kept if the check refuses it
         if error is None:
+            step = self.step
+            null = self.inv.runtime.codec.null if outcome is None and step.output is None else None
             try:
-                payload = validate_and_encode(self.inv, self.step, outcome)
-                value = self.restored(payload)  # validated before it is recorded
+                if null is not None:  # what encoding and decoding None would give
+                    payload, value = null, step.restore(None) if step.restore else None
+                else:
+                    payload = validate_and_encode(self.inv, step, outcome)
+                    value = self.restored(payload)  # validated before it is recorded
             except (OutputInvalid, SerializationError) as exc:
                 error = exc
         if isinstance(error, StepTimeout) and self.step.irreversible:

@@ -3,8 +3,10 @@ the journal entry the engine hands them to write."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
 
@@ -35,7 +37,38 @@ __all__ = [
     "UsageRow",
     "WaitDecision",
     "WorkerRow",
+    "as_kwargs",
+    "changed",
 ]
+
+R = TypeVar("R")
+
+
+_READERS: dict[type, tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+
+
+def _reader(row_type: type) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    known = _READERS.get(row_type)
+    if known is None:
+        names = tuple(f.name for f in fields(row_type))
+        known = _READERS[row_type] = (names, attrgetter(*names))
+    return known
+
+
+def as_kwargs(row: Any) -> dict[str, Any]:
+    """A dataclass row's fields by name (a row of two fields or more; each of them an
+    ``__init__`` argument), read in one call rather than one a field: a run's creation and
+    its end take it."""
+    names, read = _reader(type(row))
+    return dict(zip(names, read(row), strict=True))
+
+
+def changed(row: R, **changes: Any) -> R:
+    """``dataclasses.replace(row, **changes)`` for a row ``as_kwargs`` can read, at about
+    half its cost."""
+    values = as_kwargs(row)
+    values.update(changes)
+    return type(row)(**values)
 
 
 @dataclass(frozen=True, slots=True)
