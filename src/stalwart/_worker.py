@@ -45,6 +45,7 @@ log = logging.getLogger("stalwart")
 IDLE_POLL_SECONDS = 0.01  # the shortest wait before a due timer (the loop's turn: Changes)
 FULL_POLL_SECONDS = 0.5
 HOST_SCAN_SECONDS = 1.0
+WOKEN_CLAIMS = 4  # named woken runs a loop turn claims one by one; the rest go with its read
 DEFAULT_CONCURRENCY = 8
 
 
@@ -137,14 +138,17 @@ def _woken(
 ) -> Iterator[tuple[Invocation, RunRow]]:
     """Each run a notice named as woken that this worker serves and ``may_take``, once taken:
     a resume then waits for its claim only, not for a read of the claimable runs first. A run
-    of a queue with limits is left to that read, whose claims admit starts."""
+    of a queue with limits is left to that read, whose claims admit starts; so are the names
+    past the first ``WOKEN_CLAIMS`` tries, which that read claims together."""
     runtime = driver.runtime
+    tries = 0
     for woken in runtime.store.changes.take_woken():
         wf = runtime.registry.workflows.get(woken.name)
         if wf is None or woken.queue not in queues or woken.queue in runtime.queues:
             continue
         now = runtime.clock.time()
-        if may_take(woken.workflow_id, now):
+        if tries < WOKEN_CLAIMS and may_take(woken.workflow_id, now):
+            tries += 1
             taken = driver.take_woken(wf, woken, now)
             if taken is not None:
                 yield taken

@@ -244,7 +244,7 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
     except Suspend as signal:
         # inv.suspended keeps the signal, and its traceback the run's frames, which hold inv:
         # a cycle per suspended run (with all it refers to) that only the collector frees.
-        signal.__traceback__ = None
+        signal.__traceback__ = signal.__context__ = None  # (what it interrupted holds them too)
         return _flushed(runtime, inv) or _suspend(runtime, inv, signal)
     except Cancel as signal:
         detail = ErrorRecord.of(WorkflowCancelled(f"run {wid!r} stopped: {signal}"))
@@ -296,7 +296,7 @@ def _roll_back(
                 inv.append(lifecycle("rolling_back", now, output=then))
             run_compensations(runtime, inv)
     except Suspend as signal:  # a compensation's long backoff, or its breaker: a durable wait
-        signal.__traceback__ = None  # as in _execute: no cycle through inv.suspended
+        signal.__traceback__ = signal.__context__ = None  # as in _execute: no cycle
         # Not cut to the deadline, which started or cannot stop the rollback: a wake before
         # the retry time would only find the backoff still ahead and suspend again at once.
         return _suspend(runtime, inv, signal, until_deadline=False)

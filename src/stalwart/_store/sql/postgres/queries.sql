@@ -280,16 +280,19 @@ SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
 -- name: wake_run
 -- The woken run is named on the channel the runs trigger notifies (its payload: the schema,
 -- '/woken ', then the run's id, workflow name, queue and wake-up time as a JSON array), sent
--- at the commit with the trigger's own notice, which older code listens for.
+-- at the commit with the trigger's own notice, which older code listens for. A payload the
+-- server would refuse (over 8000 bytes: a very long id) is not sent, so it cannot fail the
+-- delivery; the trigger's notice wakes the workers as before.
 WITH woken AS (
     UPDATE runs SET wake_at = :now, updated_at = :now
     WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for
     RETURNING workflow_id, name, queue, wake_at
+), named AS (
+    SELECT current_schema() || '/woken '
+           || json_build_array(workflow_id, name, queue, wake_at)::text AS payload
+    FROM woken
 )
-SELECT pg_notify('stalwart',
-                 current_schema() || '/woken ' || json_build_array(workflow_id, name, queue,
-                                                                   wake_at)::text)
-FROM woken;
+SELECT pg_notify('stalwart', payload) FROM named WHERE octet_length(payload) < 7900;
 
 -- own: lock_run
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE;
