@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from stalwart._store.sql.pipeline import Write
 
-__all__ = ["together"]
+__all__ = ["together", "traced_answers"]
 
 
 def together(
@@ -51,3 +53,27 @@ def together(
         thread.join(timeout=30)
     del store._write_together
     return results, batches
+
+
+def traced_answers(store: Any, tmp_path: Path, call: Callable[[], Any]) -> tuple[Any, int]:
+    """What ``call`` returned, and how many answers (ReadyForQuery) the PostgreSQL store's
+    connections read meanwhile, from libpq's trace."""
+    trace = tmp_path / "verb.trace"
+    real = store._connection
+
+    @contextlib.contextmanager
+    def traced() -> Iterator[Any]:
+        with real() as conn, trace.open("a") as out:
+            conn.pgconn.trace(out.fileno())
+            try:
+                yield conn
+            finally:
+                conn.pgconn.untrace()
+
+    store._connection = traced
+    try:
+        value = call()
+    finally:
+        del store._connection
+    text = trace.read_text() if trace.exists() else ""
+    return value, sum("ReadyForQuery" in line for line in text.splitlines())

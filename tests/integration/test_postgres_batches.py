@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from batches import together
+from batches import together, traced_answers
 from stalwart._store import Entry, open_store
 from stalwart._store.base import WaitDecision
 from stalwart._store.postgres import PostgresStore
@@ -323,29 +323,6 @@ def _wait_entry() -> Entry:
     return Entry(kind="wait", name="go", status="completed", seq=1, position="0", attempt=1)
 
 
-def _traced_answers(store: PostgresStore, tmp_path: Path, call: Any) -> tuple[Any, int]:
-    """What ``call`` returned, and how many answers (ReadyForQuery) its connections read."""
-    trace = tmp_path / "verb.trace"
-    real = store._connection
-
-    @contextlib.contextmanager
-    def traced() -> Iterator[Any]:
-        with real() as conn, trace.open("a") as out:
-            conn.pgconn.trace(out.fileno())
-            try:
-                yield conn
-            finally:
-                conn.pgconn.untrace()
-
-    store._connection = traced  # type: ignore[method-assign]
-    try:
-        value = call()
-    finally:
-        del store._connection
-    text = trace.read_text() if trace.exists() else ""
-    return value, sum("ReadyForQuery" in line for line in text.splitlines())
-
-
 def test_a_wait_decided_by_an_event_waits_for_the_server_twice(
     store: PostgresStore, tmp_path: Path
 ) -> None:
@@ -355,10 +332,10 @@ def test_a_wait_decided_by_an_event_waits_for_the_server_twice(
     decide = functools.partial(
         store.resolve_wait, "r", _wait_entry(), owner="w1", event_name="go", now=101.0
     )
-    decision, answers = _traced_answers(store, tmp_path, decide)
+    decision, answers = traced_answers(store, tmp_path, decide)
     assert decision == WaitDecision("event", b"J1")
     assert answers == 2  # BEGIN with its questions, then the event consumed, journaled, COMMIT
-    again, _ = _traced_answers(store, tmp_path, decide)  # decided already: lost
+    again, _ = traced_answers(store, tmp_path, decide)  # decided already: lost
     assert again == WaitDecision("lost")
     assert [e.name for e in store.journal("r")][-1] == "go"
 

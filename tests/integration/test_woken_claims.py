@@ -4,7 +4,6 @@ only a run still suspended is taken that way (never a recovery the poison rule m
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 import time
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from batches import traced_answers
 from stalwart import testing
 from stalwart._store import Entry, open_store
 from stalwart._store.changes import Woken
@@ -70,29 +70,6 @@ def _claim(store: PostgresStore, wid: str, owner: str = "w2", now: float = 200.0
     )
 
 
-def _traced_answers(store: PostgresStore, tmp_path: Path, call: Any) -> tuple[Any, int]:
-    """What ``call`` returned, and how many answers (ReadyForQuery) its connections read."""
-    trace = tmp_path / "verb.trace"
-    real = store._connection
-
-    @contextlib.contextmanager
-    def traced() -> Iterator[Any]:
-        with real() as conn, trace.open("a") as out:
-            conn.pgconn.trace(out.fileno())
-            try:
-                yield conn
-            finally:
-                conn.pgconn.untrace()
-
-    store._connection = traced  # type: ignore[method-assign]
-    try:
-        value = call()
-    finally:
-        del store._connection
-    text = trace.read_text() if trace.exists() else ""
-    return value, sum("ReadyForQuery" in line for line in text.splitlines())
-
-
 def test_an_event_that_wakes_a_run_names_it_in_its_notice(store: PostgresStore) -> None:
     _parked(store, "r")
     store.changes.current()  # starts the listener
@@ -118,7 +95,7 @@ def test_a_woken_run_is_claimed_with_its_replay_state_and_row_in_one_round_trip(
 ) -> None:
     _parked(store, "r")
     _deliver(store, "r")
-    claim, answers = _traced_answers(store, tmp_path, functools.partial(_claim, store, "r"))
+    claim, answers = traced_answers(store, tmp_path, functools.partial(_claim, store, "r"))
     assert claim.taken and claim.recoveries == 0
     assert answers == 1  # BEGIN, the claim, its entry, the replay read, the row, COMMIT
     assert claim.replay == store.replay_state("r")
