@@ -72,6 +72,13 @@ def _row(workflow_id: str, seq: int, result: Any) -> tuple[Any, ...]:
     return (*row[:10], json.dumps(result).encode(), *row[11:])
 
 
+def _commit(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+    """One transaction holding ``rows``: the group commit."""
+    conn.execute("BEGIN")
+    conn.executemany(INSERT_SQLITE, rows)
+    conn.execute("COMMIT")
+
+
 def threads_skeleton(conn: sqlite3.Connection, runs: int, steps: int) -> float:
     """Seconds for ``runs`` threads of ``steps`` steps each, one committer thread."""
     pending: list[tuple[tuple[Any, ...], threading.Event]] = []
@@ -87,9 +94,7 @@ def threads_skeleton(conn: sqlite3.Connection, runs: int, steps: int) -> float:
                     return
                 batch = pending[:]
                 pending.clear()
-            conn.execute("BEGIN")
-            conn.executemany(INSERT_SQLITE, [row for row, _ in batch])
-            conn.execute("COMMIT")
+            _commit(conn, [row for row, _ in batch])
             for _, committed in batch:
                 committed.set()
 
@@ -137,9 +142,7 @@ def asyncio_skeleton(conn: sqlite3.Connection, runs: int, steps: int) -> float:
                     continue
                 batch = pending[:]
                 pending.clear()
-                conn.execute("BEGIN")
-                conn.executemany(INSERT_SQLITE, [row for row, _ in batch])
-                conn.execute("COMMIT")
+                _commit(conn, [row for row, _ in batch])
                 for _, committed in batch:
                     committed.set_result(None)
 
