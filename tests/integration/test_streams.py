@@ -184,14 +184,18 @@ def test_on_postgres_chunks_wake_stream_readers_and_not_idle_workers() -> None:
     for url in postgres_schema_url():
         with stalwart.Stalwart(url) as writer, stalwart.Stalwart(url) as reader:
             store, other = testing.store_of(writer), testing.store_of(reader)
+            other.changes.current()  # starts the reader's listener
+            deadline = time.monotonic() + 30
+            while not other.changes.live:  # LISTENing: the insert below is heard, not missed
+                assert time.monotonic() < deadline, "the reader's listener did not connect"
+                other.changes.wait(other.changes.version, 0.05)
+            seen = other.changes.version
             started = Entry(kind="run", name="started", status="completed")
             assert store.create_run(
                 workflow_id="n1", name="agent", status="running", queue="default",
                 priority=0, input=b"Jnull", now=1.0, owner="w1", lease_until=2e9, entry=started,
             )  # fmt: skip
-            seen = other.changes.current()
-            while other.changes.wait(seen, 5.0) == seen or not other.changes.live:
-                seen = other.changes.version  # the listener is up and saw the run's insert
+            assert other.changes.wait(seen, 5.0) != seen  # the run's insert, heard
             runs, streams = other.changes.version, other.stream_changes.current()
             chunk = NewChunk("default", 1, 1, "o.0", b'J"x"', 1.0)
             assert store.append_chunks([RunChunks("n1", "w1", [chunk])]) == [True]
