@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import random as _random
+import time
 import uuid as _uuid
 from typing import Any
 from urllib.parse import quote
@@ -92,6 +93,8 @@ def request_headers() -> dict[str, str]:
     }
 
 
+# A heartbeat whose answer came late writes again, this many times at most (see heartbeat).
+BEATS_FOR_A_PROMPT_ANSWER = 5
 # Printable ASCII but ``%``: what an HTTP client sends as it is in a header value.
 _HEADER_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if chr(c) != "%")
 
@@ -145,19 +148,27 @@ def heartbeat(details: Any = None) -> None:
     now = runtime.clock.time()
     if details is None and now - scope.last_beat < runtime.lease_seconds / 3:
         return
-    scope.last_beat = now
     progress = runtime.codec.encode(details) if details is not None else None
-    with inv.journaling():  # a store failure stops the run like any other journaling
-        ok = runtime.store.record_progress(
-            inv.workflow_id,
-            owner=inv.owner,
-            progress=progress,
-            now=now,
-            lease_until=now + runtime.lease_seconds,
-        )
-    if not ok:
-        inv.lease_lost.set()
-        raise WorkflowCancelled(f"run {inv.workflow_id!r} is no longer held by this worker")
+    for _ in range(BEATS_FOR_A_PROMPT_ANSWER):
+        sent = time.monotonic()
+        with inv.journaling():  # a store failure stops the run like any other journaling
+            ok = runtime.store.record_progress(
+                inv.workflow_id,
+                owner=inv.owner,
+                progress=progress,
+                now=now,
+                lease_until=now + runtime.lease_seconds,
+            )
+        if not ok:
+            inv.lease_lost.set()
+            raise WorkflowCancelled(f"run {inv.workflow_id!r} is no longer held by this worker")
+        scope.last_beat = now
+        # An answer that took a third of the lease may be stale: the process was paused (or
+        # cut off) while it was on the way, and another worker may hold the run by now. The
+        # step acts on the heartbeat at once, so it asks again until an answer is prompt.
+        if time.monotonic() - sent < runtime.lease_seconds / 3:
+            return
+        now = runtime.clock.time()
 
 
 def _journaled() -> Any:

@@ -303,6 +303,53 @@ def test_heartbeat_records_progress_and_workflow_id(
     assert progress is not None
 
 
+class _Monotonic:
+    """``time`` for ``stalwart._context``: a monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("late", [False, True], ids=["prompt", "late"])
+def test_a_heartbeat_whose_answer_came_late_writes_again_before_the_step_goes_on(
+    app: stalwart.Stalwart, monkeypatch: pytest.MonkeyPatch, late: bool
+) -> None:
+    """An answer that took a third of the lease may be stale (the worker paused while it was on
+    the way, the run taken over meanwhile): the heartbeat asks again before the step acts."""
+    from stalwart import _context
+    from stalwart.testing import store_of
+
+    clock = _Monotonic()
+    monkeypatch.setattr(_context, "time", clock)
+    store = store_of(app)
+    real = store.record_progress
+    answers: list[bool] = []
+
+    def record_progress(workflow_id: str, **kwargs: Any) -> bool:
+        ok = real(workflow_id, **kwargs)
+        if late and not answers:
+            clock.now += app._runtime.lease_seconds  # paused past the lease, its answer waiting
+        answers.append(ok)
+        return ok
+
+    monkeypatch.setattr(store, "record_progress", record_progress)
+
+    @app.step
+    def pay() -> str:
+        stalwart.heartbeat({"paying": True})
+        return "paid"
+
+    @app.workflow
+    def wf() -> str:
+        return pay()
+
+    assert app.run(wf, workflow_id="beat") == "paid"
+    assert answers == ([True, True] if late else [True])
+
+
 def test_output_validation_retries_malformed_results(app: stalwart.Stalwart) -> None:
     import pydantic
 
