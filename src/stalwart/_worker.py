@@ -45,7 +45,6 @@ log = logging.getLogger("stalwart")
 IDLE_POLL_SECONDS = 0.01  # the shortest wait before a due timer (the loop's turn: Changes)
 FULL_POLL_SECONDS = 0.5
 HOST_SCAN_SECONDS = 1.0
-WOKEN_CLAIMS = 4  # named woken runs a loop turn claims one by one; the rest go with its read
 DEFAULT_CONCURRENCY = 8
 
 
@@ -104,12 +103,6 @@ def _check_queues(queues: list[str] | None) -> None:
         _inputs.name(queue, "queues")
 
 
-def _all_queues(runtime: Runtime) -> list[str]:
-    """``default``, every declared queue and every queue a workflow names."""
-    named = {wf.queue for wf in runtime.registry.workflows.values()}
-    return sorted({"default", *runtime.queues, *named})
-
-
 def _orphans(runtime: Runtime, names: list[str], free: int) -> list[RunRow]:
     """Up to ``free`` runs held by processes of this host that are gone (not this app's)."""
     orphans: list[RunRow] = []
@@ -131,27 +124,6 @@ def _taker(driver: Driver, runtime: Runtime, now: float) -> Callable[[RunRow], I
         return None if wf is None else driver.take(wf, row, now)
 
     return take
-
-
-def _woken(
-    driver: Driver, queues: list[str], may_take: Callable[[str, float], bool]
-) -> Iterator[tuple[Invocation, RunRow]]:
-    """Each run a notice named as woken that this worker serves and ``may_take``, once taken:
-    a resume then waits for its claim only, not for a read of the claimable runs first. A run
-    of a queue with limits is left to that read, whose claims admit starts; so are the names
-    past the first ``WOKEN_CLAIMS`` tries, which that read claims together."""
-    runtime = driver.runtime
-    tries = 0
-    for woken in runtime.store.changes.take_woken():
-        wf = runtime.registry.workflows.get(woken.name)
-        if wf is None or woken.queue not in queues or woken.queue in runtime.queues:
-            continue
-        now = runtime.clock.time()
-        if tries < WOKEN_CLAIMS and may_take(woken.workflow_id, now):
-            tries += 1
-            taken = driver.take_woken(wf, woken, now)
-            if taken is not None:
-                yield taken
 
 
 def _at_once(
@@ -257,7 +229,7 @@ class Worker:
         self.driver = driver
         self.runtime = driver.runtime
         self.concurrency = concurrency
-        self.queues = list(queues) if queues else _all_queues(self.runtime)
+        self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
         self._signalled: int | None = None  # set by the signal handler, read by the loop
         self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
@@ -283,6 +255,11 @@ class Worker:
             raise UsageError(f"metrics_host={host!r}: pass a host name or address")
         self.metrics = Metrics(self.runtime, self.queues)
         self._metrics_at = (host, port) if own_server else None
+
+    def _all_queues(self) -> list[str]:
+        """``default``, every declared queue and every queue a workflow names."""
+        named = {wf.queue for wf in self.runtime.registry.workflows.values()}
+        return sorted({"default", *self.runtime.queues, *named})
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -393,8 +370,6 @@ class Worker:
             if nudged or version != last_version or now >= next_full:
                 self.runtime.wakeup.clear()
                 last_version = version
-                for inv, row in _woken(self.driver, self.queues, self._may_take):
-                    self._run(row, inv, pool)  # taken before the claimable runs are read
                 next_start, refused = self._claim(names, pool)
                 next_full = now + self._until_next_wake(names, refused)
                 if next_start is not None:
@@ -454,8 +429,9 @@ class Worker:
             for row in candidates:
                 if free - len(together) <= 0 or self.stopping.is_set():
                     break
-                if not self._may_take(row.workflow_id, now):
-                    continue
+                with self._lock:
+                    if row.workflow_id in self.active or self.keyless.leaves(row.workflow_id, now):
+                        continue
                 if row.queue in refused:
                     continue
                 if row.queue not in self.runtime.queues:
@@ -476,13 +452,6 @@ class Worker:
             for queue in sorted(refused)
         ]
         return min((t for t in starts if t is not None and t > now), default=None), refused
-
-    def _may_take(self, workflow_id: str, now: float) -> bool:
-        """Whether this worker has room for the run, does not run it and does not leave it."""
-        with self._lock:
-            if len(self.active) >= self.concurrency or self.stopping.is_set():
-                return False
-            return workflow_id not in self.active and not self.keyless.leaves(workflow_id, now)
 
     def _take_over_dead_holders(self, names: list[str], pool: ThreadPoolExecutor) -> None:
         """Runs whose holder on this host died are taken at once, not after their lease."""

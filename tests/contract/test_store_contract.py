@@ -1263,9 +1263,8 @@ def test_racing_compare_and_set_writers_lose_no_update(store_url: str, store: St
 # -- lease fencing, verb by verb -------------------------------------------------------------
 
 # Every verb that takes the caller's lease ``owner``, called by a stale owner: what it returns.
-# ``create_run``, ``take_lease`` and ``claim_woken`` name the owner they make; ``take_lease`` is
-# fenced by ``expected_owner`` instead, and is in the table with a stale one; ``claim_woken``
-# takes only a suspended run, and is in the table with a run whose lease lapsed (a recovery's).
+# ``create_run`` and ``take_lease`` name the owner they make; ``take_lease`` is fenced by
+# ``expected_owner`` instead, and is in the table with a stale one.
 STALE: dict[str, Callable[[Store], object]] = {
     "append": lambda s: s.append("r1", _step(1), owner="w0"),
     "append_many": lambda s: s.append_many("r1", [_step(1), _step(2)], owner="w0"),
@@ -1296,9 +1295,6 @@ STALE: dict[str, Callable[[Store], object]] = {
     "take_lease": lambda s: (
         s.take_lease("r1", owner="w9", expected_owner="w0", now=500, lease_until=600).taken
     ),
-    "claim_woken": lambda s: (
-        s.claim_woken("r1", owner="w9", now=500, lease_until=600, entry=_note("resumed")).taken
-    ),
     "start_child": lambda s: _start_child(s, "r1/0", owner="w0"),
     "send_event": lambda s: _send(s, "r1", "r1", owner="w0"),
     "write_shared": lambda s: (
@@ -1328,23 +1324,6 @@ def test_a_stale_owner_changes_nothing(store: Store, verb: str) -> None:
     before = (store.get_run("r1"), store.journal("r1"), store.list_approvals(pending=False))
     assert STALE[verb](store) == REFUSAL.get(verb, False)
     assert (store.get_run("r1"), store.journal("r1"), store.list_approvals(pending=False)) == before
-
-
-def test_a_woken_claim_takes_a_suspended_run_once_it_is_due(store: Store) -> None:
-    _create(store)
-    assert store.suspend_run("r1", owner="w1", wake_at=200.0, waiting_for=None, now=110)
-
-    def claim(owner: str, now: float) -> bool:
-        entry = Entry.milestone("resumed", now)
-        claim = store.claim_woken("r1", owner=owner, now=now, lease_until=now + 30, entry=entry)
-        return claim.taken
-
-    assert not claim("w2", 150.0)  # not due yet
-    assert claim("w2", 250.0)
-    assert not claim("w3", 251.0)  # held: the first claim stands
-    row = store.get_run("r1")
-    assert row is not None and (row.status, row.lease_owner, row.wake_at) == ("running", "w2", None)
-    assert [e.name for e in store.journal("r1")] == ["started", "resumed"]
 
 
 def test_every_owner_verb_is_in_the_fencing_table() -> None:

@@ -49,7 +49,6 @@ def test_both_dialects_resolve_every_shared_query_and_only_postgres_has_its_own(
         "create_run_ahead",
         "finish_run_ahead",
         "take_lease_ahead",
-        "take_woken_ahead",  # the claim of a run a notice named as woken: a suspended one
         "claim_in_batch",  # a batch of the pipeline sent whole: one statement a write
         "charge_in_batch",
         "finish_in_batch",

@@ -5,15 +5,12 @@ and build the invocation of a run this process holds. :class:`RunClaims` is the 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from .._leases import holder_is_gone, worker_of
 from .._model import RunStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
 from .._store.base import IndexRow, IngressCount, NewRun, ReplayState
-from .._store.changes import Woken
 from .._store.rows import as_kwargs
 from .interrupted import last_seen
 from .invocation import Invocation
@@ -222,35 +219,3 @@ class RunClaims:
             go_on = stop_poison_run(self.runtime, row, crashes, owner)
             return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
         return self.invocation(wf, row, recovering=recovering, owner=owner, state=claim.replay)
-
-    def take_woken(
-        self, wf: WorkflowDef, woken: Woken, now: float
-    ) -> tuple[Invocation, RunRow] | None:
-        """Take the lease of a run a notice named as woken, if it is still suspended and due
-        (``None``: it is not, or another process was faster): a resume, read with its claim
-        where the store could. Its row is the one the claim left, as a claim found it."""
-        runtime = self.runtime
-        owner = runtime.claim_owner()
-        claim = runtime.store.claim_woken(
-            woken.workflow_id,
-            owner=owner,
-            now=now,
-            lease_until=now + runtime.lease_seconds,
-            entry=lifecycle("resumed", now),
-        )
-        if not claim.taken:
-            return None
-        row = claim.row if claim.row is not None else runtime.store.get_run(woken.workflow_id)
-        if row is None:  # (held by this process: never deleted under it)
-            return None
-        found = replace(
-            row,
-            status=RunStatus.SUSPENDED,
-            wake_at=woken.wake_at,
-            waiting_for=None,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-        took(runtime, found, now, holder=None, takeover=False)
-        inv = self.invocation(wf, found, recovering=False, owner=owner, state=claim.replay)
-        return inv, found

@@ -317,14 +317,6 @@ class LeaseStore(Protocol):
         ``replay``, the store may read the run's ``replay_state`` with the claim, where that
         costs no round trip of its own, and return it in ``LeaseClaim.replay``."""
 
-    def claim_woken(
-        self, workflow_id: str, *, owner: str, now: float, lease_until: float, entry: Entry
-    ) -> LeaseClaim:
-        """Take the lease of a run a notice said was woken (``Changes.take_woken``): only if
-        it is still suspended and due, unheld, so the claim is a resume, never a recovery.
-        Journals ``entry`` (its ``resumed`` entry) and, where that costs no round trip of its
-        own, returns the run's replay state and its row as the claim left it."""
-
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
         """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""
 

@@ -14,10 +14,6 @@ waiters. It is fed in one of two ways:
 
 Commits of this process's own connection are not seen by ``data_version``: the engine calls
 :meth:`push` when a run of this process settles (``Runtime.note_settled``).
-
-A pushed store may also name a run it woke (:meth:`woke`): an idle worker takes those first
-(:meth:`take_woken`), without reading the claimable runs. The names are a hint only: the
-worker still reads the claimable runs after, as on any change.
 """
 
 from __future__ import annotations
@@ -25,12 +21,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import NamedTuple
 
-__all__ = ["Changes", "Woken"]
+__all__ = ["Changes"]
 
 POLL_SECONDS = 0.001  # a waiter polls this often right after it starts waiting...
 SLOWEST_POLL_SECONDS = 0.005  # ...slowing down to this when nothing changes
@@ -41,16 +35,6 @@ DOWN_POLL_SECONDS = 0.05  # a pushed store whose listener is down: waiters look 
 # microseconds); a pushed one wakes the loop itself, which then only looks for signals.
 POLLED_IDLE_SECONDS = 0.0025
 PUSHED_IDLE_SECONDS = 0.01
-WOKEN_KEPT = 256  # named wake-ups kept for a worker; older ones are found by its next read
-
-
-class Woken(NamedTuple):
-    """A run a notice named as woken: a suspended run made due (an event, an approval)."""
-
-    workflow_id: str
-    name: str
-    queue: str
-    wake_at: float
 
 
 class Changes:
@@ -72,7 +56,6 @@ class Changes:
         self._polling = False  # one waiter at a time polls for all
         self._quiet_since = time.monotonic()
         self._callbacks: list[Callable[[], None]] = []
-        self._woken: deque[Woken] = deque(maxlen=WOKEN_KEPT)
         self.live = poll is not None  # pushed: whether the listener is connected
 
     @property
@@ -109,19 +92,6 @@ class Changes:
             callbacks = list(self._callbacks)
         for callback in callbacks:
             callback()
-
-    def woke(self, run: Woken) -> None:
-        """A notice named ``run`` as woken: keep it for :meth:`take_woken`, then :meth:`push`."""
-        with self._cond:
-            self._woken.append(run)
-        self.push()
-
-    def take_woken(self) -> list[Woken]:
-        """The runs named as woken since the last call, oldest first."""
-        with self._cond:
-            taken = list(self._woken)
-            self._woken.clear()
-        return taken
 
     def subscribe(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (quick, never blocking) on every push: a worker's nudge."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import logging
 import random
 import re
@@ -35,7 +34,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from .._errors import StoreError, install_hint, mask_url
 from .base import READ_ONLY_DECLARATIONS, Entry, NewChunk
-from .changes import Changes, Woken
+from .changes import Changes
 from .pg_ahead import NotAhead, Refused, SentAhead, send_ahead
 from .pg_outages import Outages, connection_lost, first_line
 from .pg_payloads import PayloadTrees
@@ -151,15 +150,13 @@ class _Listener:
                     self.backend_pid = conn.info.backend_pid
                     self._all(live=True)  # (re)connected: anything may have happened meanwhile
                     delay = 0.05
-                    stream, woken = f"{mine}/stream", f"{mine}/woken "
+                    stream = f"{mine}/stream"
                     while not self.closed.is_set():
                         for note in conn.notifies(timeout=0.25):
                             if note.payload == mine:
                                 self._all(live=True)
                             elif note.payload == stream:  # chunks: only stream readers wake
                                 self.streams.push()
-                            elif note.payload.startswith(woken):  # a run named (wake_run)
-                                self._woke(note.payload[len(woken) :])
             except psycopg.Error:
                 self._all(live=False)  # waiters poll until the listener is back
                 self.closed.wait(random.uniform(delay / 2, delay))
@@ -171,16 +168,6 @@ class _Listener:
         for changes in (self.changes, self.streams):
             changes.live = live
             changes.push()
-
-    def _woke(self, named: str) -> None:
-        """The runs' waiters wake, and a worker may take the run named at once."""
-        try:
-            workflow_id, name, queue, wake_at = json.loads(named)
-            run = Woken(str(workflow_id), str(name), str(queue), float(wake_at))
-        except (ValueError, TypeError):  # not ours to read: a plain change
-            self.changes.push()
-            return
-        self.changes.woke(run)
 
     def close(self) -> None:
         self.closed.set()

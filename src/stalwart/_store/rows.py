@@ -289,9 +289,6 @@ class LeaseClaim:
     # The run's replay state, read in the claim's own round trip where the store could (asked
     # with ``take_lease(replay=True)``); ``None``: read it with ``replay_state``.
     replay: ReplayState | None = None
-    # The run's row as the claim left it, read in the same round trip where the store could
-    # (``claim_woken``); ``None``: read it with ``get_run``.
-    row: RunRow | None = None
 
 
 @dataclass(frozen=True, slots=True)

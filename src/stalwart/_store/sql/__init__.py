@@ -33,7 +33,6 @@ from .spend import SpendVerbs
 from .streams import StreamVerbs
 from .versions import VersionVerbs
 from .waits import WaitVerbs
-from .woken import WokenClaims
 
 __all__ = ["SQLStore"]
 
@@ -41,7 +40,6 @@ __all__ = ["SQLStore"]
 class SQLStore(
     RunVerbs,
     LeaseVerbs,
-    WokenClaims,
     JournalVerbs,
     MessageVerbs,
     WaitVerbs,

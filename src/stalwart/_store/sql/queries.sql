@@ -272,9 +272,9 @@ SELECT :workflow_id, :name, :payload, :dedup_key, :now, :by
 WHERE EXISTS (SELECT 1 FROM runs WHERE workflow_id = :workflow_id)
 ON CONFLICT DO NOTHING;
 
--- dialect: wake_run
--- PostgreSQL's also notifies the run it woke by name, so that an idle worker claims it
--- without reading candidates first; SQLite has no notifications.
+-- name: wake_run
+UPDATE runs SET wake_at = :now, updated_at = :now
+WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for;
 
 -- name: oldest_event
 SELECT id, payload FROM events

@@ -54,21 +54,6 @@ WITH taken AS (
 )
 SELECT 1 / count(*) FROM taken;
 
--- own: take_woken_ahead
--- take_lease_ahead of a run a notice named as woken (claim_woken): only while it is still
--- suspended, so the claim is a resume and never a recovery the poison rule must count.
-WITH taken AS (
-    UPDATE runs
-    SET lease_owner = :owner, lease_expires_at = :lease_until, status = 'running',
-        updated_at = :now, recoveries = 0, recovery_mark = NULL,
-        wake_at = NULL, waiting_for = NULL
-    WHERE workflow_id = (SELECT workflow_id FROM runs WHERE workflow_id = :workflow_id
-                         FOR UPDATE SKIP LOCKED)
-      AND status = 'suspended' AND lease_owner IS NULL AND {{claimable}}
-    RETURNING 1
-)
-SELECT 1 / count(*) FROM taken;
-
 -- own: claim_in_batch
 -- take_lease with its 'resumed' entry as one statement, for a batch of the pipeline whose
 -- statements all go out before any answer is read (see pipeline.py): the entry is journaled
@@ -276,23 +261,6 @@ WHERE status = 'running' AND lease_owner LIKE :host_prefix
 SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
   AND name = ANY(:names)
   AND queue = ANY(:queues);
-
--- name: wake_run
--- The woken run is named on the channel the runs trigger notifies (its payload: the schema,
--- '/woken ', then the run's id, workflow name, queue and wake-up time as a JSON array), sent
--- at the commit with the trigger's own notice, which older code listens for. A payload the
--- server would refuse (over 8000 bytes: a very long id) is not sent, so it cannot fail the
--- delivery; the trigger's notice wakes the workers as before.
-WITH woken AS (
-    UPDATE runs SET wake_at = :now, updated_at = :now
-    WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for
-    RETURNING workflow_id, name, queue, wake_at
-), named AS (
-    SELECT current_schema() || '/woken '
-           || json_build_array(workflow_id, name, queue, wake_at)::text AS payload
-    FROM woken
-)
-SELECT pg_notify('stalwart', payload) FROM named WHERE octet_length(payload) < 7900;
 
 -- own: lock_run
 SELECT 1 FROM runs WHERE workflow_id = :workflow_id FOR UPDATE;

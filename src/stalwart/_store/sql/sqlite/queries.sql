@@ -55,10 +55,6 @@ SELECT min(wake_at) FROM runs WHERE status = 'suspended' AND wake_at IS NOT NULL
   AND name IN (SELECT value FROM json_each(:names))
   AND queue IN (SELECT value FROM json_each(:queues));
 
--- name: wake_run
-UPDATE runs SET wake_at = :now, updated_at = :now
-WHERE workflow_id = :workflow_id AND status = 'suspended' AND waiting_for = :waiting_for;
-
 -- name: lock_breaker
 SELECT 1;  -- writers are serial (BEGIN IMMEDIATE)
 
