@@ -18,6 +18,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -234,6 +235,9 @@ class _Driver:
         self.events: Counter[str] = Counter()  # what happened besides the faults
         self.samples: list[LeaseSample] = []
         self.n = 0
+        # Held while the fleet's workers or the faults change: the healer's thread ends the
+        # faults that are due beside the driver's own loop.
+        self.lock = threading.Lock()
 
     # -- the workload ---------------------------------------------------------------------
 
@@ -358,6 +362,28 @@ class _Driver:
                 self.faults[i] = Fault(kind, pid, fault.start, now)
 
 
+class _Healer:
+    """Ends the stops and partitions that are due, on a thread of its own. The driver's calls
+    can wait on a row lock that a stopped or cut-off worker took mid-transaction (the driver's
+    ``shared_set`` of a counter whose row a stopped worker's step locked), and only the fault's
+    end releases it: ended from the driver's loop, that wait never ended."""
+
+    def __init__(self, driver: _Driver) -> None:
+        self._driver = driver
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-healer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            with self._driver.lock:
+                self._driver.heal_due()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def _holder_pid(owner: str | None) -> int | None:
     """The pid in a lease holder ``HOST/pid/start/owner#claim``."""
     if not owner:
@@ -385,12 +411,14 @@ def run_soak(
     kinds: tuple[str, ...] = ("kill", "stop", "partition") if lab else ("kill", "stop")
     fleet = _Fleet(url, workdir, lab, publisher)
     app = stalwart.Stalwart(url, lease_seconds=LEASE_S)
+    healer: _Healer | None = None
     try:
         driver = _Driver(app, declare(app, workdir), fleet, rng, publisher)
         for i in range(WORKERS):
             fleet.spawn(i)
         fleet.wait_ready()
         app.schedule(driver.wf["tick"], "* * * * * */5", name=SCHEDULE)
+        healer = _Healer(driver)
         began = time.monotonic()
         restarts = [began + seconds * f for f in (0.35, 0.7)] if lab else []
         next_fault = began + fault_every
@@ -408,17 +436,18 @@ def run_soak(
             if now >= next_sample:
                 next_sample = now + 1.0
                 _retrying(driver.sample_leases, until)
-            driver.heal_due()
-            if revived := fleet.revive():
-                driver.events["workers that could not open the store, replaced"] += revived
-            if now >= next_fault:
-                next_fault = now + fault_every * rng.uniform(0.5, 1.5)
-                driver.inject(kinds)
+            with driver.lock:
+                if revived := fleet.revive():
+                    driver.events["workers that could not open the store, replaced"] += revived
+                if now >= next_fault:
+                    next_fault = now + fault_every * rng.uniform(0.5, 1.5)
+                    driver.inject(kinds)
             if restarts and now >= restarts[0]:
                 restarts.pop(0)
                 driver.restart_database()
             time.sleep(0.05)
         chaos = time.monotonic() - began
+        healer.close()
         driver.heal_due(everything=True)
         _retrying(lambda: app.unschedule(SCHEDULE), time.monotonic() + 60)
         _settle(driver, settle_timeout)
@@ -453,6 +482,8 @@ def run_soak(
             evidence=evidence,
         )
     finally:
+        if healer is not None:
+            healer.close()
         fleet.close()
         app.close()
 

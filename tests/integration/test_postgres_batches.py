@@ -184,6 +184,20 @@ def _recover(store: PostgresStore, wid: str) -> Any:
     )
 
 
+def _resume_claim(store: PostgresStore) -> Any:
+    """``w2``'s claim of the parked run ``r`` at 200.0, as a resume takes it (journaled, with
+    the replay state)."""
+    return store.take_lease(
+        "r",
+        owner="w2",
+        expected_owner=None,
+        now=200.0,
+        lease_until=230.0,
+        entry=Entry.milestone("resumed", 200.0),
+        replay=True,
+    )
+
+
 def _recovery_state(store: PostgresStore, wid: str) -> tuple[Any, ...]:
     with store._pool.connection() as conn:
         row = conn.execute(
@@ -289,15 +303,7 @@ def test_a_lone_claim_reads_the_replay_state_in_its_own_round_trip(
         with store._writer.connection() as conn:
             conn.pgconn.trace(out.fileno())
         try:
-            claim = store.take_lease(
-                "r",
-                owner="w2",
-                expected_owner=None,
-                now=200.0,
-                lease_until=230.0,
-                entry=Entry.milestone("resumed", 200.0),
-                replay=True,
-            )
+            claim = _resume_claim(store)
         finally:
             with store._writer.connection() as conn:
                 conn.pgconn.untrace()
@@ -393,15 +399,7 @@ def test_a_lone_claim_whose_commit_answer_was_lost_is_taken(
         return done
 
     monkeypatch.setattr(postgres, "send_ahead", commits_then_loses_the_answer)
-    claim = store.take_lease(
-        "r",
-        owner="w2",
-        expected_owner=None,
-        now=200.0,
-        lease_until=230.0,
-        entry=Entry.milestone("resumed", 200.0),
-        replay=True,
-    )
+    claim = _resume_claim(store)
     assert lost == [1]
     assert (claim.taken, claim.recoveries) == (True, 0)  # the retry found it landed
     assert _recovery_state(store, "r")[0] == "w2"

@@ -404,7 +404,9 @@ def test_async_runs_waiting_out_a_throttle_window_all_come_back_when_it_ends(
     assert provider.per_run() == {f"async-{i}": 2 for i in range(runs)}  # none wasted
     late = [provider.calls_of(f"async-{i}")[1].at - window.end for i in range(runs)]
     assert min(late) >= 0
-    assert max(late) < 1.0, f"seconds after the window's end: {sorted(late)}"
+    # A run whose wait queued behind another's (a thread of the default executor each) would
+    # come back a whole window late; under load all came back up to 1.07 s after its end.
+    assert max(late) < 2.0, f"seconds after the window's end: {sorted(late)}"
 
 
 def _tagging_agent(
