@@ -13,7 +13,8 @@ The runs are started by one thread of the bench's process, one ``app.start`` aft
 issue 22 defines it), and again by ``--starters`` threads at once (8 by default), the runs split
 among them, as an application's concurrent request handlers would: their ``app.start`` calls
 share commits through the store's write pipeline. Both are printed, each with its floor and
-ratio; ``--starters 1`` leaves the concurrent figure out.
+ratio; ``--starters 1`` leaves the concurrent figure out. With ``--async`` the workflow and its
+step are ``async def``: the runs are tasks on the app's event loop.
 
 The floor is the same number of steps (runs x steps) of bare autocommitted INSERTs of one
 journal row each, one after the other on one connection, into a journal table stalwart's own
@@ -29,7 +30,7 @@ told, and on a machine shared with other work the CPU a step costs moves less th
 
     python bench/group_commit.py [--runs 200] [--steps 10] [--concurrency 200] [--repeat 3]
                                  [--settings sqlite,power,postgres] [--postgres-url URL]
-                                 [--enqueue-first] [--starters 8]
+                                 [--enqueue-first] [--starters 8] [--async]
 
 It is a benchmark, not a test: it exits 0 whatever the figures (it fails only if a worker
 dies or runs never finish).
@@ -72,9 +73,23 @@ SETTLE_SECONDS = 0.5
 POLL_SECONDS = 0.05
 
 
-def build(url: str, durability: str) -> tuple[stalwart.Stalwart, Any]:
-    """The app on ``url`` and its one workflow, named so the bench and the worker agree."""
+def build(url: str, durability: str, is_async: bool = False) -> tuple[stalwart.Stalwart, Any]:
+    """The app on ``url`` and its one workflow, named so the bench and the worker agree
+    (``async def`` with ``is_async``)."""
     app = stalwart.Stalwart(url, durability=durability)
+    if is_async:
+
+        @app.step(name="gc_noop")
+        async def noop_async() -> None:
+            return None
+
+        @app.workflow(name="gc_steps")
+        async def steps_async(n: int) -> int:
+            for _ in range(n):
+                await noop_async()
+            return n
+
+        return app, steps_async
 
     @app.step(name="gc_noop")
     def noop() -> None:
@@ -89,9 +104,9 @@ def build(url: str, durability: str) -> tuple[stalwart.Stalwart, Any]:
     return app, steps
 
 
-def serve(url: str, durability: str, concurrency: int, ready: str) -> int:
+def serve(url: str, durability: str, concurrency: int, ready: str, is_async: bool) -> int:
     """The worker process: serve the workflow until SIGTERM."""
-    app, _ = build(url, durability)
+    app, _ = build(url, durability, is_async)
     try:
         partial = Path(f"{ready}.partial")
         partial.write_text(str(os.getpid()), "ascii")
@@ -189,7 +204,7 @@ def one_sample(
     durability = DURABILITY[setting]
     n, s = args.runs, args.steps
     floor_url = fresh_url(setting, folder, args.postgres_url)
-    floor_app, _ = build(floor_url, durability)  # migrates: the floor writes stalwart's table
+    floor_app, _ = build(floor_url, durability, args.use_async)  # migrates: the floor writes stalwart's table
     floor_app.close()
     try:
         floor = floor_rate(setting, floor_url, args.postgres_url, n * s)
@@ -197,7 +212,7 @@ def one_sample(
         drop(floor_url, args.postgres_url)
 
     url = fresh_url(setting, folder, args.postgres_url)
-    app, steps = build(url, durability)
+    app, steps = build(url, durability, args.use_async)
     enqueued = 0.0
     if args.enqueue_first:  # the worker alone is timed: the runs wait for it
         began = time.time()
@@ -210,6 +225,7 @@ def one_sample(
             [
                 *(sys.executable, __file__, "--worker", url, "--durability", durability),
                 *("--concurrency", str(args.concurrency), "--ready", str(ready)),
+                *(["--async"] if args.use_async else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -303,12 +319,18 @@ def main(argv: list[str] | None = None) -> int:
         help="threads of the bench's process starting the runs at once, for the second "
         "figure beside the serial one (8; 1: the serial figure alone)",
     )
+    parser.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="the workflow and its step are async def (B's runs as tasks on the app's loop)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--durability", default="process", help=argparse.SUPPRESS)
     parser.add_argument("--ready", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        return serve(args.worker, args.durability, args.concurrency, args.ready)
+        return serve(args.worker, args.durability, args.concurrency, args.ready, args.use_async)
 
     settings = [name.strip() for name in args.settings.split(",") if name.strip()]
     if "postgres" in settings and postgres_version(args.postgres_url) is None:
@@ -325,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                 median_cpu = statistics.median(cpus) if cpus else None
                 rows.append((setting, count, rate, floor, median_cpu))
     print(
-        f"\nB = {args.runs} runs x {args.steps} no-op steps, one worker, concurrency "
+        f"\nB = {args.runs} runs x {args.steps} no-op steps"
+        f"{' (async def)' if args.use_async else ''}, one worker, concurrency "
         f"{args.concurrency}; medians of {args.repeat}"
     )
     print(

@@ -4,8 +4,11 @@ others to commit, each alone, and reaches only its own caller."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -210,3 +213,108 @@ def test_runs_ended_together_journal_their_charged_attempts_first_and_a_lost_lea
     run = store.get_run("r2")
     assert (run.status, run.lease_owner) == ("running", "w2")
     assert [e.name for e in store.journal("r2")] == ["started"]  # not even its charged step
+
+
+def _held(store: Any) -> tuple[threading.Event, threading.Thread]:
+    """A commit under way that lasts until the returned event is set (and its thread)."""
+    gate = threading.Event()
+    blocker = threading.Thread(
+        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
+    )
+    blocker.start()
+    while not store._pipeline._busy:
+        time.sleep(0.001)
+    return gate, blocker
+
+
+def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) -> None:
+    """The steps of async runs wait for their commit without holding up the loop they share:
+    a task on that loop ends the commit under way, and their three writes then commit
+    together (a lost lease failing its own)."""
+    for wid in ("r1", "r2", "r3"):
+        _create(store, wid, "w1")
+    assert store.take_lease("r2", owner="w2", expected_owner="w1", now=200.0, lease_until=230.0)
+    batches: list[int] = []
+    real = store._write_together
+    store._write_together = lambda writes: batches.append(len(writes)) or real(writes)
+    gate, blocker = _held(store)
+
+    async def release_once_queued() -> None:
+        while len(store._pipeline._queue) < 3:
+            await asyncio.sleep(0.001)  # the loop runs: the appends do not block it
+        gate.set()
+
+    async def main() -> list[Any]:
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ("r1", "r2", "r3")]
+        *results, _ = await asyncio.gather(*appends, release_once_queued())
+        return results
+
+    try:
+        results = asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        gate.set()
+        blocker.join(timeout=30)
+        del store._write_together
+    assert results == [True, False, True]
+    assert batches == [3]
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert [r.seq for r in store.replay_index("r2")] == []
+
+
+def test_an_async_append_is_committed_off_its_loop(store: Any) -> None:
+    """With no commit under way, the pipeline's own thread commits an async caller's write:
+    the caller's loop never waits on the database."""
+    _create(store, "r1", "w1")
+    threads: list[int] = []
+    real = store._pipeline._commit
+
+    def noted(batch: Any) -> None:
+        threads.append(threading.get_ident())
+        real(batch)
+
+    store._pipeline._commit = noted
+
+    async def main() -> tuple[bool, int]:
+        return await store.append_async("r1", _step(1), owner="w1"), threading.get_ident()
+
+    try:
+        held, loop_thread = asyncio.run(main())
+    finally:
+        store._pipeline._commit = real
+    assert held is True
+    assert threads and loop_thread not in threads
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+
+
+def test_a_cancelled_async_caller_holds_up_no_other_write(store: Any) -> None:
+    """An async caller cancelled while its write waits: the write still commits (it was
+    queued), and the writes queued after it, a thread's among them, commit too."""
+    for wid in ("r1", "r2"):
+        _create(store, wid, "w1")
+    gate, blocker = _held(store)
+    done: list[bool] = []
+
+    async def main() -> None:
+        waiting = asyncio.ensure_future(store.append_async("r1", _step(1), owner="w1"))
+        while len(store._pipeline._queue) < 1:
+            await asyncio.sleep(0.001)
+        waiting.cancel()
+        behind = threading.Thread(
+            target=lambda: done.append(store.append("r2", _step(1), owner="w1"))
+        )
+        behind.start()
+        while len(store._pipeline._queue) < 2:
+            await asyncio.sleep(0.001)
+        gate.set()
+        await asyncio.to_thread(behind.join, 30)
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 30))
+    finally:
+        gate.set()
+        blocker.join(timeout=30)
+    assert done == [True]
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert [r.seq for r in store.replay_index("r2")] == [1]

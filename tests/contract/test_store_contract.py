@@ -7,6 +7,7 @@ Every verb of the ``Store`` protocol has a test here or in another ``test_*.py``
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import inspect
@@ -1268,6 +1269,7 @@ def test_racing_compare_and_set_writers_lose_no_update(store_url: str, store: St
 STALE: dict[str, Callable[[Store], object]] = {
     "append": lambda s: s.append("r1", _step(1), owner="w0"),
     "append_many": lambda s: s.append_many("r1", [_step(1), _step(2)], owner="w0"),
+    "append_async": lambda s: asyncio.run(s.append_async("r1", _step(1), owner="w0")),
     "mark_retry": lambda s: s.mark_retry("r1", owner="w0", marker="1:2"),
     "finish_run": lambda s: s.finish_run(
         "r1",

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,6 +22,7 @@ import httpx
 import pytest
 
 import stalwart
+from stalwart._store.sql.pipeline import Write
 from stalwart.testing import FakeClock
 
 
@@ -144,3 +146,59 @@ def test_run_of_async_workflow_inside_a_loop_does_not_fail_the_run(tmp_path: Pat
         assert "run_async" in outcome[1], outcome
         status = app.handle("w").status() if app.list_workflows() else None
         assert status != "failed"
+
+
+def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
+    real_app: stalwart.Stalwart,
+) -> None:
+    """An async step's outcome is acknowledged once its commit ends, and the loop the app's
+    async runs share goes on meanwhile: with a commit held up, another task's step still
+    finishes its own work; the run completes with both once the commit ends."""
+    app = real_app
+    store: Any = app._runtime.store
+    go_a, go_b, in_a, in_b, b_ran = (threading.Event() for _ in range(5))
+
+    @app.step(name="a")
+    async def a() -> str:
+        in_a.set()
+        await asyncio.to_thread(go_a.wait, 30)
+        return "a"
+
+    @app.step(name="b")
+    async def b() -> str:
+        in_b.set()
+        await asyncio.to_thread(go_b.wait, 30)
+        b_ran.set()  # on the loop, after the wait: only if the loop is free
+        return "b"
+
+    @app.workflow
+    async def both() -> list[str]:
+        return list(await asyncio.gather(a(), b()))
+
+    results: list[Any] = []
+    running = threading.Thread(target=lambda: results.append(app.run(both, workflow_id="ab")))
+    running.start()
+    gate = threading.Event()
+    try:
+        assert in_a.wait(30) and in_b.wait(30)
+        blocker = threading.Thread(
+            target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
+        )
+        blocker.start()
+        while not store._pipeline._busy:
+            time.sleep(0.001)
+        go_a.set()  # a returns: its outcome waits behind the held commit
+        while not store._pipeline._queue:
+            time.sleep(0.001)
+        go_b.set()
+        assert b_ran.wait(30), "the loop was held while a's outcome waited for its commit"
+        assert store._pipeline._queue  # a's outcome still waits
+        assert not results
+    finally:
+        go_a.set()
+        go_b.set()
+        gate.set()
+        running.join(timeout=30)
+    assert results == [["a", "b"]]
+    steps = [e for e in app.journal("ab") if e.kind == "step"]
+    assert sorted((e.name, e.status) for e in steps) == [("a", "completed"), ("b", "completed")]

@@ -138,6 +138,10 @@ class DryInvocation(Invocation):
         self.frontier = True
         raise _Frontier(f"the replay would journal {entry.kind} {entry.name}")
 
+    async def append_async(self, entry: Entry) -> None:
+        """Refused: the replay reached its frontier."""
+        self.append(entry)
+
     def append_many(self, entries: list[Entry]) -> None:
         """Refused: the replay reached its frontier."""
         self.frontier = True

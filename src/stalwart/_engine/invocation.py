@@ -15,8 +15,7 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -26,17 +25,17 @@ from .._errors import (
     EngineError,
     NonDeterminismError,
     StalwartError,
-    StoreError,
 )
 from .._hooks import RunHooks
 from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
-from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, StoreFailed, Suspend
+from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, Suspend
 from .._store import Entry, IndexRow
-from .._store.base import CursorStore, NewChunk
+from .._store.base import CursorStore
 from .buffer import RunStream
 from .flags import Flag
 from .interrupted import LastSeen
+from .journal_writes import JournalWrites
 
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
@@ -190,7 +189,7 @@ def guarded_async(
     return wrapper
 
 
-class Invocation:
+class Invocation(JournalWrites):
     """State of one execution of a run, from the top of the workflow function."""
 
     writes_streams = True  # a dry replay's (``stalwart check``) emits write nothing
@@ -412,48 +411,6 @@ class Invocation:
             return None
         return self.decode_recorded(rec, "output", rec.output)
 
-    @contextmanager
-    def journaling(self) -> Iterator[None]:
-        """Store calls made on behalf of workflow code: a store failure becomes a signal that
-        user code cannot catch, and never the run's outcome."""
-        try:
-            yield
-        except CorruptRecord:
-            raise
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
-
-    def append(self, entry: Entry) -> None:
-        """Journal ``entry`` while this invocation still holds the run's lease (with the
-        stream chunks emitted before it, in its transaction)."""
-        try:  # inline rather than journaling(): this runs once per step
-            stream = self.stream
-            if stream is None or not stream.has_pending():  # no chunks wait: the common case
-                held = self.store.append(self.workflow_id, entry, owner=self.owner)
-            else:
-                held = _append_with_chunks(self, entry)
-        except CorruptRecord:
-            raise
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
-        _fenced(self, held)
-
-    def append_many(self, entries: list[Entry]) -> None:
-        """Journal ``entries`` in one transaction while this invocation holds the lease."""
-        wid, owner = self.workflow_id, self.owner
-        with self.journaling():
-            held = _with_chunks(
-                self, lambda c: self.store.append_many(wid, entries, owner=owner, **_given(c))
-            )
-        _fenced(self, held)
-
-    def mark_retry(self, marker: str) -> None:
-        """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
-        charged and one before it is not."""
-        with self.journaling():
-            held = self.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
-        _fenced(self, held)
-
     @property
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """Where this invocation's async code runs: the caller's loop for ``run_async``, else
@@ -489,35 +446,6 @@ class Invocation:
             )
         )
         return self.runtime.codec.decode(payload)
-
-
-def _fenced(inv: Invocation, held: bool) -> None:
-    """After a write fenced by the lease: ``LeaseLost`` when it found the lease gone."""
-    if not held:
-        inv.lease_lost.set()
-        raise LeaseLost()
-
-
-def _given(chunks: Sequence[NewChunk]) -> dict[str, Sequence[NewChunk]]:
-    """The ``chunks`` keyword of a journal write, when there are any (a store that never
-    streams need not take it)."""
-    return {"chunks": chunks} if chunks else {}
-
-
-def _append_with_chunks(inv: Invocation, entry: Entry) -> bool:
-    """Journal ``entry`` with the run's waiting stream chunks, in one transaction."""
-    wid, owner = inv.workflow_id, inv.owner
-    return _with_chunks(inv, lambda c: inv.store.append(wid, entry, owner=owner, **_given(c)))
-
-
-def _with_chunks(inv: Invocation, write: Callable[[Sequence[NewChunk]], bool]) -> bool:
-    """``write`` a journal entry with the run's waiting stream chunks (none when none wait)."""
-    stream = inv.stream
-    if stream is None or not stream.has_pending():
-        return write(())
-    held = stream.write_with(write)
-    inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
-    return held
 
 
 def _decode_recorded(inv: Invocation, rec: Recorded, label: str, stored: bytes) -> Any:

@@ -77,6 +77,10 @@ class StepCall:
         self.probe: str | None = None  # this attempt is its breaker's half-open probe
         self.reported = False  # this attempt's failure is already counted by its breaker
         self.policy = step.retry
+        # An async call's outcome, which its driver journals awaiting the commit, so that
+        # the run's loop goes on meanwhile (``call_step_async``).
+        self.awaits_journal = False
+        self.unjournaled: Entry | None = None
         # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
         # nothing is journaled before that attempt (a new call: see ``replay``)
         self.checked = True
@@ -139,7 +143,10 @@ class StepCall:
         self.checked = False  # a boundary check comes after anything journaled
         entry = self.entry(status, now, output=output, error=error, started=started, usage=usage)
         if status == EntryStatus.COMPLETED:
-            defer_outcome(self.inv, entry)
+            if self.awaits_journal:
+                self.unjournaled = entry
+            else:
+                defer_outcome(self.inv, entry)
         else:
             self.inv.append(entry)
         count(self, entry)
@@ -345,13 +352,20 @@ async def call_step_async(
 ) -> Any:
     """Run or replay an async step inside an async workflow."""
     call = StepCall(inv, step, args, kwargs)
+    call.awaits_journal = True
     try:
         if call.replay():
             return call.value
         inv.in_flight += 1
         try:
-            return await run_attempts_async(call)
+            value = await run_attempts_async(call)
+            if (entry := call.unjournaled) is not None:
+                call.unjournaled = None
+                await inv.append_async(entry)
+            return value
         finally:
+            if call.unjournaled is not None:  # the call stopped between outcome and journal
+                inv.deferred.append(call.unjournaled)  # (the run's ending journals it)
             inv.in_flight -= 1
     except StepFailed as failure:
         final_failure(inv, failure, call.seq)

@@ -360,6 +360,10 @@ class JournalStore(JournalReads, Protocol):
         """Append a journal entry; with ``owner``, only while that owner holds the lease, and
         with the stream ``chunks`` emitted before it in the same transaction."""
 
+    async def append_async(self, workflow_id: str, entry: Entry, *, owner: str) -> bool:
+        """``append`` of an entry of a held run, for a caller on an event loop: the loop goes
+        on while the entry waits for its commit."""
+
     def append_many(
         self,
         workflow_id: str,

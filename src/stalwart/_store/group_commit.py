@@ -7,6 +7,12 @@ queue up and wait; when that commit ends, the first of them leads the next one, 
 everything queued by then. Each caller returns only after the transaction holding its write
 committed (or with its own error): nothing is acknowledged that a crash could still lose.
 
+An ``async def`` caller (``submit_async``: a step of an async workflow, on the event loop its
+run shares with others) never commits on its loop, nor blocks it: its write is queued like any
+other, a batch whose leader would be an async caller is committed by the pipeline's own thread
+(started on first use), and the caller awaits the commit. The runs of one loop that reach a
+commit while a batch is under way thus queue up for the next one, as threads do.
+
 What a transaction does with a batch is the store's business (``commit`` below); this module
 only decides who commits what, and when. ``after``, where given, is called by the leader once
 its batch's callers are woken and the next leader named, outside every lock: upkeep that must
@@ -16,8 +22,11 @@ not hold up the next commit (SQLite copies its write-ahead log there, ``checkpoi
 from __future__ import annotations
 
 import _thread
+import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 from .._errors import StoreError
@@ -38,13 +47,15 @@ _UNSETTLED = BaseException()
 class Pending(Generic[T]):
     """One write queued for the next commit, and its outcome once that commit ended."""
 
-    __slots__ = ("_error", "_value", "done", "lead", "write")
+    __slots__ = ("_error", "_value", "done", "lead", "waiter", "write")
 
     def __init__(self, write: T) -> None:
         self.write = write
         # What a follower waits on (a leader: none): a lock taken at once, which the commit
         # that settles the write releases (cheaper to wake than an Event).
         self.done: _thread.LockType | None = None
+        # What an async caller awaits instead, on its loop (it never leads).
+        self.waiter: asyncio.Future[None] | None = None
         self.lead = False  # set when this waiting caller must lead the next commit
         self._value: Any = None
         self._error: BaseException | None = _UNSETTLED  # built when raised: most settle
@@ -83,6 +94,40 @@ class GroupCommit(Generic[T]):
         self._lock = threading.Lock()
         self._queue: list[Pending[T]] = []
         self._busy = False
+        self._leader: ThreadPoolExecutor | None = None  # leads batches async callers head
+
+    def close(self) -> None:
+        """Let the pipeline's own thread end (once it has committed what it leads)."""
+        with self._lock:
+            leader, self._leader = self._leader, None
+        if leader is not None:
+            leader.shutdown(wait=True)
+
+    async def submit_async(self, write: T) -> Any:
+        """``submit`` for a caller on an event loop: the loop goes on while the write waits
+        for its commit, which the pipeline's own thread leads where this caller would."""
+        pending = Pending(write)
+        waiter = pending.waiter = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._queue.append(pending)
+            leading = not self._busy
+            if leading:
+                self._busy = True
+        if leading:
+            self._lead_elsewhere()
+        await waiter
+        return pending.outcome()
+
+    def _lead_elsewhere(self) -> None:
+        """Have the pipeline's own thread lead the next commit."""
+        with self._lock:
+            if self._leader is None:
+                self._leader = ThreadPoolExecutor(1, thread_name_prefix="stalwart-commit")
+            leader = self._leader
+        try:
+            leader.submit(self._lead)
+        except RuntimeError:  # closed meanwhile (the store closes): lead from a thread of its own
+            threading.Thread(target=self._lead, name="stalwart-commit", daemon=True).start()
 
     def submit(self, write: T) -> Any:
         """Queue ``write``, wait until the transaction holding it committed, return what it
@@ -138,12 +183,28 @@ class GroupCommit(Generic[T]):
                 successor = self._queue[0] if self._queue else None
                 if successor is None:
                     self._busy = False
-                else:
+                elif successor.waiter is None:
                     successor.lead = True
+            woken: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
             for pending in batch:
                 if pending.done is not None:
                     pending.done.release()
-            if successor is not None and successor.done is not None:
-                successor.done.release()
+                elif pending.waiter is not None:
+                    woken.setdefault(pending.waiter.get_loop(), []).append(pending.waiter)
+            for loop, waiters in woken.items():  # one wake-up of each loop for its batch
+                with contextlib.suppress(RuntimeError):  # closed: nobody awaits them any more
+                    loop.call_soon_threadsafe(_resolve, waiters)
+            if successor is not None:
+                if successor.waiter is not None:
+                    self._lead_elsewhere()
+                elif successor.done is not None:
+                    successor.done.release()
         if self._after is not None:
             self._after(len(batch))
+
+
+def _resolve(waiters: list[asyncio.Future[None]]) -> None:
+    """(On their loop) The commit that settled these writes ended."""
+    for waiter in waiters:
+        if not waiter.done():  # (a cancelled caller no longer waits)
+            waiter.set_result(None)

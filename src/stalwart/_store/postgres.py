@@ -318,6 +318,7 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
 
     def close(self) -> None:
         """Stop listening and close the pool."""
+        self._pipeline.close()
         if self._listener is not None:
             self._listener.close()
         self._writer.close()

@@ -155,6 +155,7 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         """Close the connection."""
+        self._pipeline.close()
         if self._copies is not None:
             self._copies.close()
         with self._lock:

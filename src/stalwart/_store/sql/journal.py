@@ -38,6 +38,15 @@ class JournalVerbs(StreamVerbs):
             return self._append_alone(workflow_id, entry, owner=None)
         if chunks:
             return self.append_many(workflow_id, [entry], owner=owner, chunks=chunks)
+        return bool(self._batched(self._fenced_append(workflow_id, entry, owner)))
+
+    async def append_async(self, workflow_id: str, entry: Entry, *, owner: str) -> bool:
+        """``append`` of a held run's entry for a caller on an event loop, which goes on
+        while the entry waits for the transaction it shares with other writes to commit."""
+        return bool(await self._batched_async(self._fenced_append(workflow_id, entry, owner)))
+
+    def _fenced_append(self, workflow_id: str, entry: Entry, owner: str) -> Write:
+        """The pipeline's write of ``entry``, journaled while ``owner`` holds the lease."""
 
         def work(conn: Any) -> bool:
             params = self._entry_params(conn, workflow_id, entry, owner)
@@ -51,8 +60,7 @@ class JournalVerbs(StreamVerbs):
             return self._send_entry(conn, "append_entry_if_owner", params)
 
         # an inline entry is one statement, which can be sent ahead of the batch's answers
-        write = Write(workflow_id, work, alone, send=send if _inline(entry) else None)
-        return bool(self._batched(write))
+        return Write(workflow_id, work, alone, send=send if _inline(entry) else None)
 
     def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """``append`` in a transaction of its own."""

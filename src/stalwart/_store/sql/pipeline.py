@@ -77,6 +77,10 @@ class Pipelined(SQLBase):
         that transaction committed."""
         return self._pipeline.submit(write)
 
+    async def _batched_async(self, write: Write) -> Any:
+        """``_batched`` for a caller on an event loop, which goes on while the write waits."""
+        return await self._pipeline.submit_async(write)
+
     def _batched_all(self, writes: list[Write]) -> list[Any]:
         """Do ``writes`` together in the pipeline's next transaction (see
         ``GroupCommit.submit_all``); what each decided once it committed."""

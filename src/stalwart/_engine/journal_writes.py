@@ -1,0 +1,119 @@
+"""What an invocation journals while it holds the run's lease: a step's outcome (from a thread,
+or awaited from the run's event loop), several entries at once, a retry's marker. Each write is
+fenced by the lease (``LeaseLost`` when another worker took the run over), carries the stream
+chunks emitted before it, and turns a store failure into a signal workflow code cannot catch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .._errors import CorruptRecord, StoreError
+from .._signals import LeaseLost, StoreFailed
+from .._store import Entry
+from .._store.base import CursorStore, NewChunk
+from .flags import Flag
+
+if TYPE_CHECKING:
+    from .._runtime import Runtime
+    from .buffer import RunStream
+
+__all__ = ["JournalWrites"]
+
+
+class JournalWrites:
+    """The journal writes of an ``Invocation`` (its base: the attributes below are its)."""
+
+    runtime: Runtime
+    store: CursorStore
+    workflow_id: str
+    owner: str
+    stream: RunStream | None
+    lease_lost: Flag
+
+    @contextmanager
+    def journaling(self) -> Iterator[None]:
+        """Store calls made on behalf of workflow code: a store failure becomes a signal that
+        user code cannot catch, and never the run's outcome."""
+        try:
+            yield
+        except CorruptRecord:
+            raise
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+
+    def append(self, entry: Entry) -> None:
+        """Journal ``entry`` while this invocation still holds the run's lease (with the
+        stream chunks emitted before it, in its transaction)."""
+        try:  # inline rather than journaling(): this runs once per step
+            stream = self.stream
+            if stream is None or not stream.has_pending():  # no chunks wait: the common case
+                held = self.store.append(self.workflow_id, entry, owner=self.owner)
+            else:
+                held = _append_with_chunks(self, entry)
+        except CorruptRecord:
+            raise
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+        _fenced(self, held)
+
+    async def append_async(self, entry: Entry) -> None:
+        """``append`` from the run's event loop, which goes on (with the other runs' tasks)
+        while ``entry`` waits for the transaction it shares with their writes to commit."""
+        stream = self.stream
+        if stream is not None and stream.has_pending():  # written with its chunks: rare
+            self.append(entry)
+            return
+        try:
+            held = await self.store.append_async(self.workflow_id, entry, owner=self.owner)
+        except CorruptRecord:
+            raise
+        except StoreError as exc:
+            raise StoreFailed(exc) from exc
+        _fenced(self, held)
+
+    def append_many(self, entries: list[Entry]) -> None:
+        """Journal ``entries`` in one transaction while this invocation holds the lease."""
+        wid, owner = self.workflow_id, self.owner
+        with self.journaling():
+            held = _with_chunks(
+                self, lambda c: self.store.append_many(wid, entries, owner=owner, **_given(c))
+            )
+        _fenced(self, held)
+
+    def mark_retry(self, marker: str) -> None:
+        """Note on the run that an attempt begins (``marker`` names it), so a crash in it is
+        charged and one before it is not."""
+        with self.journaling():
+            held = self.store.mark_retry(self.workflow_id, owner=self.owner, marker=marker)
+        _fenced(self, held)
+
+
+def _fenced(inv: JournalWrites, held: bool) -> None:
+    """After a write fenced by the lease: ``LeaseLost`` when it found the lease gone."""
+    if not held:
+        inv.lease_lost.set()
+        raise LeaseLost()
+
+
+def _given(chunks: Sequence[NewChunk]) -> dict[str, Sequence[NewChunk]]:
+    """The ``chunks`` keyword of a journal write, when there are any (a store that never
+    streams need not take it)."""
+    return {"chunks": chunks} if chunks else {}
+
+
+def _append_with_chunks(inv: JournalWrites, entry: Entry) -> bool:
+    """Journal ``entry`` with the run's waiting stream chunks, in one transaction."""
+    wid, owner = inv.workflow_id, inv.owner
+    return _with_chunks(inv, lambda c: inv.store.append(wid, entry, owner=owner, **_given(c)))
+
+
+def _with_chunks(inv: JournalWrites, write: Callable[[Sequence[NewChunk]], bool]) -> bool:
+    """``write`` a journal entry with the run's waiting stream chunks (none when none wait)."""
+    stream = inv.stream
+    if stream is None or not stream.has_pending():
+        return write(())
+    held = stream.write_with(write)
+    inv.runtime.store.stream_changes.push()  # readers in this process (it moves no data_version)
+    return held
