@@ -11,7 +11,33 @@ from typing import Any
 
 from stalwart._store.sql.pipeline import Write
 
-__all__ = ["together", "traced_answers"]
+__all__ = ["held", "queued", "together", "traced_answers"]
+
+
+WAIT_S = 30.0  # the most a test waits for the pipeline to reach a state
+
+
+def held(store: Any) -> tuple[threading.Event, threading.Thread]:
+    """A commit under way until the returned event is set (a write alone that waits for it),
+    and the thread whose write it is."""
+    gate = threading.Event()
+    blocker = threading.Thread(
+        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
+    )
+    blocker.start()
+    queued(store, busy=True)
+    return gate, blocker
+
+
+def queued(store: Any, writes: int = 0, *, busy: bool = False) -> None:
+    """Wait until ``writes`` writes wait in the store's pipeline (and a commit is under way,
+    with ``busy``)."""
+    deadline = time.monotonic() + WAIT_S
+    pipeline = store._pipeline
+    while len(pipeline._queue) < writes or (busy and not pipeline._busy):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the pipeline never had {writes} writes waiting")
+        time.sleep(0.001)
 
 
 def together(

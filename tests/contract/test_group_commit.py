@@ -5,7 +5,6 @@ others to commit, each alone, and reaches only its own caller."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import threading
 import time
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from batches import held, queued
 from batches import together as _together
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
@@ -215,18 +215,6 @@ def test_runs_ended_together_journal_their_charged_attempts_first_and_a_lost_lea
     assert [e.name for e in store.journal("r2")] == ["started"]  # not even its charged step
 
 
-def _held(store: Any) -> tuple[threading.Event, threading.Thread]:
-    """A commit under way that lasts until the returned event is set (and its thread)."""
-    gate = threading.Event()
-    blocker = threading.Thread(
-        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
-    )
-    blocker.start()
-    while not store._pipeline._busy:
-        time.sleep(0.001)
-    return gate, blocker
-
-
 def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) -> None:
     """The steps of async runs wait for their commit without holding up the loop they share:
     a task on that loop ends the commit under way, and their three writes then commit
@@ -237,10 +225,11 @@ def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) 
     batches: list[int] = []
     real = store._write_together
     store._write_together = lambda writes: batches.append(len(writes)) or real(writes)
-    gate, blocker = _held(store)
+    gate, blocker = held(store)
 
     async def release_once_queued() -> None:
-        while len(store._pipeline._queue) < 3:
+        deadline = time.monotonic() + 30
+        while len(store._pipeline._queue) < 3 and time.monotonic() < deadline:
             await asyncio.sleep(0.001)  # the loop runs: the appends do not block it
         gate.set()
 
@@ -286,35 +275,77 @@ def test_an_async_append_is_committed_off_its_loop(store: Any) -> None:
     assert [r.seq for r in store.replay_index("r1")] == [1]
 
 
-def test_a_cancelled_async_caller_holds_up_no_other_write(store: Any) -> None:
-    """An async caller cancelled while its write waits: the write still commits (it was
-    queued), and the writes queued after it, a thread's among them, commit too."""
+def test_a_cancelled_async_caller_withdraws_a_write_no_batch_took(store: Any) -> None:
+    """An async caller cancelled while its write waits for the next batch: the write is taken
+    back (the caller sees the cancellation, and the journal says nothing of it), and the
+    writes queued after it, a thread's among them, commit."""
     for wid in ("r1", "r2"):
         _create(store, wid, "w1")
-    gate, blocker = _held(store)
+    gate, blocker = held(store)
     done: list[bool] = []
+    behind = threading.Thread(target=lambda: done.append(store.append("r2", _step(1), owner="w1")))
 
-    async def main() -> None:
+    async def main() -> bool:
         waiting = asyncio.ensure_future(store.append_async("r1", _step(1), owner="w1"))
-        while len(store._pipeline._queue) < 1:
-            await asyncio.sleep(0.001)
-        waiting.cancel()
-        behind = threading.Thread(
-            target=lambda: done.append(store.append("r2", _step(1), owner="w1"))
-        )
+        await asyncio.to_thread(queued, store, 1)
         behind.start()
-        while len(store._pipeline._queue) < 2:
-            await asyncio.sleep(0.001)
+        await asyncio.to_thread(queued, store, 2)
+        waiting.cancel()
+        await asyncio.sleep(0)
         gate.set()
         await asyncio.to_thread(behind.join, 30)
-        with contextlib.suppress(asyncio.CancelledError):
+        try:
             await waiting
+        except asyncio.CancelledError:
+            return True
+        return False
 
     try:
-        asyncio.run(asyncio.wait_for(main(), 30))
+        assert asyncio.run(asyncio.wait_for(main(), 30)) is True
     finally:
         gate.set()
         blocker.join(timeout=30)
     assert done == [True]
-    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert [r.seq for r in store.replay_index("r1")] == []
     assert [r.seq for r in store.replay_index("r2")] == [1]
+
+
+def test_a_cancelled_async_caller_whose_batch_is_committing_gets_what_it_decided(
+    store: Any,
+) -> None:
+    """Once a batch holds an async caller's write, cancelling the caller cannot stop the
+    write: the caller waits for that commit and returns what it decided, so what it saw is
+    what the journal says."""
+    for wid in ("r1", "r2"):
+        _create(store, wid, "w1")
+    gate, blocker = held(store)
+    inside, go_on = threading.Event(), threading.Event()
+
+    def slow(_conn: Any) -> bool:  # a write in the same batch as r1's: holds it open
+        inside.set()
+        return go_on.wait(30)
+
+    slow_write = Write("r2", slow, lambda: False, wrote=lambda _decided: False)
+
+    async def main() -> bool:
+        waiting = asyncio.ensure_future(store.append_async("r1", _step(1), owner="w1"))
+        await asyncio.to_thread(queued, store, 1)
+        other = asyncio.ensure_future(asyncio.to_thread(store._batched, slow_write))
+        await asyncio.to_thread(queued, store, 2)
+        gate.set()  # the next batch takes both writes; r2's holds it open
+        await asyncio.to_thread(inside.wait, 30)
+        waiting.cancel()
+        await asyncio.sleep(0.05)
+        assert not waiting.done()  # it waits for the batch
+        go_on.set()
+        result = await waiting
+        await other
+        return bool(result)
+
+    try:
+        assert asyncio.run(asyncio.wait_for(main(), 30)) is True
+    finally:
+        gate.set()
+        go_on.set()
+        blocker.join(timeout=30)
+    assert [r.seq for r in store.replay_index("r1")] == [1]

@@ -12,7 +12,6 @@ import asyncio
 import gc
 import json
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 import stalwart
-from stalwart._store.sql.pipeline import Write
+from batches import held, queued
 from stalwart.testing import FakeClock
 
 
@@ -178,18 +177,12 @@ def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
     results: list[Any] = []
     running = threading.Thread(target=lambda: results.append(app.run(both, workflow_id="ab")))
     running.start()
-    gate = threading.Event()
+    gate: threading.Event | None = None
     try:
         assert in_a.wait(30) and in_b.wait(30)
-        blocker = threading.Thread(
-            target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
-        )
-        blocker.start()
-        while not store._pipeline._busy:
-            time.sleep(0.001)
+        gate, blocker = held(store)
         go_a.set()  # a returns: its outcome waits behind the held commit
-        while not store._pipeline._queue:
-            time.sleep(0.001)
+        queued(store, 1)
         go_b.set()
         assert b_ran.wait(30), "the loop was held while a's outcome waited for its commit"
         assert store._pipeline._queue  # a's outcome still waits
@@ -197,7 +190,9 @@ def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
     finally:
         go_a.set()
         go_b.set()
-        gate.set()
+        if gate is not None:
+            gate.set()
+            blocker.join(timeout=30)
         running.join(timeout=30)
     assert results == [["a", "b"]]
     steps = [e for e in app.journal("ab") if e.kind == "step"]

@@ -7,6 +7,7 @@ process just wrote.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -73,3 +74,51 @@ def test_a_run_that_exists_is_read_before_it_is_taken(app: stalwart.Stalwart) ->
     with verbs_called(app) as calls:
         assert app.run(noop, workflow_id="again") == "done"
     assert calls == ["create_run", "get_run"]
+
+
+def test_the_end_of_a_run_created_here_leaves_out_its_parent_and_approvals(
+    app: stalwart.Stalwart,
+) -> None:
+    """A top-level run that ``app.run`` created, and that opened no approval, has no parent to
+    wake and no approval to close: its end leaves both statements out. A run that was taken
+    over (it may be anyone's child) and a run that asked for an approval keep them."""
+    store: Any = testing.store_of(app)
+    woken: list[str] = []
+    real = store._wake_parent
+
+    def noted(conn: Any, workflow_id: str, now: float) -> None:
+        woken.append(workflow_id)
+        real(conn, workflow_id, now)
+
+    store._wake_parent = noted
+
+    @app.step
+    def double(x: int) -> int:
+        return 2 * x
+
+    @app.workflow
+    def one_step(x: int) -> int:
+        return double(x)
+
+    @app.workflow
+    def gate() -> Any:
+        decision = stalwart.request_approval("deploy")
+        return decision is not None and decision.approved
+
+    def approve_when_asked() -> None:
+        deadline = time.monotonic() + 30
+        while not app.approvals() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        app.approve("asked")
+
+    approving = threading.Thread(target=approve_when_asked)
+    approving.start()
+    try:
+        assert app.run(one_step, 1, workflow_id="created") == 2
+        assert app.run(gate, workflow_id="asked") is True
+        app.start(one_step, 2, workflow_id="started")  # created pending, then taken
+        assert app.run(one_step, 2, workflow_id="started") == 4
+    finally:
+        approving.join(timeout=30)
+        del store._wake_parent
+    assert woken == ["asked", "started"]

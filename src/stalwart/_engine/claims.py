@@ -183,7 +183,9 @@ class RunClaims:
             lease_expires_at=until,
             deadline=None if wf.timeout is None else now + wf.timeout,
         )
-        return self.invocation(wf, row, recovering=False, owner=owner, index=[]), row
+        inv = self.invocation(wf, row, recovering=False, owner=owner, index=[])
+        inv.ties = False
+        return inv, row
 
     def claimable(self, row: RunRow, now: float) -> bool:
         """Whether the run may be taken now (the store's one definition of it)."""

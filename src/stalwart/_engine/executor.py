@@ -414,9 +414,10 @@ def _finish(
         now=now,
         entry=entry,
         charged=(charged := take_outcomes(inv)),  # the last step's outcome commits with it
+        ties=inv.ties,
     )
     if not ok:
-        inv.lost_outcomes = charged
+        inv.lost_outcomes += charged
         return _lease_lost(inv)
     finished(runtime, inv, status, text)
     runtime.note_settled()

@@ -256,6 +256,9 @@ class Invocation(JournalWrites):
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
+        # Whether the run's end may have a parent to wake or approvals to close: not for a
+        # run this invocation created (a top-level run) until it opens an approval.
+        self.ties = True
         self.deferred: list[Entry] = []
         # What ``rollback_in_progress`` said, when it was read with the index (a claim's).
         self.rollback_known = False
@@ -494,7 +497,7 @@ def flush_outcomes(inv: Invocation) -> None:
         elif entries:
             inv.append_many(entries)
     except LeaseLost:
-        inv.lost_outcomes = entries
+        inv.lost_outcomes += entries
         raise
 
 

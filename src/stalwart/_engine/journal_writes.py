@@ -62,15 +62,11 @@ class JournalWrites:
         """``append`` from the run's event loop, which goes on (with the other runs' tasks)
         while ``entry`` waits for the transaction it shares with their writes to commit."""
         stream = self.stream
-        if stream is not None and stream.has_pending():  # written with its chunks: rare
+        if stream is not None and stream.has_pending():  # written with its chunks, in place
             self.append(entry)
             return
-        try:
+        with self.journaling():
             held = await self.store.append_async(self.workflow_id, entry, owner=self.owner)
-        except CorruptRecord:
-            raise
-        except StoreError as exc:
-            raise StoreFailed(exc) from exc
         _fenced(self, held)
 
     def append_many(self, entries: list[Entry]) -> None:

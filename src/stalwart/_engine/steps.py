@@ -16,7 +16,7 @@ from .._model import EntryKind, EntryStatus, ErrorRecord, Usage
 from .._registry import StepDef
 from .._retry import Decision
 from .._serde import UnsupportedValue, argument_path
-from .._signals import EngineSignal
+from .._signals import EngineSignal, LeaseLost
 from .._store import Entry
 from .._usage import attempt_usage, warn_if_unrecorded
 from .attempt import DONE, count, decide, failure_record
@@ -60,7 +60,13 @@ class StepCall:
     """The decisions of one journaled step call, shared by the sync and async drivers."""
 
     def __init__(
-        self, inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        inv: Invocation,
+        step: StepDef,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        awaits_journal: bool = False,
     ):
         inv.check_alive()
         self.inv = inv
@@ -79,7 +85,7 @@ class StepCall:
         self.policy = step.retry
         # An async call's outcome, which its driver journals awaiting the commit, so that
         # the run's loop goes on meanwhile (``call_step_async``).
-        self.awaits_journal = False
+        self.awaits_journal = awaits_journal
         self.unjournaled: Entry | None = None
         # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
         # nothing is journaled before that attempt (a new call: see ``replay``)
@@ -351,8 +357,7 @@ async def call_step_async(
     inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Run or replay an async step inside an async workflow."""
-    call = StepCall(inv, step, args, kwargs)
-    call.awaits_journal = True
+    call = StepCall(inv, step, args, kwargs, awaits_journal=True)
     try:
         if call.replay():
             return call.value
@@ -361,7 +366,11 @@ async def call_step_async(
             value = await run_attempts_async(call)
             if (entry := call.unjournaled) is not None:
                 call.unjournaled = None
-                await inv.append_async(entry)
+                try:
+                    await inv.append_async(entry)
+                except LeaseLost:
+                    inv.lost_outcomes.append(entry)  # it ran: the lost lease's warning names it
+                    raise
             return value
         finally:
             if call.unjournaled is not None:  # the call stopped between outcome and journal

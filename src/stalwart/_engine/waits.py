@@ -102,6 +102,8 @@ class _Wait:
             input=inv.runtime.codec.encode(spec),
         )
         flush_stream(inv)  # what the run emitted is written before its wait is
+        if approval is not None:
+            inv.ties = True  # its end closes the approval if nobody decided it
         with inv.journaling():
             opened = inv.runtime.store.open_wait(
                 inv.workflow_id, entry, owner=inv.owner, approval=approval

@@ -266,10 +266,12 @@ class RunStore(RunReads, Protocol):
         now: float,
         entry: Entry,
         charged: Sequence[Entry] = (),
+        ties: bool = True,
     ) -> bool:
         """End a held running run with ``status`` (terminal or ``needs_attention``), release
         the lease, close its pending approvals and journal it (after ``charged``: attempts
-        its ending charges, such as the one a crash interrupted)."""
+        its ending charges, such as the one a crash interrupted). ``ties=False``: the caller
+        knows the run has no parent to wake and no approval to close."""
 
 
 class LeaseStore(Protocol):

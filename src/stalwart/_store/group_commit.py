@@ -1,17 +1,21 @@
 """Group commit: the writes that threads of one process make together share one transaction.
 
-A leader/follower scheme, with no thread of its own. A caller that finds no commit under way
-becomes the leader and commits what is queued (its own write alone, when nobody else is
-writing: a lone run pays nothing for it). Callers that arrive while a commit is under way
+A leader/follower scheme. A thread that finds no commit under way becomes the leader and
+commits what is queued (its own write alone, when nobody else is writing: a lone run pays
+nothing for it). Callers that arrive while a commit is under way
 queue up and wait; when that commit ends, the first of them leads the next one, taking
 everything queued by then. Each caller returns only after the transaction holding its write
 committed (or with its own error): nothing is acknowledged that a crash could still lose.
 
 An ``async def`` caller (``submit_async``: a step of an async workflow, on the event loop its
 run shares with others) never commits on its loop, nor blocks it: its write is queued like any
-other, a batch whose leader would be an async caller is committed by the pipeline's own thread
+other, a batch whose leader would be an async caller is committed by the pipeline's own threads
 (started on first use), and the caller awaits the commit. The runs of one loop that reach a
-commit while a batch is under way thus queue up for the next one, as threads do.
+commit while a batch is under way thus queue up for the next one, as threads do. An async
+caller cancelled while it waits withdraws its write if no batch took it yet (nothing was
+written: its caller sees the cancellation); once a batch holds it, it waits for that commit
+whatever happens and returns what it decided, so that what the caller saw is what the journal
+says.
 
 What a transaction does with a batch is the store's business (``commit`` below); this module
 only decides who commits what, and when. ``after``, where given, is called by the leader once
@@ -24,6 +28,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import contextlib
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -94,11 +99,17 @@ class GroupCommit(Generic[T]):
         self._lock = threading.Lock()
         self._queue: list[Pending[T]] = []
         self._busy = False
-        self._leader: ThreadPoolExecutor | None = None  # leads batches async callers head
+        # The threads that lead the batches async callers head (two: one can copy SQLite's
+        # log in ``after`` while the other commits), the process that started them, and
+        # whether the store closed (then a batch is led by a thread of its own).
+        self._leader: ThreadPoolExecutor | None = None
+        self._leader_pid = 0
+        self._closed = False
 
     def close(self) -> None:
-        """Let the pipeline's own thread end (once it has committed what it leads)."""
+        """Let the pipeline's own threads end, once they have committed what they lead."""
         with self._lock:
+            self._closed = True
             leader, self._leader = self._leader, None
         if leader is not None:
             leader.shutdown(wait=True)
@@ -115,19 +126,40 @@ class GroupCommit(Generic[T]):
                 self._busy = True
         if leading:
             self._lead_elsewhere()
-        await waiter
+        try:
+            await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            if self._withdraw(pending):
+                raise
+            await _settled(waiter)  # a batch holds it: it commits whatever the caller wants
         return pending.outcome()
 
-    def _lead_elsewhere(self) -> None:
-        """Have the pipeline's own thread lead the next commit."""
+    def _withdraw(self, pending: Pending[T]) -> bool:
+        """Take ``pending`` out of the queue if no batch took it yet."""
         with self._lock:
-            if self._leader is None:
-                self._leader = ThreadPoolExecutor(1, thread_name_prefix="stalwart-commit")
-            leader = self._leader
+            if pending not in self._queue:
+                return False
+            self._queue.remove(pending)
+            return True
+
+    def _lead_elsewhere(self) -> None:
+        """Have one of the pipeline's own threads lead the next commit."""
+        with self._lock:
+            if not self._closed and (self._leader is None or self._leader_pid != os.getpid()):
+                # (in a forked child the parent's executor has no thread, yet thinks it has)
+                self._leader = ThreadPoolExecutor(2, thread_name_prefix="stalwart-commit")
+                self._leader_pid = os.getpid()
+            leader = None if self._closed else self._leader
         try:
-            leader.submit(self._lead)
-        except RuntimeError:  # closed meanwhile (the store closes): lead from a thread of its own
+            if leader is not None:
+                leader.submit(self._lead)
+                return
+        except RuntimeError:  # shut down meanwhile: the store closes
+            pass
+        try:
             threading.Thread(target=self._lead, name="stalwart-commit", daemon=True).start()
+        except RuntimeError:  # no thread can start (the interpreter is exiting): lead here
+            self._lead()
 
     def submit(self, write: T) -> Any:
         """Queue ``write``, wait until the transaction holding it committed, return what it
@@ -201,6 +233,22 @@ class GroupCommit(Generic[T]):
                     successor.done.release()
         if self._after is not None:
             self._after(len(batch))
+
+
+async def _settled(waiter: asyncio.Future[None]) -> None:
+    """Wait for ``waiter`` however often the task is cancelled meanwhile; the cancellations
+    are then taken back (the task goes on as if its caller had not asked)."""
+    task = asyncio.current_task()
+    absorbed = 1  # the one that brought the caller here
+    while True:
+        try:
+            await asyncio.shield(waiter)
+            break
+        except asyncio.CancelledError:
+            absorbed += 1
+    if task is not None:
+        for _ in range(absorbed):
+            task.uncancel()
 
 
 def _resolve(waiters: list[asyncio.Future[None]]) -> None:

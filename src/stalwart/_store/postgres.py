@@ -317,12 +317,13 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
     # -- plumbing -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop listening and close the pool."""
-        self._pipeline.close()
+        """Stop listening and close the pools, then let the pipeline's threads end (a batch
+        they were retrying through an outage fails at once without a pool)."""
         if self._listener is not None:
             self._listener.close()
         self._writer.close()
         self._pool.close()
+        self._pipeline.close()
 
     def clock_offset(self) -> float | None:
         """How far the server's clock is ahead of this machine's (no retries: ``None`` when

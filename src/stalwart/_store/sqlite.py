@@ -154,12 +154,13 @@ class SQLiteStore(SQLStore):
         return self._bulk is not None and self._bulk.active()
 
     def close(self) -> None:
-        """Close the connection."""
-        self._pipeline.close()
+        """Close the connection (a commit under way ends first), then let the pipeline's
+        threads end."""
         if self._copies is not None:
             self._copies.close()
         with self._lock:
             self._conn.close()
+        self._pipeline.close()
 
     def _retrying(self, work: Callable[[], T]) -> T:
         began = time.monotonic()

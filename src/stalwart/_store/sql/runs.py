@@ -143,9 +143,11 @@ class RunVerbs(Pipelined):
         now: float,
         entry: Entry,
         charged: Sequence[Entry] = (),
+        ties: bool = True,
     ) -> bool:
         """Set the final status, release the lease, close pending approvals and journal it
-        (after the ``charged`` attempts), in one transaction."""
+        (after the ``charged`` attempts), in one transaction; ``ties=False`` skips the
+        approvals and the parent (the caller knows there are none)."""
 
         inline = output is None or len(output) <= INLINE_LIMIT
 
@@ -170,6 +172,8 @@ class RunVerbs(Pipelined):
             for attempt in charged:
                 self._journal_in(conn, workflow_id, attempt)
             self._journal_in(conn, workflow_id, entry)
+            if not ties:
+                return
             close = {"workflow_id": workflow_id, "now": now, "reason": f"run {status}"}
             conn.execute(self._q["close_approvals"], close)
             self._wake_parent(conn, workflow_id, now)
