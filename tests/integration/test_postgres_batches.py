@@ -184,16 +184,16 @@ def _recover(store: PostgresStore, wid: str) -> Any:
     )
 
 
-def _resume_claim(store: PostgresStore) -> Any:
-    """``w2``'s claim of the parked run ``r`` at 200.0, as a resume takes it (journaled, with
-    the replay state)."""
+def _resume_claim(store: PostgresStore, owner: str = "w2", now: float = 200.0) -> Any:
+    """``owner``'s claim of the parked run ``r`` at ``now``, as a resume takes it (journaled,
+    with the replay state)."""
     return store.take_lease(
         "r",
-        owner="w2",
+        owner=owner,
         expected_owner=None,
-        now=200.0,
-        lease_until=230.0,
-        entry=Entry.milestone("resumed", 200.0),
+        now=now,
+        lease_until=now + 30.0,
+        entry=Entry.milestone("resumed", now),
         replay=True,
     )
 
@@ -313,15 +313,7 @@ def test_a_lone_claim_reads_the_replay_state_in_its_own_round_trip(
     assert claim.replay.rollback == b"Jstop"
     answers = [line for line in trace.read_text().splitlines() if "ReadyForQuery" in line]
     assert len(answers) == 1
-    refused = store.take_lease(
-        "r",
-        owner="w3",
-        expected_owner=None,
-        now=201.0,
-        lease_until=231.0,
-        entry=Entry.milestone("resumed", 201.0),
-        replay=True,
-    )
+    refused = _resume_claim(store, "w3", 201.0)
     assert (refused.taken, refused.replay) == (False, None)
 
 

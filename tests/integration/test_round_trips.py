@@ -47,7 +47,9 @@ def verbs_called(app: stalwart.Stalwart) -> Iterator[list[str]]:
             delattr(store, name)
 
 
-def test_a_one_step_run_costs_two_store_transactions(app: stalwart.Stalwart) -> None:
+def _one_step(app: stalwart.Stalwart) -> Any:
+    """A workflow of one step that doubles its argument."""
+
     @app.step
     def double(x: int) -> int:
         return 2 * x
@@ -55,6 +57,12 @@ def test_a_one_step_run_costs_two_store_transactions(app: stalwart.Stalwart) -> 
     @app.workflow
     def one_step(x: int) -> int:
         return double(x)
+
+    return one_step
+
+
+def test_a_one_step_run_costs_two_store_transactions(app: stalwart.Stalwart) -> None:
+    one_step = _one_step(app)
 
     assert app.run(one_step, 1, workflow_id="warm-up") == 2
     with verbs_called(app) as calls:
@@ -91,14 +99,7 @@ def test_the_end_of_a_run_created_here_leaves_out_its_parent_and_approvals(
         real(conn, workflow_id, now)
 
     store._wake_parent = noted
-
-    @app.step
-    def double(x: int) -> int:
-        return 2 * x
-
-    @app.workflow
-    def one_step(x: int) -> int:
-        return double(x)
+    one_step = _one_step(app)
 
     @app.workflow
     def gate() -> Any:
