@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
+import gc
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -437,6 +439,69 @@ def test_async_gather_positions_do_not_depend_on_completion_order(app: stalwart.
     assert calls == Counter({"a": 1, "b": 1, "a2": 1, "b2": 1})
     again = {e.seq: e.input for e in app.journal("g1") if e.kind == "step" and e.seq in first}
     assert again == first
+
+
+class _UnclosedClient:
+    """Garbage like an SDK's HTTP client left unclosed (openai's closes itself from
+    ``__del__`` with ``loop.create_task(self.aclose())``), in a cycle only the collector frees."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+        self.workflow_ids: list[str] = []  # what the closing task found itself in
+
+    async def aclose(self) -> None:
+        with contextlib.suppress(RuntimeError):  # outside a run
+            self.workflow_ids.append(stalwart.workflow_id())
+
+    def __del__(self) -> None:
+        with contextlib.suppress(RuntimeError):  # collected outside a loop
+            asyncio.get_running_loop().create_task(self.aclose())
+
+
+def test_tasks_the_garbage_collector_creates_do_not_move_the_runs_positions(
+    app: stalwart.Stalwart,
+) -> None:
+    """A collection starts wherever allocations make it start: in the first attempt it found
+    garbage whose finalizers created two tasks just before the workflow created its own, in
+    the second it found none. The workflow's tasks keep their places, so the step its first
+    task completed is not run again and nothing the journal holds is left unvisited."""
+    calls = Counter[str]()
+    garbage = {"clients": 2}
+    stop = {"on": True}
+    closing_ran_in: list[str] = []
+
+    @app.step
+    async def ask(question: str) -> str:
+        calls[question] += 1
+        return question.upper()
+
+    @app.step
+    def finish() -> None:
+        if stop["on"]:
+            raise Interrupt
+
+    @app.workflow
+    async def wf() -> list[str]:
+        enabled = gc.isenabled()
+        gc.disable()  # no other collection frees the clients first, in this thread or another
+        try:
+            for _ in range(garbage["clients"]):
+                _UnclosedClient().workflow_ids = closing_ran_in
+            gc.collect()  # here, in the run's main task
+        finally:
+            if enabled:
+                gc.enable()
+        answers = [await asyncio.create_task(ask(q)) for q in ("a", "b")]
+        finish()
+        return answers
+
+    with pytest.raises(Interrupt):
+        app.run(wf, workflow_id="gc1")
+    garbage["clients"] = 0
+    stop["on"] = False
+    assert app.run(wf, workflow_id="gc1") == ["A", "B"]
+    assert calls == Counter({"a": 1, "b": 1})
+    assert closing_ran_in == []  # the clients' closing tasks ran outside the run
 
 
 def test_run_async_from_an_event_loop(app: stalwart.Stalwart) -> None:
