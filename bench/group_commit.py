@@ -204,7 +204,8 @@ def one_sample(
     durability = DURABILITY[setting]
     n, s = args.runs, args.steps
     floor_url = fresh_url(setting, folder, args.postgres_url)
-    floor_app, _ = build(floor_url, durability, args.use_async)  # migrates: the floor writes stalwart's table
+    # migrates: the floor writes stalwart's table
+    floor_app, _ = build(floor_url, durability, args.use_async)
     floor_app.close()
     try:
         floor = floor_rate(setting, floor_url, args.postgres_url, n * s)
