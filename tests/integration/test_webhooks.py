@@ -336,3 +336,61 @@ def test_http_port_without_the_extra_names_the_install(tmp_path: Path) -> None:
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert errors and errors[-1].startswith("error: --http-port needs the ui extra")
+
+
+def test_a_burst_of_deliveries_takes_turns_on_the_connections_the_worker_reserved(
+    tmp_path: Path,
+) -> None:
+    """A worker's HTTP server runs at most ``DELIVERY_THREADS`` deliveries at once, each in a
+    thread with a store connection the worker reserved for it (``HookServer.threads``); the
+    rest of a burst wait for a turn, and every delivery is answered."""
+    from stalwart._ingress import ingress_of
+    from stalwart._ui.hooks_route import DELIVERY_THREADS
+    from stalwart._ui.worker_http import HookServer
+
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'burst.db'}") as app:
+
+        @app.workflow
+        def agent(body: Any) -> Any:
+            return body
+
+        app.webhook("open", start=agent, allow_unsigned=True)
+        delivery = ingress_of(app).delivery
+        real = delivery.deliver
+        lock, at_once, peak = threading.Lock(), [0], [0]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                at_once[0] += 1
+                peak[0] = max(peak[0], at_once[0])
+            try:
+                time.sleep(0.1)  # long enough for the burst to pile up
+                return real(*args, **kwargs)
+            finally:
+                with lock:
+                    at_once[0] -= 1
+
+        delivery.deliver = counted  # type: ignore[method-assign]
+        server = HookServer(app, "127.0.0.1", 0)
+        assert server.threads == DELIVERY_THREADS
+        server.start(None)
+        try:
+            burst = 3 * DELIVERY_THREADS
+            answers: list[int] = []
+
+            def post(i: int) -> None:
+                headers = {"X-Delivery-Id": f"d{i}"}
+                reply = httpx.post(
+                    f"{server.url}api/v1/hooks/open", json={"n": i}, headers=headers, timeout=30
+                )
+                answers.append(reply.status_code)
+
+            threads = [threading.Thread(target=post, args=(i,)) for i in range(burst)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(timeout=60)
+        finally:
+            server.stop()
+    assert answers == [202] * burst
+    assert 2 <= peak[0] <= DELIVERY_THREADS

@@ -6,7 +6,10 @@ else, so a bad or missing one answers 401 and records nothing. Then the delivery
 (``_ingress.delivery``) starts the run ``"<name>:<delivery id>"`` or sends the event, once:
 202 ``{"workflow_id": ...}`` after the commit, 200 ``{"duplicate": true, ...}`` for a delivery
 id seen before, 400 for a body the hook cannot take (counted as rejected). A store that cannot
-be reached answers 503, so the sender delivers again later.
+be reached answers 503, so the sender delivers again later. At most ``DELIVERY_THREADS``
+deliveries of one server run at once, each in a thread holding a store connection; a worker
+reserves a connection for each (``HookServer.threads``), so a burst of deliveries never takes
+the connections its runs need, nor waits for them.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import logging
 import time
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+import anyio
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -26,9 +30,11 @@ from .._ingress.webhooks import webhook_of
 from .._signatures import BadSignature, delivery_id, verify
 from .guard import HOOKS_PREFIX
 
-__all__ = ["HOOKS_PREFIX", "hooks_route"]
+__all__ = ["DELIVERY_THREADS", "HOOKS_PREFIX", "hooks_route"]
 
 log = logging.getLogger("stalwart")
+
+DELIVERY_THREADS = 8  # deliveries one server runs at once (the rest wait for a turn)
 
 
 def _error(status: int, type_: str, message: str) -> JSONResponse:
@@ -57,7 +63,9 @@ async def receive(request: Request) -> JSONResponse:
     message_id = delivery_id(hook.scheme, headers, body)
     delivery = ingress_of(app).delivery
     try:
-        verdict = await run_in_threadpool(delivery.deliver, hook.subscription, message_id, body)
+        verdict = await anyio.to_thread.run_sync(
+            delivery.deliver, hook.subscription, message_id, body, limiter=_turns(request)
+        )
     except StoreError as exc:
         log.error("webhook %s: %s: %s", name, type(exc).__name__, exc, extra={"webhook": name})
         return _error(503, type(exc).__name__, str(exc))
@@ -66,6 +74,15 @@ async def receive(request: Request) -> JSONResponse:
     if verdict.outcome is Outcome.DUPLICATE:
         return JSONResponse({"duplicate": True, "workflow_id": verdict.workflow_id})
     return JSONResponse({"workflow_id": verdict.workflow_id}, status_code=202)
+
+
+def _turns(request: Request) -> anyio.CapacityLimiter:
+    """The server's limit on deliveries at once (made on its loop, at its first delivery)."""
+    state = request.app.state
+    turns: anyio.CapacityLimiter | None = getattr(state, "hook_turns", None)
+    if turns is None:
+        turns = state.hook_turns = anyio.CapacityLimiter(DELIVERY_THREADS)
+    return turns
 
 
 def warn_unsigned(app: Any) -> None:

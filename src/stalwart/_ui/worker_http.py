@@ -14,6 +14,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
+from .hooks_route import DELIVERY_THREADS
 from .server import _listen, url_of
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ STOP_SECONDS = 15.0
 class HookServer:
     """Serves ``app``'s webhooks on ``host:port`` (and ``/metrics`` when ``metrics``) while
     the worker serves."""
+
+    threads = DELIVERY_THREADS  # deliveries at once: the worker reserves a connection each
 
     def __init__(self, app: Any, host: str, port: int, *, metrics: bool = False) -> None:
         self.app = app
