@@ -197,3 +197,29 @@ def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
     assert results == [["a", "b"]]
     steps = [e for e in app.journal("ab") if e.kind == "step"]
     assert sorted((e.name, e.status) for e in steps) == [("a", "completed"), ("b", "completed")]
+
+
+def test_a_leftover_task_that_ignores_a_cancellation_is_cancelled_again(
+    real_app: stalwart.Stalwart,
+) -> None:
+    """When an async run's main task ends, the tasks it left running are cancelled, and
+    cancelled again while they go on: a task that let one cancellation pass (as a step whose
+    outcome a transaction already held does) does not hold the run's end up."""
+    app = real_app
+    ignored: list[bool] = []
+
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            ignored.append(True)  # one cancellation let pass
+        await asyncio.sleep(600)  # (past the test's timeout: only a second cancel ends it)
+
+    @app.workflow
+    async def leaves_a_task() -> int:
+        asyncio.get_running_loop().create_task(stubborn())
+        await asyncio.sleep(0)
+        return 1
+
+    assert app.run(leaves_a_task, workflow_id="leftover") == 1
+    assert ignored == [True]

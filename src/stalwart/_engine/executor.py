@@ -44,6 +44,8 @@ __all__ = ["Outcome", "execute", "rollback_state"]
 
 log = logging.getLogger("stalwart")
 
+RECANCEL_SECONDS = 1.0  # how long a run's leftover task has to end before it is cancelled again
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -145,11 +147,16 @@ async def _main_task(
     finally:
         # Only the tasks this run's workflow code created: the loop is shared with other
         # runs, and tasks a client started inside a step belong to that client.
-        pending = [t for t in inv.task_paths if t is not task and not t.done()]
-        for child in pending:
-            child.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        leftover = [t for t in inv.task_paths if t is not task and not t.done()]
+        while waiting := [t for t in leftover if not t.done()]:
+            for child in waiting:
+                child.cancel()
+            # Again after a while: a task cancelled while a transaction held its step's
+            # outcome does not see it (the step returns what the journal says).
+            await asyncio.wait(waiting, timeout=RECANCEL_SECONDS)
+        for child in leftover:
+            if not child.cancelled():
+                child.exception()  # retrieved: a leftover task's error is not the run's
         # Each task's context holds the run (CURRENT_RUN): a cycle while the run holds them.
         inv.task_paths.clear()
 

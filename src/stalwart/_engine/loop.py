@@ -25,6 +25,7 @@ _collecting: int | None = None  # the thread the garbage collector runs in, whil
 
 
 def _note_collection(phase: str, info: dict[str, int]) -> None:
+    """(A ``gc.callbacks`` hook) Note the thread a collection runs in, while it runs."""
     global _collecting
     _collecting = threading.get_ident() if phase == "start" else None
 
@@ -36,15 +37,23 @@ def _task_factory(
     path if workflow code, not a step or a finalizer, created it."""
     inv = CURRENT_RUN.get()
     finalizer = inv is not None and _collecting == threading.get_ident()
-    if finalizer:
-        kwargs["context"] = _outside_the_run(kwargs.get("context"))
-    if previous is not None:
-        task: asyncio.Task[Any] = previous(loop, coro, **kwargs)
-    else:
-        task = asyncio.Task(coro, loop=loop, **kwargs)
-    if inv is not None and not finalizer and CURRENT_STEP.get() is None:
+    if finalizer:  # created in the run's absence (a factory of the loop's may take no context)
+        detached = _outside_the_run(kwargs.pop("context", None))
+        return detached.run(_created, loop, coro, previous, **kwargs)
+    task = _created(loop, coro, previous, **kwargs)
+    if inv is not None and CURRENT_STEP.get() is None:
         inv.adopt_task(task, parent=asyncio.current_task(loop))
     return task
+
+
+def _created(
+    loop: asyncio.AbstractEventLoop, coro: Any, previous: Any, **kwargs: Any
+) -> asyncio.Task[Any]:
+    """The task, made by the loop's own factory if it had one (in the current context)."""
+    if previous is not None:
+        task: asyncio.Task[Any] = previous(loop, coro, **kwargs)
+        return task
+    return asyncio.Task(coro, loop=loop, **kwargs)
 
 
 def _outside_the_run(context: contextvars.Context | None) -> contextvars.Context:

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
@@ -103,8 +104,17 @@ class GroupCommit(Generic[T]):
         # log in ``after`` while the other commits), the process that started them, and
         # whether the store closed (then a batch is led by a thread of its own).
         self._leader: ThreadPoolExecutor | None = None
-        self._leader_pid = 0
         self._closed = False
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget_in_child(me))
+
+    def _forget(self) -> None:
+        """In a forked child: no commit is under way there, whatever the parent was doing,
+        and its threads are gone (the parent's writes are the parent's)."""
+        self._lock = threading.Lock()
+        self._queue = []
+        self._busy = False
+        self._leader = None
 
     def close(self) -> None:
         """Let the pipeline's own threads end, once they have committed what they lead."""
@@ -126,12 +136,14 @@ class GroupCommit(Generic[T]):
                 self._busy = True
         if leading:
             self._lead_elsewhere()
+        task = asyncio.current_task()
+        asked = 0 if task is None else task.cancelling()  # cancellations asked before this
         try:
             await asyncio.shield(waiter)
         except asyncio.CancelledError:
             if self._withdraw(pending):
                 raise
-            await _settled(waiter)  # a batch holds it: it commits whatever the caller wants
+            await _settled(waiter, task, asked)  # a batch holds it: it commits, so wait
         return pending.outcome()
 
     def _withdraw(self, pending: Pending[T]) -> bool:
@@ -145,10 +157,8 @@ class GroupCommit(Generic[T]):
     def _lead_elsewhere(self) -> None:
         """Have one of the pipeline's own threads lead the next commit."""
         with self._lock:
-            if not self._closed and (self._leader is None or self._leader_pid != os.getpid()):
-                # (in a forked child the parent's executor has no thread, yet thinks it has)
+            if not self._closed and self._leader is None:
                 self._leader = ThreadPoolExecutor(2, thread_name_prefix="stalwart-commit")
-                self._leader_pid = os.getpid()
             leader = None if self._closed else self._leader
         try:
             if leader is not None:
@@ -158,7 +168,7 @@ class GroupCommit(Generic[T]):
             pass
         try:
             threading.Thread(target=self._lead, name="stalwart-commit", daemon=True).start()
-        except RuntimeError:  # no thread can start (the interpreter is exiting): lead here
+        except RuntimeError:  # no thread can start (the interpreter exits): lead here, blocking
             self._lead()
 
     def submit(self, write: T) -> Any:
@@ -208,6 +218,7 @@ class GroupCommit(Generic[T]):
         with self._lock:
             batch = self._queue[:BATCH_LIMIT]
             del self._queue[:BATCH_LIMIT]
+        # (a batch can be empty: the async caller it was led for withdrew its write meanwhile)
         try:
             self._commit(batch)
         finally:
@@ -235,20 +246,24 @@ class GroupCommit(Generic[T]):
             self._after(len(batch))
 
 
-async def _settled(waiter: asyncio.Future[None]) -> None:
-    """Wait for ``waiter`` however often the task is cancelled meanwhile; the cancellations
-    are then taken back (the task goes on as if its caller had not asked)."""
-    task = asyncio.current_task()
-    absorbed = 1  # the one that brought the caller here
-    while True:
-        try:
+async def _settled(
+    waiter: asyncio.Future[None], task: asyncio.Task[Any] | None, asked: int
+) -> None:
+    """Wait for ``waiter`` however often ``task`` is cancelled meanwhile, then take back the
+    cancellations asked since it had ``asked`` of them: the write the caller returns was
+    committed, so the caller goes on as if they had come a moment later (and were not seen)."""
+    while not waiter.done():
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(waiter)
-            break
-        except asyncio.CancelledError:
-            absorbed += 1
     if task is not None:
-        for _ in range(absorbed):
+        while task.cancelling() > asked:
             task.uncancel()
+
+
+def _forget_in_child(pipeline: weakref.ref[GroupCommit[Any]]) -> None:
+    found = pipeline()
+    if found is not None:
+        found._forget()
 
 
 def _resolve(waiters: list[asyncio.Future[None]]) -> None:

@@ -14,8 +14,10 @@ the connections its runs need, nor waits for them.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import weakref
 from typing import Any
 
 import anyio
@@ -77,11 +79,18 @@ async def receive(request: Request) -> JSONResponse:
 
 
 def _turns(request: Request) -> anyio.CapacityLimiter:
-    """The server's limit on deliveries at once (made on its loop, at its first delivery)."""
+    """The limit on deliveries at once of the loop serving ``request`` (made at its first
+    delivery: a limiter belongs to one loop, and an ASGI app may be served by several)."""
     state = request.app.state
-    turns: anyio.CapacityLimiter | None = getattr(state, "hook_turns", None)
+    by_loop: weakref.WeakKeyDictionary[Any, anyio.CapacityLimiter] | None = getattr(
+        state, "hook_turns", None
+    )
+    if by_loop is None:
+        by_loop = state.hook_turns = weakref.WeakKeyDictionary()
+    loop = asyncio.get_running_loop()
+    turns = by_loop.get(loop)
     if turns is None:
-        turns = state.hook_turns = anyio.CapacityLimiter(DELIVERY_THREADS)
+        turns = by_loop[loop] = anyio.CapacityLimiter(DELIVERY_THREADS)
     return turns
 
 
