@@ -28,6 +28,17 @@ class Interrupt(KeyboardInterrupt):
     """Stops an in-process run mid-way, as Ctrl-C would (crashes are tested in faults/)."""
 
 
+def _interrupting(app: stalwart.Stalwart, stop: dict[str, bool]) -> Any:
+    """A step that stands in for a crash (``Interrupt``) while ``stop["on"]``."""
+
+    @app.step
+    def finish() -> None:
+        if stop["on"]:
+            raise Interrupt
+
+    return finish
+
+
 class Crash(BaseException):
     """Stands in for kill -9 (as in docs/replay.md)."""
 
@@ -415,10 +426,7 @@ def test_async_gather_positions_do_not_depend_on_completion_order(app: stalwart.
         await asyncio.sleep(delays[name])
         return name.upper()
 
-    @app.step
-    def finish() -> None:
-        if stop["on"]:
-            raise Interrupt
+    finish = _interrupting(app, stop)
 
     @app.workflow
     async def wf() -> list[str]:
@@ -475,10 +483,7 @@ def test_tasks_the_garbage_collector_creates_do_not_move_the_runs_positions(
         calls[question] += 1
         return question.upper()
 
-    @app.step
-    def finish() -> None:
-        if stop["on"]:
-            raise Interrupt
+    finish = _interrupting(app, stop)
 
     @app.workflow
     async def wf() -> list[str]:
