@@ -147,12 +147,14 @@ def test_run_of_async_workflow_inside_a_loop_does_not_fail_the_run(tmp_path: Pat
         assert status != "failed"
 
 
+@pytest.mark.parametrize("emits", [False, True], ids=["plain", "streaming"])
 def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
-    real_app: stalwart.Stalwart,
+    real_app: stalwart.Stalwart, emits: bool
 ) -> None:
     """An async step's outcome is acknowledged once its commit ends, and the loop the app's
     async runs share goes on meanwhile: with a commit held up, another task's step still
-    finishes its own work; the run completes with both once the commit ends."""
+    finishes its own work; the run completes with both once the commit ends. So too when
+    the step emitted stream chunks, which its outcome's transaction writes first."""
     app = real_app
     store: Any = app._runtime.store
     go_a, go_b, in_a, in_b, b_ran = (threading.Event() for _ in range(5))
@@ -161,6 +163,8 @@ def test_a_step_waiting_for_its_commit_leaves_the_loop_to_other_tasks(
     async def a() -> str:
         in_a.set()
         await asyncio.to_thread(go_a.wait, 30)
+        if emits:
+            stalwart.emit("a's words")
         return "a"
 
     @app.step(name="b")

@@ -5,6 +5,7 @@ chunks emitted before it, and turns a store failure into a signal workflow code 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from .._errors import CorruptRecord, StoreError
 from .._signals import LeaseLost, StoreFailed
 from .._store import Entry
 from .._store.base import CursorStore, NewChunk
+from .._store.group_commit import settled
 from .flags import Flag
 
 if TYPE_CHECKING:
@@ -62,8 +64,14 @@ class JournalWrites:
         """``append`` from the run's event loop, which goes on (with the other runs' tasks)
         while ``entry`` waits for the transaction it shares with their writes to commit."""
         stream = self.stream
-        if stream is not None and stream.has_pending():  # written with its chunks, in place
-            self.append(entry)
+        if stream is not None and stream.has_pending():
+            # Written with its chunks by a thread (their lock is held by threads), and awaited
+            # to the end: a write under way is not taken back.
+            task = asyncio.current_task()
+            asked = 0 if task is None else task.cancelling()
+            written = asyncio.get_running_loop().run_in_executor(None, self.append, entry)
+            await settled(written, task, asked)
+            written.result()  # (what ``append`` raised)
             return
         with self.journaling():
             held = await self.store.append_async(self.workflow_id, entry, owner=self.owner)

@@ -37,7 +37,7 @@ from typing import Any, Generic, TypeVar
 
 from .._errors import StoreError
 
-__all__ = ["GroupCommit", "Pending"]
+__all__ = ["GroupCommit", "Pending", "settled"]
 
 T = TypeVar("T")
 
@@ -143,7 +143,7 @@ class GroupCommit(Generic[T]):
         except asyncio.CancelledError:
             if self._withdraw(pending):
                 raise
-            await _settled(waiter, task, asked)  # a batch holds it: it commits, so wait
+            await settled(waiter, task, asked)  # a batch holds it: it commits, so wait
         return pending.outcome()
 
     def _withdraw(self, pending: Pending[T]) -> bool:
@@ -246,9 +246,7 @@ class GroupCommit(Generic[T]):
             self._after(len(batch))
 
 
-async def _settled(
-    waiter: asyncio.Future[None], task: asyncio.Task[Any] | None, asked: int
-) -> None:
+async def settled(waiter: asyncio.Future[None], task: asyncio.Task[Any] | None, asked: int) -> None:
     """Wait for ``waiter`` however often ``task`` is cancelled meanwhile, then take back the
     cancellations asked since it had ``asked`` of them: the write the caller returns was
     committed, so the caller goes on as if they had come a moment later (and were not seen)."""
