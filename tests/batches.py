@@ -11,7 +11,7 @@ from typing import Any
 
 from stalwart._store.sql.pipeline import Write
 
-__all__ = ["held", "queued", "together", "traced_answers"]
+__all__ = ["batch_sizes", "held", "queued", "together", "traced_answers"]
 
 
 WAIT_S = 30.0  # the most a test waits for the pipeline to reach a state
@@ -40,13 +40,10 @@ def queued(store: Any, writes: int = 0, *, busy: bool = False) -> None:
         time.sleep(0.001)
 
 
-def together(
-    store: Any, calls: list[Callable[[], Any]], writes: int | None = None
-) -> tuple[list[Any], list[int]]:
-    """Run ``calls`` in threads while a commit is under way, so they queue for the next one
-    (``writes`` of them, by default one a call); what each returned (or raised), and the sizes
-    of the batches committed together."""
-    gate = threading.Event()
+@contextlib.contextmanager
+def batch_sizes(store: Any) -> Iterator[list[int]]:
+    """The sizes of the batches of more than one write the store's pipeline commits together
+    meanwhile (a batch of one is done alone)."""
     batches: list[int] = []
     real = store._write_together
 
@@ -55,12 +52,18 @@ def together(
         return real(writes)
 
     store._write_together = counted
-    blocker = threading.Thread(
-        target=store._batched, args=(Write("blocker", lambda _conn: True, gate.wait),)
-    )
-    blocker.start()
-    while not store._pipeline._busy:
-        time.sleep(0.001)
+    try:
+        yield batches
+    finally:
+        del store._write_together
+
+
+def together(
+    store: Any, calls: list[Callable[[], Any]], writes: int | None = None
+) -> tuple[list[Any], list[int]]:
+    """Run ``calls`` in threads while a commit is under way, so they queue for the next one
+    (``writes`` of them, by default one a call); what each returned (or raised), and the sizes
+    of the batches committed together."""
     results: list[Any] = [None] * len(calls)
 
     def call(i: int) -> None:
@@ -69,15 +72,15 @@ def together(
         except Exception as exc:
             results[i] = exc
 
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    while len(store._pipeline._queue) < (writes or len(calls)):
-        time.sleep(0.001)
-    gate.set()
-    for thread in [blocker, *threads]:
-        thread.join(timeout=30)
-    del store._write_together
+    with batch_sizes(store) as batches:
+        gate, blocker = held(store)
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(len(calls))]
+        for thread in threads:
+            thread.start()
+        queued(store, writes or len(calls))
+        gate.set()
+        for thread in [blocker, *threads]:
+            thread.join(timeout=30)
     return results, batches
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from batches import held, queued
+from batches import batch_sizes, held, queued
 from batches import together as _together
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
@@ -222,10 +222,6 @@ def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) 
     for wid in ("r1", "r2", "r3"):
         _create(store, wid, "w1")
     assert store.take_lease("r2", owner="w2", expected_owner="w1", now=200.0, lease_until=230.0)
-    batches: list[int] = []
-    real = store._write_together
-    store._write_together = lambda writes: batches.append(len(writes)) or real(writes)
-    gate, blocker = held(store)
 
     async def release_once_queued() -> None:
         deadline = time.monotonic() + 30
@@ -238,12 +234,13 @@ def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) 
         *results, _ = await asyncio.gather(*appends, release_once_queued())
         return results
 
-    try:
-        results = asyncio.run(asyncio.wait_for(main(), 30))
-    finally:
-        gate.set()
-        blocker.join(timeout=30)
-        del store._write_together
+    with batch_sizes(store) as batches:
+        gate, blocker = held(store)
+        try:
+            results = asyncio.run(asyncio.wait_for(main(), 30))
+        finally:
+            gate.set()
+            blocker.join(timeout=30)
     assert results == [True, False, True]
     assert batches == [3]
     assert [r.seq for r in store.replay_index("r1")] == [1]

@@ -466,8 +466,24 @@ class _UnclosedClient:
             asyncio.get_running_loop().create_task(self.aclose())
 
 
+def _leaked_openai_client(closing_ran_in: list[str]) -> None:
+    """A real ``openai.AsyncOpenAI`` left unclosed, in a cycle only the collector frees: its
+    HTTP client closes itself from ``__del__`` with ``loop.create_task(self.aclose())``."""
+    import openai
+
+    client = openai.AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="test-key")
+    client.cycle = client  # type: ignore[attr-defined]
+
+
+def _leaked_stand_in(closing_ran_in: list[str]) -> None:
+    _UnclosedClient().workflow_ids = closing_ran_in
+
+
+@pytest.mark.parametrize(
+    "leak", [_leaked_stand_in, _leaked_openai_client], ids=["stand-in", "openai"]
+)
 def test_tasks_the_garbage_collector_creates_do_not_move_the_runs_positions(
-    app: stalwart.Stalwart,
+    app: stalwart.Stalwart, leak: Callable[[list[str]], None]
 ) -> None:
     """A collection starts wherever allocations make it start: in the first attempt it found
     garbage whose finalizers created two tasks just before the workflow created its own, in
@@ -491,7 +507,7 @@ def test_tasks_the_garbage_collector_creates_do_not_move_the_runs_positions(
         gc.disable()  # no other collection frees the clients first, in this thread or another
         try:
             for _ in range(garbage["clients"]):
-                _UnclosedClient().workflow_ids = closing_ran_in
+                leak(closing_ran_in)
             gc.collect()  # here, in the run's main task
         finally:
             if enabled:

@@ -101,8 +101,8 @@ class GroupCommit(Generic[T]):
         self._queue: list[Pending[T]] = []
         self._busy = False
         # The threads that lead the batches async callers head (two: one can copy SQLite's
-        # log in ``after`` while the other commits), the process that started them, and
-        # whether the store closed (then a batch is led by a thread of its own).
+        # log in ``after`` while the other commits), and whether the store closed (then a
+        # batch is led by a thread of its own).
         self._leader: ThreadPoolExecutor | None = None
         self._closed = False
         me = weakref.ref(self)
