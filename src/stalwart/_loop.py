@@ -79,6 +79,11 @@ class AppLoop:
                 self._loop, self._thread = loop, thread
             return self._loop
 
+    @property
+    def closing(self) -> bool:
+        """Whether :meth:`close` was called (it then cancels every task on the loop)."""
+        return self._closed
+
     def in_loop_thread(self) -> bool:
         """Whether the caller is this loop's own thread (where blocking on it deadlocks)."""
         return self._thread is not None and threading.current_thread() is self._thread

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Protocol
 from . import _inputs
 from ._engine.driver import Driver
 from ._engine.dryrun import warn_stranded
-from ._engine.invocation import Invocation
 from ._engine.observe import fields
-from ._errors import EncryptionKeyMissing, UsageError
+from ._errors import UsageError
 from ._leases import HOST, HOSTNAME, holder_is_gone
 from ._memory import Trimmer
 from ._prune import Sweeper
 from ._shutdown import shut_down
+from ._slots import Slots
 from ._store.base import WorkerRow
 from ._ticks import Ticker
 
@@ -116,30 +116,6 @@ def _orphans(runtime: Runtime, names: list[str], free: int) -> list[RunRow]:
     return orphans
 
 
-def _taker(driver: Driver, runtime: Runtime, now: float) -> Callable[[RunRow], Invocation | None]:
-    """What takes a run's lease for this worker (``None``: not taken, or not its workflow)."""
-
-    def take(row: RunRow) -> Invocation | None:
-        wf = runtime.registry.workflows.get(row.name)
-        return None if wf is None else driver.take(wf, row, now)
-
-    return take
-
-
-def _at_once(
-    take: Callable[[RunRow], Invocation | None], rows: list[RunRow], pool: ThreadPoolExecutor
-) -> tuple[list[Invocation | None], BaseException | None]:
-    """``take`` of each row, in the pool's threads at once (one row: in this thread): what
-    each took (``None`` where it failed), and the first error."""
-    if len(rows) == 1:
-        return [take(rows[0])], None
-    futures = [pool.submit(take, row) for row in rows]
-    wait(futures)
-    errors = [error for future in futures if (error := future.exception()) is not None]
-    taken = [None if future.exception() else future.result() for future in futures]
-    return taken, errors[0] if errors else None
-
-
 def _on_stop_signals(note: Callable[[int], None]) -> Callable[[], None]:
     """On the main thread: SIGINT and SIGTERM call ``note(signum)``; what restores the previous
     handlers (elsewhere nothing is installed)."""
@@ -185,37 +161,6 @@ def _beat(runtime: Runtime, queues: list[str], started_at: float, running: int) 
         )
 
 
-class Keyless:
-    """The runs whose payloads need a key this worker lacks: each is left to workers that
-    have it (its lease was given back) and not claimed here again for a lease period."""
-
-    def __init__(self) -> None:
-        self.until: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def __contains__(self, workflow_id: str) -> bool:
-        return workflow_id in self.until
-
-    def leave(self, workflow_id: str, error: EncryptionKeyMissing, runtime: Runtime) -> None:
-        with self._lock:
-            self.until[workflow_id] = runtime.clock.time() + runtime.lease_seconds
-        log.error(
-            "run %s: %s; left for a worker with that key (not claimed here for %.0f s)",
-            workflow_id,
-            error,
-            runtime.lease_seconds,
-        )
-
-    def leaves(self, workflow_id: str, now: float) -> bool:
-        """Whether this worker still leaves ``workflow_id`` to others."""
-        with self._lock:
-            until = self.until.get(workflow_id)
-            if until is not None and until <= now:
-                del self.until[workflow_id]
-                return False
-            return until is not None
-
-
 class Worker:
     """Executes the runs of one app's workflows until asked to stop."""
 
@@ -232,9 +177,8 @@ class Worker:
         self.queues = list(queues) if queues else self._all_queues()
         self.stopping = threading.Event()
         self._signalled: int | None = None  # set by the signal handler, read by the loop
-        self.active: dict[str, tuple[Future[None], list[Invocation]]] = {}
-        self.keyless = Keyless()
-        self._lock = threading.Lock()
+        self.slots = Slots(driver, self.stopping)  # the runs it executes
+        self.keyless = self.slots.keyless
         self._started_at = 0.0
         self._next_beat = 0.0
         self._ticks = Ticker(self.runtime)  # fires the app's schedules (_ticks)
@@ -380,14 +324,14 @@ class Worker:
                 self._take_over_dead_holders(names, pool)
             if now >= self._next_beat:
                 self._beat()
-            self._trimmer.note(len(self.active), now)
+            self._trimmer.note(len(self.slots), now)
             self.runtime.wakeup.wait(self._ticks.poll(self._started_at, idle))
 
     def _beat(self) -> None:
         """Refresh this worker's row, which operators read (``app.workers()``), as often as
         leases are renewed."""
         self._next_beat = time.monotonic() + max(0.05, self.runtime.lease_seconds / 3)
-        _beat(self.runtime, self.queues, self._started_at, len(self.active))
+        _beat(self.runtime, self.queues, self._started_at, len(self.slots))
 
     def _until_next_wake(self, names: list[str], refused: set[str]) -> float:
         """Seconds until the next full poll: sooner when a timer falls due before it.
@@ -404,8 +348,7 @@ class Worker:
         return min(FULL_POLL_SECONDS, max(IDLE_POLL_SECONDS, due - self.runtime.clock.time()))
 
     def _free_slots(self) -> int:
-        with self._lock:
-            return self.concurrency - len(self.active)
+        return self.concurrency - len(self.slots)
 
     def _claim(self, names: list[str], pool: ThreadPoolExecutor) -> tuple[float | None, set[str]]:
         """Start what this worker has room for; returns when a rate-limited queue that
@@ -429,9 +372,8 @@ class Worker:
             for row in candidates:
                 if free - len(together) <= 0 or self.stopping.is_set():
                     break
-                with self._lock:
-                    if row.workflow_id in self.active or self.keyless.leaves(row.workflow_id, now):
-                        continue
+                if self.slots.holds(row.workflow_id, now):
+                    continue
                 if row.queue in refused:
                     continue
                 if row.queue not in self.runtime.queues:
@@ -461,45 +403,14 @@ class Worker:
     def _start_all(self, rows: list[RunRow], pool: ThreadPoolExecutor) -> list[bool]:
         """Take the leases of ``rows`` at once (so that the claims share the store's
         transactions: group commit) and execute each run taken."""
-        take = _taker(self.driver, self.runtime, self.runtime.clock.time())
-        taken, error = _at_once(take, rows, pool)
-        started = [self._run(row, inv, pool) for row, inv in zip(rows, taken, strict=True)]
+        workflows = self.runtime.registry.workflows
+        runs = [(wf, row) for row in rows if (wf := workflows.get(row.name)) is not None]
+        taken, error = self.driver.take_all(runs, self.runtime.clock.time())
+        took = {row.workflow_id: inv for (_wf, row), inv in zip(runs, taken, strict=True)}
+        started = [self.slots.run(row, took.get(row.workflow_id), pool) for row in rows]
         if error is not None:
             raise error  # after every run taken was started: none is left held and idle
         return started
-
-    def _run(self, row: RunRow, inv: Invocation | None, pool: ThreadPoolExecutor) -> bool:
-        if inv is None:
-            return False
-        invocations = [inv]
-        future = pool.submit(self._execute, inv, row, invocations)
-        with self._lock:
-            self.active[row.workflow_id] = (future, invocations)
-        # its slot frees as it ends (at once when it already has): no scan of every run
-        future.add_done_callback(lambda done: self._ended(row.workflow_id, done))
-        return True
-
-    def _ended(self, workflow_id: str, future: Future[None]) -> None:
-        with self._lock:
-            held = self.active.get(workflow_id)
-            if held is not None and held[0] is future:
-                del self.active[workflow_id]
-
-    def _execute(self, inv: Invocation, row: RunRow, invocations: list[Invocation]) -> None:
-        def follow(next_inv: Invocation) -> None:
-            invocations.append(next_inv)
-            if self.stopping.is_set():
-                next_inv.releasing.set()
-
-        error: BaseException | None = None
-        try:
-            error = self.driver.drive(inv, row, follow=follow).error
-        except Exception as exc:  # logged by the driver, which gave the run's lease back
-            error = exc
-        finally:
-            self.runtime.wakeup.set()
-        if isinstance(error, EncryptionKeyMissing):
-            self.keyless.leave(row.workflow_id, error, self.runtime)
 
     # -- stopping -------------------------------------------------------------------------
 
@@ -508,6 +419,4 @@ class Worker:
 
     def _shut_down(self, pool: ThreadPoolExecutor) -> None:
         """Let current steps finish, give runs back at their next boundary, release the rest."""
-        with self._lock:
-            active = [(w, entry) for w, entry in self.active.items() if not entry[0].done()]
-        shut_down(self.runtime, active, pool)
+        shut_down(self.runtime, self.slots.in_progress(), pool)

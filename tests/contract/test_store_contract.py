@@ -31,6 +31,7 @@ from stalwart._store.base import (
     ChildRedrive,
     CompensationRow,
     ForkCandidate,
+    LeaseAsk,
     QueueLimits,
     ReplayState,
     ScheduledRun,
@@ -149,6 +150,28 @@ def test_finish_run_is_fenced_and_final(store: Store) -> None:
     )
     assert not store.take_lease("r1", owner="w1", expected_owner=None, now=6, lease_until=7).taken
     assert [r.name for r in store.journal("r1")] == ["started", "finished"]
+
+
+def test_finish_run_async_ends_a_held_run_as_finish_run_does(store: Store) -> None:
+    _create(store)
+    big = b"J" + b'"' + b"x" * 5000 + b'"'  # stored apart: the write takes the run's lock first
+    done = Entry(kind="run", name="finished", status="completed")
+    ended = store.finish_run_async(
+        "r1",
+        owner="w1",
+        status="completed",
+        output=big,
+        error=None,
+        now=5,
+        entry=done,
+        charged=[_step(1)],
+        ties=False,
+    )
+    assert asyncio.run(ended)
+    row = store.get_run("r1")
+    assert row is not None and (row.status, row.lease_owner) == ("completed", None)
+    assert row.output is not None and store.load_payload(row.output) == big
+    assert [r.name for r in store.journal("r1")] == ["started", "s", "finished"]
 
 
 def test_payloads_inline_or_by_digest(store: Store) -> None:
@@ -559,6 +582,50 @@ def test_rollback_in_progress_until_a_retry_comes_after_it(store: Store) -> None
     assert store.rollback_in_progress("r1") == b'J"failed"'
     assert store.append("r1", _note("retry"), owner=None)
     assert store.rollback_in_progress("r1") is None
+
+
+def test_take_leases_claims_together_and_each_decides_for_itself(store: Store) -> None:
+    _create(store, "a", owner=None)
+    _create(store, "b", owner=None)
+    _create(store, "c", owner="w0")  # held, its lease current: refused
+    _create(store, "d", owner=None)
+    assert store.append("a", _step(1), owner=None)
+    resumed = Entry(kind="run", name="resumed", status="completed")
+
+    def ask(wid: str, *, entry: Entry | None = resumed) -> LeaseAsk:
+        return LeaseAsk(wid, "w1", None, 110.0, 140.0, entry, replay=True)
+
+    claims = store.take_leases([ask("a"), ask("b"), ask("c"), ask("d", entry=None)])
+    assert [getattr(claim, "taken", None) for claim in claims] == [True, True, False, True]
+    for wid in ("a", "b", "d"):
+        row = store.get_run(wid)
+        assert row is not None and (row.status, row.lease_owner) == ("running", "w1")
+    held = store.get_run("c")
+    assert held is not None and held.lease_owner == "w0"
+    first = claims[0]
+    assert not isinstance(first, Exception)
+    if first.replay is not None:  # read with the claim where the store could
+        assert first.replay == store.replay_state("a")
+        assert [row.seq for row in first.replay.index] == [1]
+    assert [r.name for r in store.journal("b")] == ["started", "resumed"]
+    assert [r.name for r in store.journal("d")] == ["started"]
+
+
+def test_take_leases_recovers_runs_together_with_their_replay_state(store: Store) -> None:
+    for wid in ("a", "b"):
+        _create(store, wid, owner="w0")  # its lease lapses at 130
+        assert store.append(wid, _step(1), owner="w0")
+    resumed = Entry(kind="run", name="resumed", status="completed")
+    asks = [
+        LeaseAsk(wid, "w1", "w0", 200.0, 230.0, resumed, recovery=True, replay=True)
+        for wid in ("a", "b")
+    ]
+    claims = store.take_leases(asks)
+    for wid, claim in zip(("a", "b"), claims, strict=True):
+        assert not isinstance(claim, Exception) and claim.taken and claim.recoveries == 1
+        if claim.replay is not None:  # read with the claim where the store could
+            assert claim.replay == store.replay_state(wid)
+            assert [row.seq for row in claim.replay.index] == [1]
 
 
 def test_replay_state_is_the_index_and_the_rollback_read_together(store: Store) -> None:
@@ -1279,6 +1346,17 @@ STALE: dict[str, Callable[[Store], object]] = {
         error=None,
         now=110,
         entry=Entry(kind="run", name="finished", status="completed"),
+    ),
+    "finish_run_async": lambda s: asyncio.run(
+        s.finish_run_async(
+            "r1",
+            owner="w0",
+            status="completed",
+            output=b"J1",
+            error=None,
+            now=110,
+            entry=Entry(kind="run", name="finished", status="completed"),
+        )
     ),
     "suspend_run": lambda s: s.suspend_run(
         "r1", owner="w0", wake_at=1.0, waiting_for=None, now=110, entry=_note("suspended")

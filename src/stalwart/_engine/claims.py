@@ -10,7 +10,7 @@ from .._model import RunStatus
 from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
-from .._store.base import IndexRow, IngressCount, NewRun, ReplayState
+from .._store.base import IndexRow, IngressCount, LeaseAsk, LeaseClaim, NewRun, ReplayState
 from .._store.rows import as_kwargs
 from .interrupted import last_seen
 from .invocation import Invocation
@@ -194,16 +194,39 @@ class RunClaims:
 
     def take(self, wf: WorkflowDef, row: RunRow, now: float) -> Invocation | None:
         """Take the lease of a claimable run; ``None`` if another process was faster."""
+        ask = self._ask(row, now)
+        return self._taken(wf, row, ask, self.runtime.store.take_lease(**as_kwargs(ask)))
+
+    def take_all(
+        self, runs: list[tuple[WorkflowDef, RunRow]], now: float
+    ) -> tuple[list[Invocation | None], Exception | None]:
+        """:meth:`take` of each run, from this thread, the claims sharing the store's
+        transactions: what each took (``None`` where it failed), and the first error."""
+        asks = [self._ask(row, now) for _wf, row in runs]
+        claims = self.runtime.store.take_leases(asks)
+        taken: list[Invocation | None] = []
+        error: Exception | None = None
+        for (wf, row), ask, claim in zip(runs, asks, claims, strict=True):
+            try:
+                if isinstance(claim, Exception):
+                    raise claim
+                taken.append(self._taken(wf, row, ask, claim))
+            except Exception as exc:  # the others stand: each is executed
+                taken.append(None)
+                error = error or exc
+        return taken, error
+
+    def _ask(self, row: RunRow, now: float) -> LeaseAsk:
+        """The claim of run ``row`` for this process."""
         runtime = self.runtime
         holder = row.lease_owner
         # A run left 'running' without a live holder was interrupted mid-flight: a recovery.
         recovering = row.status == RunStatus.RUNNING
         replaced = None if holder is None else worker_of(holder)  # as logs and workers() say
         detail = runtime.codec.encode({"recovered_from": replaced}) if recovering else None
-        owner = runtime.claim_owner()
-        claim = runtime.store.take_lease(
+        return LeaseAsk(
             row.workflow_id,
-            owner=owner,
+            owner=runtime.claim_owner(),
             expected_owner=holder,
             now=now,
             lease_until=now + runtime.lease_seconds,
@@ -213,11 +236,18 @@ class RunClaims:
             limits=runtime.queues.get(row.queue),
             replay=True,
         )
-        taken, crashes = claim.taken, claim.recoveries
-        if not taken:
+
+    def _taken(
+        self, wf: WorkflowDef, row: RunRow, ask: LeaseAsk, claim: LeaseClaim
+    ) -> Invocation | None:
+        """The invocation of a run whose claim ``ask`` decided ``claim``; ``None`` if not
+        taken, or stopped by the poison rule."""
+        if not claim.taken:
             return None
-        took(runtime, row, now, holder=replaced, takeover=recovering)
-        if recovering and crashes >= self.runtime.max_recoveries:
-            go_on = stop_poison_run(self.runtime, row, crashes, owner)
+        holder, owner, recovering = row.lease_owner, ask.owner, ask.recovery
+        replaced = None if holder is None else worker_of(holder)
+        took(self.runtime, row, ask.now, holder=replaced, takeover=recovering)
+        if recovering and claim.recoveries >= self.runtime.max_recoveries:
+            go_on = stop_poison_run(self.runtime, row, claim.recoveries, owner)
             return self.invocation(wf, row, recovering=True, owner=owner) if go_on else None
         return self.invocation(wf, row, recovering=recovering, owner=owner, state=claim.replay)

@@ -35,7 +35,7 @@ from .._store import RunRow
 from .._store.rows import changed
 from .children import attention_below
 from .claims import RunClaims
-from .executor import Outcome, execute
+from .executor import Offload, Outcome, execute, execute_async
 from .invocation import Invocation
 from .keeper import LeaseKeeper
 from .loop import install_task_factory
@@ -104,16 +104,77 @@ class Driver(RunClaims):
                 outcome = self.execute(inv, row)
                 if outcome.status != OutcomeKind.WAKE:
                     return outcome
-                row = self.row(inv.workflow_id)
-                loop = inv.loop
-                inv = self.invocation(inv.wf, row, recovering=False, owner=inv.owner)
-                inv.loop = loop
-                if follow is not None:
-                    follow(inv)
+                inv, row = self._next(inv, follow)
         except Exception as exc:
             if not inv.abandoned:  # never a run left 'running' with nobody on it
                 self.abandon(inv, exc)
             raise
+
+    def _next(
+        self, inv: Invocation, follow: Callable[[Invocation], None] | None
+    ) -> tuple[Invocation, RunRow]:
+        """The invocation that follows ``inv``, which woke as it suspended, on its lease."""
+        row = self.row(inv.workflow_id)
+        loop = inv.loop
+        inv = self.invocation(inv.wf, row, recovering=False, owner=inv.owner)
+        inv.loop = loop
+        if follow is not None:
+            follow(inv)
+        return inv, row
+
+    async def drive_async(
+        self,
+        inv: Invocation,
+        row: RunRow,
+        offload: Offload,
+        *,
+        follow: Callable[[Invocation], None] | None = None,
+    ) -> Outcome:
+        """:meth:`drive` of an async workflow's run as the current task, on the app's loop
+        (a worker's): its first invocation takes no thread unless it ends otherwise than
+        completed (``execute_async``); the invocations after a wake are driven in a thread
+        (``offload``)."""
+        try:
+            outcome = await self.execute_async(inv, row, offload)
+        except Exception as exc:
+            if not inv.abandoned:  # never a run left 'running' with nobody on it
+                await offload(self.abandon, inv, exc)
+            raise
+        if outcome.status != OutcomeKind.WAKE:
+            return outcome
+
+        def rest() -> Outcome:
+            try:
+                then, then_row = self._next(inv, follow)
+            except Exception as exc:
+                if not inv.abandoned:
+                    self.abandon(inv, exc)
+                raise
+            return self.drive(then, then_row, follow=follow)
+
+        return await offload(rest)
+
+    async def execute_async(self, inv: Invocation, row: RunRow, offload: Offload) -> Outcome:
+        """:meth:`execute` as the current task (``execute_async``)."""
+        runtime = self.runtime
+        self.keeper.hold(inv)
+        begin(runtime, inv, row)
+        status = OutcomeKind.ABORT.value
+        try:
+            try:
+                with inv.observe.current() if inv.observe is not None else nullcontext():
+                    outcome = await execute_async(runtime, inv, row.input, offload)
+                status = outcome.status.value
+            finally:
+                self.keeper.drop(inv.workflow_id)
+                end(inv, status)
+        except BaseException as exc:
+            if not inv.abandoned:
+                await offload(self.abandon, inv, exc)
+            raise
+        if outcome.status == OutcomeKind.ABORT:
+            await offload(self.abandon, inv, outcome.error)
+        return outcome
 
     def row(self, workflow_id: str) -> RunRow:
         """The run's row; ``WorkflowNotFound`` if there is none."""

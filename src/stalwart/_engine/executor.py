@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import contextvars
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._loop import run_on
@@ -23,6 +26,7 @@ from .._runtime import Runtime
 from .._serde import UnsupportedValue
 from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
 from .._store import Entry
+from .._store.sealed import is_kept_apart
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import (
@@ -40,9 +44,10 @@ from .streams import flush_stream
 if TYPE_CHECKING:
     from .._registry import WorkflowDef
 
-__all__ = ["Outcome", "execute", "rollback_state"]
+__all__ = ["Offload", "Outcome", "execute", "execute_async", "rollback_state"]
 
 log = logging.getLogger("stalwart")
+T = TypeVar("T")
 
 RECANCEL_SECONDS = 1.0  # how long a run's leftover task has to end before it is cancelled again
 
@@ -132,8 +137,17 @@ def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[s
 async def _main_task(
     inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]
 ) -> Any:
-    CURRENT_RUN.set(inv)
-    CURRENT_STEP.set(None)
+    run_token, step_token = CURRENT_RUN.set(inv), CURRENT_STEP.set(None)
+    try:
+        return await _workflow(inv, wf, args, kwargs)
+    finally:  # the task may go on (execute_async): the run is no longer current in it
+        CURRENT_STEP.reset(step_token)
+        CURRENT_RUN.reset(run_token)
+
+
+async def _workflow(
+    inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]
+) -> Any:
     task = asyncio.current_task()
     assert task is not None
     inv.task_paths[task] = ""
@@ -166,6 +180,107 @@ async def _drain(inv: Invocation) -> None:
         await asyncio.sleep(0.005)
 
 
+class Offload(Protocol):
+    """Runs ``fn(*args)`` in a thread and awaits what it returns, to its end: a cancellation
+    of the awaiting task meanwhile waits for the thread too (it records the run's outcome)."""
+
+    def __call__(self, fn: Callable[..., T], /, *args: Any) -> Awaitable[T]: ...
+
+
+async def execute_async(
+    runtime: Runtime, inv: Invocation, stored_input: bytes | None, offload: Offload
+) -> Outcome:
+    """``execute`` of an async workflow's run as the current task, on the app's loop.
+
+    The workflow runs in this task, and a run that completes is ended by a write this task
+    awaits: neither takes a thread. Every other ending (a failure, a wait, a cancellation, a
+    lost lease, a rollback to finish) is recorded by ``execute`` itself, in a thread
+    (``offload``), from what the workflow returned or raised here."""
+    if not ((inv.rollback_known or not inv.recorded) and inv.rollback is None) or (
+        stored_input is not None and is_kept_apart(stored_input)
+    ):  # a store read first: all of it in a thread
+        return await offload(execute, runtime, inv, stored_input)
+    try:
+        args, kwargs = _decode_input(runtime, inv.workflow_id, stored_input)
+    except CorruptRecord:
+        return await offload(execute, runtime, inv, stored_input)
+    task = asyncio.current_task()
+    asked = 0 if task is None else task.cancelling()
+    try:
+        ended = await _main_task(inv, inv.wf, args, kwargs)
+        if task is not None and task.cancelling() > asked and not runtime.loop.closing:
+            await asyncio.sleep(0)  # a cancellation of this task it asked for, not delivered
+    except asyncio.CancelledError as exc:
+        if runtime.loop.closing:
+            raise  # the app's loop closes, cancelling its tasks: the caller gives the run back
+        # The workflow's own (it cancelled a task it awaited, or its own): as ``run_on``
+        # reported it, a failure of the run.
+        failed = concurrent.futures.CancelledError(*exc.args)
+        return await offload(execute, runtime, inv, stored_input, _raising(failed))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # the workflow's error, or an engine signal
+        return await offload(execute, runtime, inv, stored_input, _raising(exc))
+    if isinstance(ended, _Unwound):
+        return await offload(execute, runtime, inv, stored_input, _raising(ended.signal))
+    try:
+        ending = _completed(runtime, inv, ended)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # anything but a plain completion: as execute decides it
+        ending = None
+    if ending is None:
+        return await offload(execute, runtime, inv, stored_input, lambda: ended)
+    try:
+        return await _complete(runtime, inv, *ending)
+    except StoreError:
+        raise
+    except Exception as exc:  # as ``execute`` does
+        return await offload(_engine_fault, runtime, inv, exc)
+
+
+async def _complete(
+    runtime: Runtime, inv: Invocation, now: float, payload: bytes, entry: Entry
+) -> Outcome:
+    """``_finish`` of a run that completed with ``payload``, awaiting its commit."""
+    ok = await runtime.store.finish_run_async(
+        inv.workflow_id,
+        owner=inv.owner,
+        status=RunStatus.COMPLETED,
+        output=payload,
+        error=None,
+        now=now,
+        entry=entry,
+        ties=inv.ties,
+    )
+    if not ok:
+        return _lease_lost(inv)
+    finished(runtime, inv, RunStatus.COMPLETED, None)
+    runtime.note_settled()
+    return Outcome(OutcomeKind.COMPLETED, None, output=payload, record=None)
+
+
+def _raising(error: BaseException) -> Callable[[], Any]:
+    def ran() -> Any:
+        raise error
+
+    return ran
+
+
+def _completed(runtime: Runtime, inv: Invocation, value: Any) -> tuple[float, bytes, Entry] | None:
+    """The end of a run whose workflow returned ``value``, when it plainly completes (what it
+    ends with: when, its result and its entry); ``None`` when ``_execute`` must decide."""
+    inv.check_alive()
+    inv.check_fully_replayed()
+    if inv.deferred or (inv.stream is not None and inv.stream.has_pending()):
+        return None
+    payload = runtime.codec.encode(value)
+    if inv.wf.restore is not None:
+        inv.wf.restore(runtime.codec.decode(payload))
+    now = runtime.clock.time()
+    return now, payload, Entry.ended(RunStatus.COMPLETED, now, output=payload, error=None)
+
+
 def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
     def main() -> Any:
         CURRENT_RUN.set(inv)
@@ -179,39 +294,44 @@ def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     return contextvars.copy_context().run(main)
 
 
-def execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
+def execute(
+    runtime: Runtime,
+    inv: Invocation,
+    stored_input: bytes | None,
+    ran: Callable[[], Any] | None = None,
+) -> Outcome:
     """Run the workflow from the top; record how it ended unless the lease was lost.
+    ``ran``: the workflow already ran (``execute_async``), and returns or raises as it did.
 
     An exception of the engine's own bookkeeping (not of workflow code, not a store outage,
     which the caller handles by releasing the lease) sends the run to an operator."""
     try:
-        return _execute(runtime, inv, stored_input)
+        return _execute(runtime, inv, stored_input, ran)
     except StoreError:
         raise
     except Exception as exc:
-        fault = inv.engine_fault(exc).error
-        detail = ErrorRecord.of(fault, reason=str(fault))
-        return _finish(
-            runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault
-        )
+        return _engine_fault(runtime, inv, exc)
 
 
-def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> Outcome:
+def _engine_fault(runtime: Runtime, inv: Invocation, exc: Exception) -> Outcome:
+    """The run goes to an operator: stalwart's own bookkeeping raised ``exc``."""
+    fault = inv.engine_fault(exc).error
+    detail = ErrorRecord.of(fault, reason=str(fault))
+    return _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=fault)
+
+
+def _execute(
+    runtime: Runtime, inv: Invocation, stored_input: bytes | None, ran: Callable[[], Any] | None
+) -> Outcome:
     wf, wid = inv.wf, inv.workflow_id
     try:
-        # A rollback implies recorded steps: a run that has none skips the lookup, as one
-        # whose claim read it with the index does.
-        if inv.rollback_known or not inv.recorded:
-            pending = inv.rollback
-        else:
-            pending = runtime.store.rollback_in_progress(wid)
-        if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
-            then, detail = rollback_state(runtime, wid, pending)
-            return _roll_back(runtime, inv, then, detail, None, started=True)
-        args, kwargs = _decode_input(runtime, wid, stored_input)
+        if ran is None:
+            begun = _begin(runtime, inv, stored_input)
+            if isinstance(begun, Outcome):
+                return begun
+            ran = begun
         try:
-            runner = _run_async if wf.is_async else _run_sync
-            value = runner(inv, wf, args, kwargs)
+            value = ran()
         except Exception as exc:
             inv.check_alive()  # a swallowed signal still wins over the code's own ending
             inv.check_fully_replayed()
@@ -277,6 +397,25 @@ def _execute(runtime: Runtime, inv: Invocation, stored_input: bytes | None) -> O
         return Outcome(OutcomeKind.RELEASED)
     except LeaseLost:
         return _lease_lost(inv)
+
+
+def _begin(
+    runtime: Runtime, inv: Invocation, stored_input: bytes | None
+) -> Outcome | Callable[[], Any]:
+    """What runs the workflow, or how the rollback a crash interrupted ended the run."""
+    wid = inv.workflow_id
+    # A rollback implies recorded steps: a run that has none skips the lookup, as one whose
+    # claim read it with the index does.
+    if inv.rollback_known or not inv.recorded:
+        pending = inv.rollback
+    else:
+        pending = runtime.store.rollback_in_progress(wid)
+    if pending is not None:  # a rollback was interrupted: finish it, don't replay the run
+        then, detail = rollback_state(runtime, wid, pending)
+        return _roll_back(runtime, inv, then, detail, None, started=True)
+    args, kwargs = _decode_input(runtime, wid, stored_input)
+    runner = _run_async if inv.wf.is_async else _run_sync
+    return functools.partial(runner, inv, inv.wf, args, kwargs)
 
 
 def _roll_back(

@@ -98,6 +98,7 @@ from .rows import (
     ForkCandidate,
     IndexRow,
     JournalRow,
+    LeaseAsk,
     LeaseClaim,
     LiveNameRow,
     NewRun,
@@ -167,6 +168,7 @@ __all__ = [
     "JournalReads",
     "JournalRow",
     "JournalStore",
+    "LeaseAsk",
     "LeaseClaim",
     "LeaseStore",
     "LiveNameRow",
@@ -273,6 +275,22 @@ class RunStore(RunReads, Protocol):
         its ending charges, such as the one a crash interrupted). ``ties=False``: the caller
         knows the run has no parent to wake and no approval to close."""
 
+    async def finish_run_async(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+        charged: Sequence[Entry] = (),
+        ties: bool = True,
+    ) -> bool:
+        """``finish_run`` for a caller on an event loop: the loop goes on while the run's end
+        waits for its commit."""
+
 
 class LeaseStore(Protocol):
     """Who executes a run: claims, leases and the queue limits a start must fit."""
@@ -318,6 +336,10 @@ class LeaseStore(Protocol):
         With ``recovery``, count the recoveries in a row (see ``LeaseClaim``). With
         ``replay``, the store may read the run's ``replay_state`` with the claim, where that
         costs no round trip of its own, and return it in ``LeaseClaim.replay``."""
+
+    def take_leases(self, asks: Sequence[LeaseAsk]) -> list[LeaseClaim | Exception]:
+        """``take_lease`` of each of ``asks``, together (the claims share transactions), in
+        order: what each decided, or the error it failed with (the others stand)."""
 
     def renew_lease(self, workflow_id: str, *, owner: str, lease_until: float) -> bool | None:
         """Extend a held lease: ``None`` if it was lost, else whether cancel was requested."""

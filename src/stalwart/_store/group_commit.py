@@ -53,7 +53,7 @@ _UNSETTLED = BaseException()
 class Pending(Generic[T]):
     """One write queued for the next commit, and its outcome once that commit ended."""
 
-    __slots__ = ("_error", "_value", "done", "lead", "waiter", "write")
+    __slots__ = ("_error", "_value", "done", "lead", "resolved", "waiter", "write")
 
     def __init__(self, write: T) -> None:
         self.write = write
@@ -62,6 +62,7 @@ class Pending(Generic[T]):
         self.done: _thread.LockType | None = None
         # What an async caller awaits instead, on its loop (it never leads).
         self.waiter: asyncio.Future[None] | None = None
+        self.resolved = False  # (on the waiter's loop) the commit that settled it has ended
         self.lead = False  # set when this waiting caller must lead the next commit
         self._value: Any = None
         self._error: BaseException | None = _UNSETTLED  # built when raised: most settle
@@ -128,7 +129,8 @@ class GroupCommit(Generic[T]):
         """``submit`` for a caller on an event loop: the loop goes on while the write waits
         for its commit, which the pipeline's own thread leads where this caller would."""
         pending = Pending(write)
-        waiter = pending.waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = pending.waiter = loop.create_future()
         with self._lock:
             self._queue.append(pending)
             leading = not self._busy
@@ -139,11 +141,13 @@ class GroupCommit(Generic[T]):
         task = asyncio.current_task()
         asked = 0 if task is None else task.cancelling()  # cancellations asked before this
         try:
-            await asyncio.shield(waiter)
+            await waiter  # (not shielded: a cancellation cancels it, and is handled below)
         except asyncio.CancelledError:
             if self._withdraw(pending):
                 raise
-            await settled(waiter, task, asked)  # a batch holds it: it commits, so wait
+            if not pending.resolved:  # a batch holds it: it commits, so wait, on a new waiter
+                pending.waiter = loop.create_future()
+            await settled(pending.waiter, task, asked)
         return pending.outcome()
 
     def _withdraw(self, pending: Pending[T]) -> bool:
@@ -191,10 +195,11 @@ class GroupCommit(Generic[T]):
         self._lead()
         return pending.outcome()
 
-    def submit_all(self, writes: list[T]) -> list[Any]:
+    def submit_all(self, writes: list[T], *, raising: bool = True) -> list[Any]:
         """Queue ``writes`` together (so one transaction takes them all, unless more than
         ``BATCH_LIMIT`` are queued), wait until each committed, return what each decided in
-        order; raise the first error once every write settled."""
+        order; raise the first error once every write settled (without ``raising``: each
+        error in its write's place, if an ``Exception``)."""
         pendings = [Pending(write) for write in writes]
         for pending in pendings:
             done = pending.done = _thread.allocate_lock()
@@ -212,7 +217,9 @@ class GroupCommit(Generic[T]):
             if pending.lead:
                 pending.done = None  # it leads: its own batch's commit has no one to wake
                 self._lead()
-        return [pending.outcome() for pending in pendings]
+        if raising:
+            return [pending.outcome() for pending in pendings]
+        return [_outcome_or_error(pending) for pending in pendings]
 
     def _lead(self) -> None:
         with self._lock:
@@ -228,15 +235,15 @@ class GroupCommit(Generic[T]):
                     self._busy = False
                 elif successor.waiter is None:
                     successor.lead = True
-            woken: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+            woken: dict[asyncio.AbstractEventLoop, list[Pending[T]]] = {}
             for pending in batch:
                 if pending.done is not None:
                     pending.done.release()
                 elif pending.waiter is not None:
-                    woken.setdefault(pending.waiter.get_loop(), []).append(pending.waiter)
-            for loop, waiters in woken.items():  # one wake-up of each loop for its batch
+                    woken.setdefault(pending.waiter.get_loop(), []).append(pending)
+            for loop, pendings in woken.items():  # one wake-up of each loop for its batch
                 with contextlib.suppress(RuntimeError):  # closed: nobody awaits them any more
-                    loop.call_soon_threadsafe(_resolve, waiters)
+                    loop.call_soon_threadsafe(_resolve, pendings)
             if successor is not None:
                 if successor.waiter is not None:
                     self._lead_elsewhere()
@@ -246,7 +253,7 @@ class GroupCommit(Generic[T]):
             self._after(len(batch))
 
 
-async def settled(waiter: asyncio.Future[None], task: asyncio.Task[Any] | None, asked: int) -> None:
+async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, asked: int) -> None:
     """Wait for ``waiter`` however often ``task`` is cancelled meanwhile, then take back the
     cancellations asked since it had ``asked`` of them: the write the caller returns was
     committed, so the caller goes on as if they had come a moment later (and were not seen)."""
@@ -258,14 +265,24 @@ async def settled(waiter: asyncio.Future[None], task: asyncio.Task[Any] | None, 
             task.uncancel()
 
 
+def _outcome_or_error(pending: Pending[Any]) -> Any:
+    try:
+        return pending.outcome()
+    except Exception as exc:
+        return exc
+
+
 def _forget_in_child(pipeline: weakref.ref[GroupCommit[Any]]) -> None:
     found = pipeline()
     if found is not None:
         found._forget()
 
 
-def _resolve(waiters: list[asyncio.Future[None]]) -> None:
-    """(On their loop) The commit that settled these writes ended."""
-    for waiter in waiters:
-        if not waiter.done():  # (a cancelled caller no longer waits)
+def _resolve(pendings: list[Pending[Any]]) -> None:
+    """(On their loop) The commit that settled these writes ended: wake their callers (a
+    caller cancelled meanwhile made a new waiter, unless it saw this first)."""
+    for pending in pendings:
+        pending.resolved = True
+        waiter = pending.waiter
+        if waiter is not None and not waiter.done():
             waiter.set_result(None)

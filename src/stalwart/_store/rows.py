@@ -23,6 +23,7 @@ __all__ = [
     "ForkCandidate",
     "IndexRow",
     "JournalRow",
+    "LeaseAsk",
     "LeaseClaim",
     "LiveNameRow",
     "NewRun",
@@ -276,6 +277,22 @@ class Entry:
             finished_at=now,
             error=error,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseAsk:
+    """One claim of ``take_leases``: the arguments of ``take_lease``."""
+
+    workflow_id: str
+    owner: str
+    expected_owner: str | None
+    now: float
+    lease_until: float
+    entry: Entry | None = None
+    recovery: bool = False
+    holder_gone: bool = False
+    limits: QueueLimits | None = None
+    replay: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,13 +8,14 @@ helper of its own; ``take_lease`` only sequences them.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..base import Entry, LeaseClaim, QueueLimits, RunRow
+from ..base import Entry, LeaseAsk, LeaseClaim, QueueLimits
 from ._base import _inline
-from .pipeline import Pipelined, Write
+from .claim_reads import ClaimReads
+from .pipeline import Write
 
 __all__ = ["LeaseVerbs"]
 
@@ -52,51 +53,8 @@ def _taken(claim: LeaseClaim) -> bool:
     return claim.taken
 
 
-class LeaseVerbs(Pipelined):
-    """The ``LeaseStore`` verbs over SQL."""
-
-    # -- claiming -------------------------------------------------------------------------
-
-    def claimable(self, workflow_id: str, *, now: float, holder_gone: bool = False) -> bool:
-        """Whether a worker may take the run now (the ``claimable`` fragment)."""
-        params = {"workflow_id": workflow_id, "now": now, "holder_gone": int(holder_gone)}
-        return bool(self._rows("claimable", params))
-
-    def claim_candidates(
-        self, *, names: list[str], queues: list[str], now: float, limit: int
-    ) -> list[RunRow]:
-        """Claimable runs of these workflows and queues, best first, each its whole row."""
-        params = {
-            "names": self._list(names),
-            "queues": self._list(queues),
-            "now": now,
-            "limit": limit,
-            "holder_gone": 0,  # a worker finds dead holders of its host with held_on_host
-        }
-        return self._records("claim_candidates", params, RunRow)
-
-    def held_on_host(self, *, host_prefix: str, names: list[str]) -> list[RunRow]:
-        """Running runs whose lease holder names this host, each its whole row."""
-        params = {"host_prefix": host_prefix + "%", "names": self._list(names)}
-        return self._records("held_on_host", params, RunRow)
-
-    def next_wake(self, *, names: list[str], queues: list[str]) -> float | None:
-        """The earliest time a suspended run of these workflows becomes claimable."""
-        params = {"names": self._list(names), "queues": self._list(queues)}
-        rows = self._rows("next_wake", params)
-        return rows[0][0] if rows else None
-
-    def next_start(self, queue: str, limits: QueueLimits) -> float | None:
-        """When the queue's rate next lets a run start (``None``: it has no rate)."""
-        if limits.rate is None:
-            return None
-        rows = self._rows("nth_latest_start", {"queue": queue, "offset": limits.rate - 1})
-        return None if not rows else float(rows[0][0]) + limits.period
-
-    def cancel_requested_for(self, owner_prefix: str) -> set[str]:
-        """The runs held by owners starting with ``owner_prefix`` that were asked to cancel."""
-        params = {"owner_prefix": owner_prefix}
-        return {row[0] for row in self._rows("cancel_requested_for", params)}
+class LeaseVerbs(ClaimReads):
+    """The ``LeaseStore`` verbs over SQL (the reads that find claimable runs in ``ClaimReads``)."""
 
     # -- taking the lease -----------------------------------------------------------------
 
@@ -121,13 +79,50 @@ class LeaseVerbs(Pipelined):
         queue (fewer than ``concurrency`` runs of the queue running) and, for a pending run,
         room in the queue's rate (fewer than ``rate`` starts in the last ``period`` seconds);
         taking over a running run needs neither: it holds its slot already."""
+        ask = LeaseAsk(
+            workflow_id,
+            owner,
+            expected_owner,
+            now,
+            lease_until,
+            entry,
+            recovery=recovery,
+            holder_gone=holder_gone,
+            limits=limits,
+            replay=replay,
+        )
+        write = self._take_write(ask)
+        # a claim that journals nothing could not tell a retry whether it landed: alone
+        return cast(LeaseClaim, write.alone() if entry is None else self._batched(write))
+
+    def take_leases(self, asks: Sequence[LeaseAsk]) -> list[LeaseClaim | Exception]:
+        """``take_lease`` of each of ``asks``, those that journal an entry in the pipeline's
+        next transaction: a worker's claims of the runs it found together, from one thread."""
+        writes = [self._take_write(ask) for ask in asks]
+        together = [write for ask, write in zip(asks, writes, strict=True) if ask.entry is not None]
+        decided = iter(self._batched_each(together))
+        claims: list[LeaseClaim | Exception] = []
+        for ask, write in zip(asks, writes, strict=True):
+            if ask.entry is not None:
+                claims.append(next(decided))
+                continue
+            try:
+                claims.append(write.alone())
+            except Exception as exc:
+                claims.append(exc)
+        return claims
+
+    def _take_write(self, ask: LeaseAsk) -> Write:
+        """The pipeline's write of ``take_lease``."""
+        workflow_id, owner, now, entry = ask.workflow_id, ask.owner, ask.now, ask.entry
+        recovery, limits, replay = ask.recovery, ask.limits, ask.replay
         swap = {
             "workflow_id": workflow_id,
             "owner": owner,
-            "expected_owner": expected_owner,
+            "expected_owner": ask.expected_owner,
             "now": now,
-            "lease_until": lease_until,
-            "holder_gone": int(holder_gone),
+            "lease_until": ask.lease_until,
+            "holder_gone": int(ask.holder_gone),
         }
 
         # The run's replay read, sent with a lone claim's transaction (``send``), if it was
@@ -154,10 +149,13 @@ class LeaseVerbs(Pipelined):
                 conn.execute(self._q["record_start"], {"queue": admission.rate_queue, "now": now})
             if entry is not None:
                 self._journal_in(conn, workflow_id, entry)
+            if replay and not self._sends_batches:  # a local read: the journal as it left it
+                rows = conn.execute(self._q["replay_state"], {"workflow_id": workflow_id})
+                return LeaseClaim(True, recoveries.count, replay=self._replay_of(rows.fetchall()))
             return LeaseClaim(taken=True, recoveries=recoveries.count)
 
         if entry is None:
-            return self._once(workflow_id, entry, work)
+            return Write(workflow_id, work, lambda: self._once(workflow_id, None, work))
         resumed: Entry = entry
 
         def send(conn: Any) -> LeaseClaim:
@@ -184,11 +182,6 @@ class LeaseVerbs(Pipelined):
             rows = read[0]() if read and claim.taken else None
             return claim if rows is None else LeaseClaim(True, replay=self._replay_of(rows))
 
-        def send_one(conn: Any) -> Callable[[], LeaseClaim]:
-            params = {**self._entry_params(conn, workflow_id, resumed, owner), **swap}
-            taken = self._send_prepared(conn, "claim_in_batch", params)
-            return lambda: _TAKEN if taken() else _REFUSED
-
         # Claims a worker makes together (a burst of new runs, a restart's takeovers) share
         # a transaction; a refusal changes no run and journals nothing, so the others commit.
         # Where the batch goes out whole, each is one statement (a recovery's after its lock).
@@ -199,9 +192,31 @@ class LeaseVerbs(Pipelined):
             write.send = functools.partial(self._send_recovery, swap=swap, entry=resumed)
             write.landed = functools.partial(self._recovered, workflow_id=workflow_id)
         elif one:
-            write.send = send_one
-        claim = self._batched(write)
-        return cast(LeaseClaim, claim)
+            write.send = functools.partial(
+                self._send_claim, swap=swap, entry=resumed, replay=replay
+            )
+        return write
+
+    def _send_claim(
+        self, conn: Any, *, swap: dict[str, Any], entry: Entry, replay: bool
+    ) -> Callable[[], LeaseClaim]:
+        """A claim inside a batch sent whole, as one statement (``claim_in_batch``), and with
+        ``replay`` the run's replay state read after it, in no round trip more; what it
+        decided, once answered."""
+        workflow_id = swap["workflow_id"]
+        params = {**self._entry_params(conn, workflow_id, entry, swap["owner"]), **swap}
+        taken = self._send_prepared(conn, "claim_in_batch", params)
+        rows = (
+            self._send_rows(conn, "replay_state", {"workflow_id": workflow_id}) if replay else None
+        )
+
+        def decided() -> LeaseClaim:
+            if not taken():
+                return _REFUSED
+            read = None if rows is None else rows()
+            return _TAKEN if read is None else LeaseClaim(True, replay=self._replay_of(read))
+
+        return decided
 
     def _send_recovery(
         self, conn: Any, *, swap: dict[str, Any], entry: Entry
@@ -212,10 +227,15 @@ class LeaseVerbs(Pipelined):
         params = {**self._entry_params(conn, workflow_id, entry, swap["owner"]), **swap}
         self._send_lock_run(conn, workflow_id, skip_locked=True)
         counted = self._send_returning(conn, "recover_in_batch", params)
+        rows = self._send_rows(conn, "replay_state", {"workflow_id": workflow_id})
 
         def decided() -> LeaseClaim:
             row = counted()
-            return _REFUSED if row is None else LeaseClaim(True, int(row[0]))
+            if row is None:
+                return _REFUSED
+            read = rows()
+            replay = None if read is None else self._replay_of(read)
+            return LeaseClaim(True, int(row[0]), replay=replay)
 
         return decided
 

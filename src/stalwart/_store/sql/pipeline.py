@@ -86,6 +86,10 @@ class Pipelined(SQLBase):
         ``GroupCommit.submit_all``); what each decided once it committed."""
         return self._pipeline.submit_all(writes)
 
+    def _batched_each(self, writes: list[Write]) -> list[Any]:
+        """``_batched_all``, with the error of each write that failed in its place."""
+        return self._pipeline.submit_all(writes, raising=False)
+
     def _as_writer(self) -> AbstractContextManager[None]:
         """Around a batch's commit: the connection it uses is the pipeline's (a backend with
         a pool of connections keeps one for it)."""

@@ -148,7 +148,61 @@ class RunVerbs(Pipelined):
         """Set the final status, release the lease, close pending approvals and journal it
         (after the ``charged`` attempts), in one transaction; ``ties=False`` skips the
         approvals and the parent (the caller knows there are none)."""
+        write = self._finish_write(
+            workflow_id,
+            owner=owner,
+            status=status,
+            output=output,
+            error=error,
+            now=now,
+            entry=entry,
+            charged=charged,
+            ties=ties,
+        )
+        return bool(self._batched(write))
 
+    async def finish_run_async(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+        charged: Sequence[Entry] = (),
+        ties: bool = True,
+    ) -> bool:
+        """``finish_run`` for a caller on an event loop, which goes on while the run's end
+        waits for the transaction it shares with other writes to commit."""
+        write = self._finish_write(
+            workflow_id,
+            owner=owner,
+            status=status,
+            output=output,
+            error=error,
+            now=now,
+            entry=entry,
+            charged=charged,
+            ties=ties,
+        )
+        return bool(await self._batched_async(write))
+
+    def _finish_write(
+        self,
+        workflow_id: str,
+        *,
+        owner: str,
+        status: str,
+        output: bytes | None,
+        error: str | None,
+        now: float,
+        entry: Entry,
+        charged: Sequence[Entry],
+        ties: bool,
+    ) -> Write:
+        """The pipeline's write of ``finish_run``."""
         inline = output is None or len(output) <= INLINE_LIMIT
 
         def update(conn: Any, query: str = "finish_run") -> Any:
@@ -212,4 +266,4 @@ class RunVerbs(Pipelined):
         # in a batch sent whole: one statement (its end's entry, approvals and parent hang
         # on the fenced update), after one for each charged attempt
         one = self._sends_batches and inline and all(map(_inline, [*charged, entry]))
-        return bool(self._batched(Write(workflow_id, work, alone, send=send_one if one else None)))
+        return Write(workflow_id, work, alone, send=send_one if one else None)
