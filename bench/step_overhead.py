@@ -11,11 +11,15 @@ alternate so drift hits both alike, and the last column shows the range of the r
 each stalwart run to the floor run beside it, a gauge of the noise.
 
     python bench/step_overhead.py [--steps 1000] [--runs 5] [--dir PATH] [--postgres-url URL]
+                                   [--async]
 
 With PostgreSQL reachable (``--postgres-url``, else ``$STALWART_TEST_POSTGRES_URL``, else the
 local server), a third row does the same on PostgreSQL: each run in a fresh schema, the floor
 a psycopg loop of autocommitted INSERTs (psycopg prepares them after a few) into a journal
 table that stalwart's own migrations created.
+
+With ``--async`` the workflow and its step are ``async def``: one run's steps on the app's
+event loop, each awaiting its commit.
 
 Last, the latency of a one-step ``app.run`` (create the run holding its lease; then journal the
 step's outcome and finish the run, together: two store transactions) on each backend, the
@@ -69,21 +73,14 @@ def journal_schema() -> str:
     return "\n".join(folder.joinpath(name).read_text("utf-8") for name in names)
 
 
-def time_stalwart(url: str, steps: int, durability: str = "process") -> float:
-    """Seconds ``app.run`` takes for one workflow of ``steps`` no-op steps on ``url``."""
+def time_stalwart(
+    url: str, steps: int, durability: str = "process", is_async: bool = False
+) -> float:
+    """Seconds ``app.run`` takes for one workflow of ``steps`` no-op steps on ``url``
+    (``async def`` ones with ``is_async``)."""
     app = stalwart.Stalwart(url, durability=durability)
     try:
-
-        @app.step
-        def noop() -> None:
-            return None
-
-        @app.workflow
-        def many(n: int) -> int:
-            for _ in range(n):
-                noop()
-            return n
-
+        many = declare_async(app) if is_async else declare_sync(app)
         start = time.perf_counter()
         result = app.run(many, steps, workflow_id=WORKFLOW_ID)
         elapsed = time.perf_counter() - start
@@ -92,6 +89,38 @@ def time_stalwart(url: str, steps: int, durability: str = "process") -> float:
     if result != steps:
         raise RuntimeError(f"the benchmark workflow returned {result!r}, not {steps}")
     return elapsed
+
+
+def declare_sync(app: stalwart.Stalwart) -> Any:
+    """The bench's workflow: ``n`` no-op steps."""
+
+    @app.step
+    def noop() -> None:
+        return None
+
+    @app.workflow
+    def many(n: int) -> int:
+        for _ in range(n):
+            noop()
+        return n
+
+    return many
+
+
+def declare_async(app: stalwart.Stalwart) -> Any:
+    """The bench's workflow, ``async def``: ``n`` no-op steps, awaited one after another."""
+
+    @app.step
+    async def noop() -> None:
+        return None
+
+    @app.workflow
+    async def many(n: int) -> int:
+        for _ in range(n):
+            await noop()
+        return n
+
+    return many
 
 
 def time_floor(folder: str, steps: int, durability: str, schema: str) -> float:
@@ -349,6 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         or "postgresql://postgres@127.0.0.1:5432/test",
         help="a database where the bench may create and drop schemas",
     )
+    parser.add_argument(
+        "--async",
+        dest="use_async",
+        action="store_true",
+        help="the workflow and its step are async def (the run's steps on the app's loop)",
+    )
     args = parser.parse_args(argv)
     if args.steps < 1 or args.runs < 1:
         parser.error("--steps and --runs must be >= 1")
@@ -357,7 +392,8 @@ def main(argv: list[str] | None = None) -> int:
     where = os.path.abspath(args.dir or tempfile.gettempdir())
     print(
         f"stalwart {stalwart.__version__} step overhead: "
-        f"{args.steps} no-op steps per workflow, median of {args.runs} runs, "
+        f"{args.steps} no-op {'async def ' if args.use_async else ''}steps per workflow, "
+        f"median of {args.runs} runs, "
         f"SQLite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, DBs in {where}"
     )
     print()
@@ -370,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     for durability, synchronous in SYNCHRONOUS.items():
         row = compare(
             durability,
-            lambda folder, n, d=durability: time_stalwart(f"sqlite:///{folder}/stalwart.db", n, d),
+            lambda folder, n, d=durability: time_stalwart(
+                f"sqlite:///{folder}/stalwart.db", n, d, args.use_async
+            ),
             lambda folder, n, d=durability: time_floor(folder, n, d, schema),
             lambda measure: in_fresh_dir(args.dir, measure),
             steps=args.steps,
@@ -389,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
         base = args.postgres_url
         row = compare(
             "postgres",
-            lambda schema, n: time_stalwart(pg_schema_url(base, schema), n),
+            lambda schema, n: time_stalwart(
+                pg_schema_url(base, schema), n, is_async=args.use_async
+            ),
             lambda schema, n: time_floor_pg(base, schema, n),
             lambda measure: in_fresh_schema(base, measure),
             steps=args.steps,

@@ -1,6 +1,7 @@
-"""bench/group_commit.py (sync and ``--async``) and bench/step_floor.py, which borrows its
-sampler, at a small size on SQLite, so the benchmarks cannot rot: they run and print their
-tables. Their figures are not checked here: timing claims live in the benchmarks."""
+"""bench/group_commit.py (sync and ``--async``), bench/step_floor.py, which borrows its
+sampler, and bench/step_overhead.py with ``--async``, at a small size, so the benchmarks cannot
+rot: they run and print their tables. Their figures are not checked here: timing claims live
+in the benchmarks."""
 
 from __future__ import annotations
 
@@ -40,3 +41,9 @@ def test_the_step_floor_bench_runs_at_a_small_size() -> None:
     out = _run("step_floor.py", "--runs", "20", "--steps", "2", "--repeat", "1")
     for engine in ("threads", "asyncio", "stalwart"):
         assert engine in out, out
+
+
+def test_the_step_overhead_bench_runs_async_at_a_small_size() -> None:
+    out = _run("step_overhead.py", "--steps", "20", "--runs", "1", "--latency-runs", "2", "--async")
+    assert "no-op async def steps per workflow" in out, out
+    assert "process (NORMAL)" in out and "one-step app.run" in out, out

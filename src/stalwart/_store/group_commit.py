@@ -8,9 +8,12 @@ everything queued by then. Each caller returns only after the transaction holdin
 committed (or with its own error): nothing is acknowledged that a crash could still lose.
 
 An ``async def`` caller (``submit_async``: a step of an async workflow, on the event loop its
-run shares with others) never commits on its loop, nor blocks it: its write is queued like any
-other, a batch whose leader would be an async caller is committed by the pipeline's own threads
-(started on first use), and the caller awaits the commit. The runs of one loop that reach a
+run shares with others) does not block its loop while others on it could run: its write is
+queued like any other, a batch whose leader would be an async caller is committed by the
+pipeline's own threads (started on first use), and the caller awaits the commit. Only when
+nothing else on its loop is ready to run (a lone async run), and the store's commits are
+local and quick (``in_place``: SQLite), does it lead the commit itself, in place: two
+hand-offs between threads cost more than such a commit. The runs of one loop that reach a
 commit while a batch is under way thus queue up for the next one, as threads do. An async
 caller cancelled while it waits withdraws its write if no batch took it yet (nothing was
 written: its caller sees the cancellation); once a batch holds it, it waits for that commit
@@ -95,9 +98,14 @@ class GroupCommit(Generic[T]):
         self,
         commit: Callable[[list[Pending[T]]], None],
         after: Callable[[int], None] | None = None,
+        *,
+        in_place: bool = False,
     ) -> None:
         self._commit = commit
         self._after = after
+        # Whether an async caller alone on its loop commits its write itself (``submit_async``):
+        # for a store whose commit is quick and local (SQLite), not one a network could stall.
+        self._in_place = in_place
         self._lock = threading.Lock()
         self._queue: list[Pending[T]] = []
         self._busy = False
@@ -130,12 +138,23 @@ class GroupCommit(Generic[T]):
         for its commit, which the pipeline's own thread leads where this caller would."""
         pending = Pending(write)
         loop = asyncio.get_running_loop()
-        waiter = pending.waiter = loop.create_future()
+        alone = self._in_place and not _others_ready(loop)
+        if not alone:
+            pending.waiter = loop.create_future()
         with self._lock:
-            self._queue.append(pending)
             leading = not self._busy
             if leading:
                 self._busy = True
+            elif alone:  # another commit is under way: wait for it like the others
+                pending.waiter = loop.create_future()
+            self._queue.append(pending)
+        if leading and alone:
+            # Nothing else on this loop could run meanwhile: one commit here costs less than
+            # handing it to a thread and back (a lone async run's every step).
+            self._lead()
+            return pending.outcome()
+        waiter = pending.waiter
+        assert waiter is not None
         if leading:
             self._lead_elsewhere()
         task = asyncio.current_task()
@@ -146,8 +165,8 @@ class GroupCommit(Generic[T]):
             if self._withdraw(pending):
                 raise
             if not pending.resolved:  # a batch holds it: it commits, so wait, on a new waiter
-                pending.waiter = loop.create_future()
-            await settled(pending.waiter, task, asked)
+                waiter = pending.waiter = loop.create_future()
+            await settled(waiter, task, asked)
         return pending.outcome()
 
     def _withdraw(self, pending: Pending[T]) -> bool:
@@ -263,6 +282,13 @@ async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, a
     if task is not None:
         while task.cancelling() > asked:
             task.uncancel()
+
+
+def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether anything else on ``loop`` is ready to run now (on a loop that does not say,
+    such as uvloop's: assumed so)."""
+    ready = getattr(loop, "_ready", None)
+    return ready is None or len(ready) > 0
 
 
 def _outcome_or_error(pending: Pending[Any]) -> Any:

@@ -64,6 +64,7 @@ class SQLiteStore(SQLStore):
     """A store in one SQLite database file, or in memory for ``memory://``."""
 
     _collect_batch = 50  # one writer for every claim: short collector transactions
+    _commits_in_place = True  # a commit is local: a lone async run's step commits it itself
 
     def __init__(self, url: str, path: str | None, *, durability: str) -> None:
         self.url = url

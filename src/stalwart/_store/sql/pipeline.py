@@ -66,11 +66,13 @@ class Pipelined(SQLBase):
     _sends_batches = False
     # Whether ``_as_writer`` does something (a backend keeping a connection for the pipeline).
     _own_writer = False
+    # Whether a lone async caller commits its write itself (``GroupCommit``'s ``in_place``).
+    _commits_in_place = False
 
     def _open_pipeline(self, after: Callable[[int], None] | None = None) -> None:
         """Called by a backend's constructor: this store object's one pipeline (``after``:
         see ``GroupCommit``)."""
-        self._pipeline = GroupCommit(self._commit_batch, after)
+        self._pipeline = GroupCommit(self._commit_batch, after, in_place=self._commits_in_place)
 
     def _batched(self, write: Write) -> Any:
         """Do ``write`` in the next transaction of the pipeline; return what it decided once
