@@ -1333,31 +1333,21 @@ def test_racing_compare_and_set_writers_lose_no_update(store_url: str, store: St
 # Every verb that takes the caller's lease ``owner``, called by a stale owner: what it returns.
 # ``create_run`` and ``take_lease`` name the owner they make; ``take_lease`` is fenced by
 # ``expected_owner`` instead, and is in the table with a stale one.
+_STALE_END: dict[str, Any] = {
+    "owner": "w0",
+    "status": "completed",
+    "output": b"J1",
+    "error": None,
+    "now": 110,
+    "entry": Entry(kind="run", name="finished", status="completed"),
+}
 STALE: dict[str, Callable[[Store], object]] = {
     "append": lambda s: s.append("r1", _step(1), owner="w0"),
     "append_many": lambda s: s.append_many("r1", [_step(1), _step(2)], owner="w0"),
     "append_async": lambda s: asyncio.run(s.append_async("r1", _step(1), owner="w0")),
     "mark_retry": lambda s: s.mark_retry("r1", owner="w0", marker="1:2"),
-    "finish_run": lambda s: s.finish_run(
-        "r1",
-        owner="w0",
-        status="completed",
-        output=b"J1",
-        error=None,
-        now=110,
-        entry=Entry(kind="run", name="finished", status="completed"),
-    ),
-    "finish_run_async": lambda s: asyncio.run(
-        s.finish_run_async(
-            "r1",
-            owner="w0",
-            status="completed",
-            output=b"J1",
-            error=None,
-            now=110,
-            entry=Entry(kind="run", name="finished", status="completed"),
-        )
-    ),
+    "finish_run": lambda s: s.finish_run("r1", **_STALE_END),
+    "finish_run_async": lambda s: asyncio.run(s.finish_run_async("r1", **_STALE_END)),
     "suspend_run": lambda s: s.suspend_run(
         "r1", owner="w0", wake_at=1.0, waiting_for=None, now=110, entry=_note("suspended")
     ),

@@ -9,31 +9,17 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 import stalwart
+from serving import serving
 from stalwart import testing
-from stalwart._worker import Worker
 
 pytestmark = pytest.mark.timeout(60)
 
 WAIT_S = 20.0
-
-
-@contextmanager
-def serving(app: stalwart.Stalwart, concurrency: int = 8) -> Iterator[Worker]:
-    worker = testing.worker(app, concurrency=concurrency)
-    thread = threading.Thread(target=worker.serve, name="async-slots-worker", daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(timeout=WAIT_S)
-        assert not thread.is_alive(), "the worker did not stop"
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> None:

@@ -29,17 +29,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 import stalwart
-from stalwart import testing
+from serving import serving
 from stalwart._store import Entry, Store
 from stalwart._store.base import QueueLimits
-from stalwart._worker import Worker
 from stalwart.testing import FakeClock, runtime_of, store_of
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,23 +47,6 @@ POLL_GRACE_S = 0.7  # longer than a worker's full poll (0.5 s): time to do what 
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-@contextmanager
-def serving(
-    app: stalwart.Stalwart, *, concurrency: int = 8, queues: list[str] | None = None
-) -> Iterator[Worker]:
-    """A worker serving ``app`` in a thread; stopped (and joined) when the block ends."""
-    worker = testing.worker(app, concurrency=concurrency, queues=queues)
-    thread = threading.Thread(target=worker.serve, name="queue-test-worker", daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(timeout=WAIT_S)
-        if thread.is_alive():
-            raise AssertionError("the worker thread did not stop")
 
 
 def wait_until(condition: Callable[[], bool], what: str, timeout: float = WAIT_S) -> None:
