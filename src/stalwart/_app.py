@@ -21,7 +21,7 @@ from ._declare import (
     encode_args,
 )
 from ._engine.driver import Driver
-from ._engine.loop import install_task_factory
+from ._engine.loop import prepare_app_loop
 from ._engine.streams import close_streams
 from ._handle import Handle
 from ._ingress import Delivery, Ingress
@@ -111,7 +111,7 @@ class Stalwart(
             lease_seconds=float(lease_seconds),
             max_recoveries=max_recoveries,
             registry=Registry(),
-            loop=AppLoop(install_task_factory),
+            loop=AppLoop(prepare_app_loop),
             prices=dict(prices or {}),
             observers=[Tracing()],
             retention=kept,

@@ -16,7 +16,7 @@ from batches import batch_sizes, held, queued
 from batches import together as _together
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
-from stalwart._store.group_commit import BATCH_LIMIT
+from stalwart._store.group_commit import BATCH_LIMIT, own_loop
 from stalwart._store.sql.pipeline import Write
 
 pytestmark = pytest.mark.timeout(60)
@@ -247,12 +247,17 @@ def test_async_appends_share_a_transaction_while_their_loop_goes_on(store: Any) 
     assert [r.seq for r in store.replay_index("r2")] == []
 
 
-@pytest.mark.parametrize("beside", [True, False], ids=["busy-loop", "alone"])
-def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool) -> None:
+@pytest.mark.parametrize(
+    ("beside", "own"),
+    [(True, True), (False, True), (False, False)],
+    ids=["busy-own-loop", "alone-on-own-loop", "alone-on-a-callers-loop"],
+)
+def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool, own: bool) -> None:
     """With no commit under way, the pipeline's own thread commits an async caller's write
     while other tasks on its loop could run: the loop never waits on the database for them.
-    A caller alone on its loop commits in place where the store's commits are local (SQLite):
-    nothing else is held up, and two hand-offs between threads would cost more."""
+    A caller alone on a loop an app keeps for its runs commits in place where the store's
+    commits are local (SQLite): nothing else is held up, and two hand-offs between threads
+    would cost more. On a caller's loop (``run_async``), which serves other code, never."""
     _create(store, "r1", "w1")
     threads: list[int] = []
     real = store._pipeline._commit
@@ -268,6 +273,8 @@ def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool) -> 
             await asyncio.sleep(0)
 
     async def main() -> tuple[bool, int]:
+        if own:
+            own_loop(asyncio.get_running_loop())
         writing = store.append_async("r1", _step(1), owner="w1")
         if beside:
             held, _ = await asyncio.gather(writing, busy())
@@ -280,7 +287,7 @@ def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool) -> 
     finally:
         store._pipeline._commit = real
     assert held is True
-    in_place = not beside and store._commits_in_place
+    in_place = own and not beside and store._commits_in_place
     assert threads == [loop_thread] if in_place else (threads and loop_thread not in threads)
     assert [r.seq for r in store.replay_index("r1")] == [1]
 

@@ -17,9 +17,10 @@ import gc
 import threading
 from typing import Any
 
+from .._store.group_commit import own_loop
 from .invocation import CURRENT_RUN, CURRENT_STEP
 
-__all__ = ["install_task_factory"]
+__all__ = ["install_task_factory", "prepare_app_loop"]
 
 _collecting: int | None = None  # the thread the garbage collector runs in, while it runs
 
@@ -84,3 +85,10 @@ def install_task_factory(loop: asyncio.AbstractEventLoop) -> None:
     current = loop.get_task_factory()
     if not isinstance(current, _Factory):
         loop.set_task_factory(_Factory(current))
+
+
+def prepare_app_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Prepare the loop an app keeps for its own async runs (``AppLoop``): its task factory,
+    and its writes' leave to commit in place when nothing else on it is ready to run."""
+    install_task_factory(loop)
+    own_loop(loop)

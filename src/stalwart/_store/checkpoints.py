@@ -169,7 +169,9 @@ class CommitCheckpoints:
     1,000 pages, while that connection, and every write queued for the next commit, waits for
     it. Made here, by the thread that led the commit once its batch's callers are woken, it
     overlaps the next commits; only that thread's own run waits for it, as a lone run's commit
-    waited for it before (no thread of its own: on 2 cores, one made a lone run slower). The
+    waited for it before (no thread of its own: on 2 cores, one made a lone run slower). A
+    commit an async caller led on its event loop hands the copy to a pipeline thread, so the
+    loop does not wait for it (``GroupCommit``). The
     leader copies the log every ``_COMMIT_PAGES`` or so, which it estimates from the pages the
     writes before added, so the connection's own autocheckpoint (1,000 pages) is left to the
     writes outside the pipeline, and to a log that readers kept from starting over."""

@@ -11,14 +11,17 @@ An ``async def`` caller (``submit_async``: a step of an async workflow, on the e
 run shares with others) does not block its loop while others on it could run: its write is
 queued like any other, a batch whose leader would be an async caller is committed by the
 pipeline's own threads (started on first use), and the caller awaits the commit. Only when
-nothing else on its loop is ready to run (a lone async run), and the store's commits are
-local and quick (``in_place``: SQLite), does it lead the commit itself, in place: two
-hand-offs between threads cost more than such a commit. The runs of one loop that reach a
-commit while a batch is under way thus queue up for the next one, as threads do. An async
-caller cancelled while it waits withdraws its write if no batch took it yet (nothing was
-written: its caller sees the cancellation); once a batch holds it, it waits for that commit
-whatever happens and returns what it decided, so that what the caller saw is what the journal
-says.
+nothing else on its loop is ready to run (a lone async run), the loop is one an app keeps for
+its own runs (``own_loop``: never a caller's), and the store's commits are local
+(``in_place``: SQLite), does it lead the commit itself, in place: two hand-offs between
+threads cost more than such a commit. Its ``after`` upkeep still runs on a pipeline thread.
+The price: while a commit so led waits for SQLite's write lock (another process holding it),
+the other runs on that loop wait too, as they would for the same lock to commit. The runs of
+one loop that reach a commit while a batch is under way thus queue up for the next one, as
+threads do. An async caller cancelled while it waits withdraws its write if no batch took it
+yet (nothing was written: its caller sees the cancellation); once a batch holds it, it waits
+for that commit whatever happens and returns what it decided, so that what the caller saw is
+what the journal says.
 
 What a transaction does with a batch is the store's business (``commit`` below); this module
 only decides who commits what, and when. ``after``, where given, is called by the leader once
@@ -40,7 +43,7 @@ from typing import Any, Generic, TypeVar
 
 from .._errors import StoreError
 
-__all__ = ["GroupCommit", "Pending", "settled"]
+__all__ = ["GroupCommit", "Pending", "own_loop", "settled"]
 
 T = TypeVar("T")
 
@@ -138,7 +141,7 @@ class GroupCommit(Generic[T]):
         for its commit, which the pipeline's own thread leads where this caller would."""
         pending = Pending(write)
         loop = asyncio.get_running_loop()
-        alone = self._in_place and not _others_ready(loop)
+        alone = self._in_place and loop in _OWN_LOOPS and not _others_ready(loop)
         if not alone:
             pending.waiter = loop.create_future()
         with self._lock:
@@ -151,7 +154,7 @@ class GroupCommit(Generic[T]):
         if leading and alone:
             # Nothing else on this loop could run meanwhile: one commit here costs less than
             # handing it to a thread and back (a lone async run's every step).
-            self._lead()
+            self._lead(on_loop=True)
             return pending.outcome()
         waiter = pending.waiter
         assert waiter is not None
@@ -179,20 +182,24 @@ class GroupCommit(Generic[T]):
 
     def _lead_elsewhere(self) -> None:
         """Have one of the pipeline's own threads lead the next commit."""
+        self._elsewhere(self._lead)
+
+    def _elsewhere(self, work: Callable[..., None], *args: Any) -> None:
+        """``work(*args)`` in one of the pipeline's own threads."""
         with self._lock:
             if not self._closed and self._leader is None:
                 self._leader = ThreadPoolExecutor(2, thread_name_prefix="stalwart-commit")
             leader = None if self._closed else self._leader
         try:
             if leader is not None:
-                leader.submit(self._lead)
+                leader.submit(work, *args)
                 return
         except RuntimeError:  # shut down meanwhile: the store closes
             pass
         try:
-            threading.Thread(target=self._lead, name="stalwart-commit", daemon=True).start()
-        except RuntimeError:  # no thread can start (the interpreter exits): lead here, blocking
-            self._lead()
+            threading.Thread(target=work, args=args, name="stalwart-commit", daemon=True).start()
+        except RuntimeError:  # no thread can start (the interpreter exits): here, blocking
+            work(*args)
 
     def submit(self, write: T) -> Any:
         """Queue ``write``, wait until the transaction holding it committed, return what it
@@ -240,7 +247,7 @@ class GroupCommit(Generic[T]):
             return [pending.outcome() for pending in pendings]
         return [_outcome_or_error(pending) for pending in pendings]
 
-    def _lead(self) -> None:
+    def _lead(self, *, on_loop: bool = False) -> None:
         with self._lock:
             batch = self._queue[:BATCH_LIMIT]
             del self._queue[:BATCH_LIMIT]
@@ -269,7 +276,10 @@ class GroupCommit(Generic[T]):
                 elif successor.done is not None:
                     successor.done.release()
         if self._after is not None:
-            self._after(len(batch))
+            if on_loop:  # its upkeep (a log copy, fsyncs) is no reason to hold the loop
+                self._elsewhere(self._after, len(batch))
+            else:
+                self._after(len(batch))
 
 
 async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, asked: int) -> None:
@@ -282,6 +292,16 @@ async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, a
     if task is not None:
         while task.cancelling() > asked:
             task.uncancel()
+
+
+# The loops an app keeps for its own async runs (``own_loop``): only their writes may commit
+# in place, never those of a caller's loop (``run_async``), which serves the caller's code too.
+_OWN_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def own_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Mark ``loop`` as one an app keeps for its async runs alone (see ``submit_async``)."""
+    _OWN_LOOPS.add(loop)
 
 
 def _others_ready(loop: asyncio.AbstractEventLoop) -> bool:
