@@ -5,6 +5,7 @@ would copy it inside a commit, holding up every write queued behind it."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -90,3 +91,37 @@ def test_a_closed_store_leaves_no_checkpointing_connection(tmp_path: Path) -> No
     assert copies._conn is None
     copies.committed(10_000)  # a leader finishing after the close copies nothing
     assert copies._conn is None
+
+
+def test_a_commit_led_on_an_event_loop_has_its_log_copied_off_the_loop(tmp_path: Path) -> None:
+    """A lone async run's write commits in place on the app's loop (``GroupCommit``); the log
+    copy that commit makes due is made by a thread of its own, not on the loop."""
+    path = tmp_path / "stalwart.db"
+    store = SQLiteStore(f"sqlite:///{path}", str(path), durability="process")
+    copies = store._copies
+    assert copies is not None
+    threads: list[str] = []
+    real = copies._copy
+
+    def noted() -> None:
+        threads.append(threading.current_thread().name)
+        real()
+
+    copies._copy = noted  # type: ignore[method-assign]
+    try:
+        store.create_runs([_new("r1")])
+
+        async def on_the_loop() -> str:
+            copies._writes = copies._due  # the next commit makes a copy due
+            copies.committed(1)
+            return threading.current_thread().name
+
+        loop_thread = asyncio.run(on_the_loop())
+        with copies._lock:  # taken while a copy is under way: here, once it ended
+            pass
+        assert threads and threads[0] != loop_thread
+        copies._writes = copies._due
+        copies.committed(1)  # off a loop: in the leader's own thread, as before
+        assert threads[1] == threading.current_thread().name
+    finally:
+        store.close()

@@ -18,6 +18,7 @@ truncated.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sqlite3
@@ -170,11 +171,11 @@ class CommitCheckpoints:
     it. Made here, by the thread that led the commit once its batch's callers are woken, it
     overlaps the next commits; only that thread's own run waits for it, as a lone run's commit
     waited for it before (no thread of its own: on 2 cores, one made a lone run slower). A
-    commit an async caller led on its event loop hands the copy to a pipeline thread, so the
-    loop does not wait for it (``GroupCommit``). The
-    leader copies the log every ``_COMMIT_PAGES`` or so, which it estimates from the pages the
-    writes before added, so the connection's own autocheckpoint (1,000 pages) is left to the
-    writes outside the pipeline, and to a log that readers kept from starting over."""
+    commit an async caller led on its event loop (``GroupCommit``) has the copy made by a
+    thread of its own, so the loop does not wait for it. The leader copies the log every
+    ``_COMMIT_PAGES`` or so, which it estimates from the pages the writes before added, so the
+    connection's own autocheckpoint (1,000 pages) is left to the writes outside the pipeline,
+    and to a log that readers kept from starting over."""
 
     def __init__(self, path: str, synchronous: str, paused: Callable[[], bool]) -> None:
         self._path = path
@@ -190,10 +191,18 @@ class CommitCheckpoints:
 
     def committed(self, writes: int) -> None:
         """A commit of ``writes`` writes ended: copy the log if it is due (and no other thread
-        is copying it)."""
+        is copying it); from an event loop, in a thread of its own."""
         self._writes += writes
         if self._writes < self._due or not self._lock.acquire(blocking=False):
             return
+        if _on_a_loop():
+            copier = threading.Thread(target=self._copy_held, name="stalwart-copy", daemon=True)
+            copier.start()
+            return
+        self._copy_held()
+
+    def _copy_held(self) -> None:
+        """Copy the log; the lock is held, and released here."""
         try:
             if not self._closed and not self._paused():
                 self._copy()
@@ -227,3 +236,12 @@ class CommitCheckpoints:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _on_a_loop() -> bool:
+    """Whether the caller runs on an event loop (its thread must not wait on the disk)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -14,7 +14,7 @@ pipeline's own threads (started on first use), and the caller awaits the commit.
 nothing else on its loop is ready to run (a lone async run), the loop is one an app keeps for
 its own runs (``own_loop``: never a caller's), and the store's commits are local
 (``in_place``: SQLite), does it lead the commit itself, in place: two hand-offs between
-threads cost more than such a commit. Its ``after`` upkeep still runs on a pipeline thread.
+threads cost more than such a commit (``after`` then runs on the loop too: keep it quick).
 The price: while a commit so led waits for SQLite's write lock (another process holding it),
 the other runs on that loop wait too, as they would for the same lock to commit. The runs of
 one loop that reach a commit while a batch is under way thus queue up for the next one, as
@@ -154,7 +154,7 @@ class GroupCommit(Generic[T]):
         if leading and alone:
             # Nothing else on this loop could run meanwhile: one commit here costs less than
             # handing it to a thread and back (a lone async run's every step).
-            self._lead(on_loop=True)
+            self._lead()
             return pending.outcome()
         waiter = pending.waiter
         assert waiter is not None
@@ -247,7 +247,7 @@ class GroupCommit(Generic[T]):
             return [pending.outcome() for pending in pendings]
         return [_outcome_or_error(pending) for pending in pendings]
 
-    def _lead(self, *, on_loop: bool = False) -> None:
+    def _lead(self) -> None:
         with self._lock:
             batch = self._queue[:BATCH_LIMIT]
             del self._queue[:BATCH_LIMIT]
@@ -276,10 +276,7 @@ class GroupCommit(Generic[T]):
                 elif successor.done is not None:
                     successor.done.release()
         if self._after is not None:
-            if on_loop:  # its upkeep (a log copy, fsyncs) is no reason to hold the loop
-                self._elsewhere(self._after, len(batch))
-            else:
-                self._after(len(batch))
+            self._after(len(batch))
 
 
 async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, asked: int) -> None:
