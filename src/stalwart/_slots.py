@@ -9,7 +9,7 @@ import contextvars
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -108,11 +108,43 @@ class Slots:
         except Exception as exc:  # the app closed its loop, the pool shut down
             self.driver.abandon(inv, exc)
             return False
-        with self._lock:
-            self.active[row.workflow_id] = (future, invocations)
-        # its slot frees as it ends (at once when it already has): no scan of every run
-        future.add_done_callback(lambda done: self._ended(row.workflow_id, done, invocations))
+        self._hold(row.workflow_id, future, invocations)
         return True
+
+    def run_all(
+        self, taken: list[tuple[RunRow, Invocation | None]], pool: ThreadPoolExecutor
+    ) -> list[bool]:
+        """:meth:`run` of each; the async runs' tasks start on the app's loop together, with
+        one wake-up of its thread."""
+        started: list[bool] = []
+        starting: list[tuple[Coroutine[Any, Any, None], Future[None]]] = []
+        held: list[tuple[Invocation, int]] = []
+        for row, inv in taken:
+            if inv is None or not inv.wf.is_async:
+                started.append(self.run(row, inv, pool))
+                continue
+            invocations = [inv]
+            future: Future[None] = Future()
+            starting.append((self._execute_async(inv, row, invocations, pool), future))
+            held.append((inv, len(started)))
+            self._hold(row.workflow_id, future, invocations)
+            started.append(True)
+        if starting:
+            try:
+                self.runtime.loop.loop.call_soon_threadsafe(_start_tasks, starting)
+            except Exception as exc:  # the app closed its loop: give the runs back at once
+                for (coro, future), (inv, at) in zip(starting, held, strict=True):
+                    coro.close()
+                    self.driver.abandon(inv, exc)
+                    future.cancel()
+                    started[at] = False
+        return started
+
+    def _hold(self, workflow_id: str, future: Future[None], invocations: list[Invocation]) -> None:
+        with self._lock:
+            self.active[workflow_id] = (future, invocations)
+        # its slot frees as it ends (at once when it already has): no scan of every run
+        future.add_done_callback(lambda done: self._ended(workflow_id, done, invocations))
 
     def _ended(self, workflow_id: str, future: Future[None], invocations: list[Invocation]) -> None:
         with self._lock:
@@ -186,3 +218,19 @@ async def _to_its_end(future: asyncio.Future[T]) -> T:
     task = asyncio.current_task()
     await settled(future, task, 0 if task is None else task.cancelling())
     return future.result()
+
+
+def _start_tasks(starting: list[tuple[Coroutine[Any, Any, None], Future[None]]]) -> None:
+    """(On the app's loop) Start each run's task; its future settles as the task ends."""
+    loop = asyncio.get_running_loop()
+    for coro, future in starting:
+        loop.create_task(coro).add_done_callback(functools.partial(_settle, future))
+
+
+def _settle(future: Future[None], task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        future.cancel()
+    elif (error := task.exception()) is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(None)

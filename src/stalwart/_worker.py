@@ -407,7 +407,7 @@ class Worker:
         runs = [(wf, row) for row in rows if (wf := workflows.get(row.name)) is not None]
         taken, error = self.driver.take_all(runs, self.runtime.clock.time())
         took = {row.workflow_id: inv for (_wf, row), inv in zip(runs, taken, strict=True)}
-        started = [self.slots.run(row, took.get(row.workflow_id), pool) for row in rows]
+        started = self.slots.run_all([(row, took.get(row.workflow_id)) for row in rows], pool)
         if error is not None:
             raise error  # after every run taken was started: none is left held and idle
         return started
