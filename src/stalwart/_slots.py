@@ -88,40 +88,18 @@ class Slots:
         with self._lock:
             return [(w, entry) for w, entry in self.active.items() if not entry[0].done()]
 
-    def run(self, row: RunRow, inv: Invocation | None, pool: ThreadPoolExecutor) -> bool:
-        """Execute ``inv`` (``None``: nothing was taken) in a slot; whether it started (a run
-        that could not start is given back at once)."""
-        if inv is None:
-            return False
-        invocations = [inv]
-        future: Future[None]
-        try:
-            if inv.wf.is_async:  # a task on the app's loop, without a thread of the pool
-                coro = self._execute_async(inv, row, invocations, pool)
-                try:
-                    future = asyncio.run_coroutine_threadsafe(coro, self.runtime.loop.loop)
-                except BaseException:
-                    coro.close()
-                    raise
-            else:
-                future = pool.submit(self._execute, inv, row, invocations)
-        except Exception as exc:  # the app closed its loop, the pool shut down
-            self.driver.abandon(inv, exc)
-            return False
-        self._hold(row.workflow_id, future, invocations)
-        return True
-
     def run_all(
         self, taken: list[tuple[RunRow, Invocation | None]], pool: ThreadPoolExecutor
     ) -> list[bool]:
-        """:meth:`run` of each; the async runs' tasks start on the app's loop together, with
-        one wake-up of its thread."""
+        """Execute each invocation (``None``: nothing was taken) in a slot; whether each
+        started (a run that could not start is given back at once). The async runs' tasks
+        start on the app's loop together, with one wake-up of its thread."""
         started: list[bool] = []
         starting: list[tuple[Coroutine[Any, Any, None], Future[None]]] = []
         held: list[tuple[Invocation, int]] = []
         for row, inv in taken:
             if inv is None or not inv.wf.is_async:
-                started.append(self.run(row, inv, pool))
+                started.append(inv is not None and self._submit(row, inv, pool))
                 continue
             invocations = [inv]
             future: Future[None] = Future()
@@ -139,6 +117,17 @@ class Slots:
                     future.cancel()
                     started[at] = False
         return started
+
+    def _submit(self, row: RunRow, inv: Invocation, pool: ThreadPoolExecutor) -> bool:
+        """Execute a sync workflow's run in a thread of ``pool``."""
+        invocations = [inv]
+        try:
+            future = pool.submit(self._execute, inv, row, invocations)
+        except Exception as exc:  # the pool shut down
+            self.driver.abandon(inv, exc)
+            return False
+        self._hold(row.workflow_id, future, invocations)
+        return True
 
     def _hold(self, workflow_id: str, future: Future[None], invocations: list[Invocation]) -> None:
         with self._lock:

@@ -207,11 +207,11 @@ class RunClaims:
         taken: list[Invocation | None] = []
         error: Exception | None = None
         for (wf, row), ask, claim in zip(runs, asks, claims, strict=True):
-            try:
+            try:  # a failed claim, or a failure after one: the others stand
                 if isinstance(claim, Exception):
                     raise claim
                 taken.append(self._taken(wf, row, ask, claim))
-            except Exception as exc:  # the others stand: each is executed
+            except Exception as exc:
                 taken.append(None)
                 error = error or exc
         return taken, error

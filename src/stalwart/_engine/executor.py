@@ -253,11 +253,16 @@ async def _complete(
         entry=entry,
         ties=inv.ties,
     )
-    if not ok:
-        return _lease_lost(inv)
-    finished(runtime, inv, RunStatus.COMPLETED, None)
-    runtime.note_settled()
-    return Outcome(OutcomeKind.COMPLETED, None, output=payload, record=None)
+    return _ended(
+        runtime,
+        inv,
+        ok,
+        status=RunStatus.COMPLETED,
+        output=payload,
+        text=None,
+        exc=None,
+        charged=[],
+    )
 
 
 def _raising(error: BaseException) -> Callable[[], Any]:
@@ -562,6 +567,24 @@ def _finish(
         charged=(charged := take_outcomes(inv)),  # the last step's outcome commits with it
         ties=inv.ties,
     )
+    return _ended(
+        runtime, inv, ok, status=status, output=output, text=text, exc=exc, charged=charged
+    )
+
+
+def _ended(
+    runtime: Runtime,
+    inv: Invocation,
+    ok: bool,
+    *,
+    status: str,
+    output: bytes | None,
+    text: str | None,
+    exc: BaseException | None,
+    charged: list[Entry],
+) -> Outcome:
+    """How the run ended, once the write that ends it returned ``ok`` (``False``: the lease
+    was lost, and ``charged`` with it)."""
     if not ok:
         inv.lost_outcomes += charged
         return _lease_lost(inv)

@@ -142,16 +142,15 @@ class GroupCommit(Generic[T]):
         pending = Pending(write)
         loop = asyncio.get_running_loop()
         alone = self._in_place and loop in _OWN_LOOPS and not _others_ready(loop)
-        if not alone:
-            pending.waiter = loop.create_future()
         with self._lock:
             leading = not self._busy
             if leading:
                 self._busy = True
-            elif alone:  # another commit is under way: wait for it like the others
+            in_place = leading and alone
+            if not in_place:  # (set before it is queued: the leader reads it)
                 pending.waiter = loop.create_future()
             self._queue.append(pending)
-        if leading and alone:
+        if in_place:
             # Nothing else on this loop could run meanwhile: one commit here costs less than
             # handing it to a thread and back (a lone async run's every step).
             self._lead()
@@ -182,24 +181,20 @@ class GroupCommit(Generic[T]):
 
     def _lead_elsewhere(self) -> None:
         """Have one of the pipeline's own threads lead the next commit."""
-        self._elsewhere(self._lead)
-
-    def _elsewhere(self, work: Callable[..., None], *args: Any) -> None:
-        """``work(*args)`` in one of the pipeline's own threads."""
         with self._lock:
             if not self._closed and self._leader is None:
                 self._leader = ThreadPoolExecutor(2, thread_name_prefix="stalwart-commit")
             leader = None if self._closed else self._leader
         try:
             if leader is not None:
-                leader.submit(work, *args)
+                leader.submit(self._lead)
                 return
         except RuntimeError:  # shut down meanwhile: the store closes
             pass
         try:
-            threading.Thread(target=work, args=args, name="stalwart-commit", daemon=True).start()
-        except RuntimeError:  # no thread can start (the interpreter exits): here, blocking
-            work(*args)
+            threading.Thread(target=self._lead, name="stalwart-commit", daemon=True).start()
+        except RuntimeError:  # no thread can start (the interpreter exits): lead here
+            self._lead()
 
     def submit(self, write: T) -> Any:
         """Queue ``write``, wait until the transaction holding it committed, return what it
