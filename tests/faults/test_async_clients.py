@@ -34,7 +34,9 @@ class Calls:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.received: list[dict[str, Any]] = []
-        self.in_flight: list[int] = []  # the pid of every call being answered now
+        self.hold_pid: int | None = None  # this worker's calls are held until `release`
+        self.held = threading.Event()  # set as the first held call arrives
+        self.release = threading.Event()
 
 
 @pytest.fixture
@@ -47,11 +49,11 @@ def server() -> Iterator[tuple[str, Calls]]:
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if body["pid"] == calls.hold_pid:  # the worker the test kills mid-call
+                calls.held.set()
+                calls.release.wait(60)
+            time.sleep(0.02)
             with calls.lock:
-                calls.in_flight.append(body["pid"])
-            time.sleep(0.02)  # long enough for a SIGKILL to land while calls are in flight
-            with calls.lock:
-                calls.in_flight.remove(body["pid"])
                 calls.received.append(body)
             data = json.dumps({"n": body["n"]}).encode()
             self.send_response(200)
@@ -100,28 +102,26 @@ def test_a_module_level_async_client_survives_runs_resumes_and_a_sigkill(
 
     sent: set[str] = set()
 
-    def send_to_suspended() -> None:
+    def send_to_suspended() -> bool:
         for wid, status in _statuses(app, ids).items():
             if status == "suspended" and wid not in sent:
                 app.send_event(wid, "go", True)
                 sent.add(wid)
+        return calls.held.is_set()
 
-    # Resume the first half, then kill one worker while resumed runs and first calls are in
-    # flight on it; the survivor takes its runs over and finishes every run.
+    # Resume the first half, then kill one worker while a call of its is in flight (the
+    # server holds the doomed worker's calls from then on, so the kill cannot miss them); the
+    # survivor takes its runs over and finishes every run.
     workers.wait_for(
         lambda: sum(s == "suspended" for s in _statuses(app, ids).values()) >= RUNS // 2,
         "half the runs suspended",
         60,
         [doomed, survivor],
     )
-    send_to_suspended()
-
-    def doomed_mid_call() -> bool:
-        with calls.lock:
-            return doomed.pid in calls.in_flight
-
-    workers.wait_for(doomed_mid_call, "a call in flight on the doomed worker", 30, [doomed])
+    calls.hold_pid = doomed.pid
+    workers.wait_for(send_to_suspended, "a call in flight on the doomed worker", 60, [doomed])
     workers.kill(doomed)
+    calls.release.set()
 
     def all_done() -> bool:
         send_to_suspended()
