@@ -15,13 +15,14 @@ nothing else on its loop is ready to run (a lone async run), the loop is one an 
 its own runs (``own_loop``: never a caller's), and the store's commits are local
 (``in_place``: SQLite), does it lead the commit itself, in place: two hand-offs between
 threads cost more than such a commit (``after`` then runs on the loop too: keep it quick).
-The price: while a commit so led waits for SQLite's write lock (another process holding it),
-the other runs on that loop wait too, as they would for the same lock to commit. The runs of
-one loop that reach a commit while a batch is under way thus queue up for the next one, as
-threads do. An async caller cancelled while it waits withdraws its write if no batch took it
-yet (nothing was written: its caller sees the cancellation); once a batch holds it, it waits
-for that commit whatever happens and returns what it decided, so that what the caller saw is
-what the journal says.
+Such a commit never waits: it runs with ``NO_WAIT`` set, and a store that would have to wait
+(for a write lock another process holds, for disk space) raises ``WouldWait`` having written
+nothing; the write is then queued for the pipeline's threads like any other, and the loop
+goes on. The runs of one loop that reach a commit while a batch is under way queue up for
+the next one, as threads do. An async caller cancelled while it waits withdraws its write if
+no batch took it yet (nothing was written: its caller sees the cancellation); once a batch
+holds it, it waits for that commit whatever happens and returns what it decided, so that what
+the caller saw is what the journal says.
 
 What a transaction does with a batch is the store's business (``commit`` below); this module
 only decides who commits what, and when. ``after``, where given, is called by the leader once
@@ -34,6 +35,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import contextlib
+import contextvars
 import os
 import threading
 import weakref
@@ -43,13 +45,22 @@ from typing import Any, Generic, TypeVar
 
 from .._errors import StoreError
 
-__all__ = ["GroupCommit", "Pending", "own_loop", "settled"]
+__all__ = ["NO_WAIT", "GroupCommit", "Pending", "WouldWait", "own_loop", "settled"]
 
 T = TypeVar("T")
 
 # The most writes one transaction takes; the rest wait for the next, so one batch's latency
 # stays bounded however many threads pile up.
 BATCH_LIMIT = 256
+
+
+# Set while a commit is led in place on an event loop: the store must not wait (see the
+# module's docstring), and raises ``WouldWait`` where it would.
+NO_WAIT: contextvars.ContextVar[bool] = contextvars.ContextVar("stalwart_no_wait", default=False)
+
+
+class WouldWait(Exception):
+    """A write led in place (``NO_WAIT``) would have had to wait; nothing was written."""
 
 
 # A write that neither committed nor failed (its commit was interrupted): ``outcome`` raises.
@@ -139,24 +150,34 @@ class GroupCommit(Generic[T]):
     async def submit_async(self, write: T) -> Any:
         """``submit`` for a caller on an event loop: the loop goes on while the write waits
         for its commit, which the pipeline's own thread leads where this caller would."""
-        pending = Pending(write)
         loop = asyncio.get_running_loop()
-        alone = self._in_place and loop in _OWN_LOOPS and not _others_ready(loop)
+        if self._in_place and loop in _OWN_LOOPS and not _others_ready(loop):
+            with self._lock:
+                leading = not self._busy
+                if leading:
+                    self._busy = True
+            if leading:
+                # Nothing else on this loop could run meanwhile: one commit here costs less
+                # than handing it to a thread and back (a lone async run's every step).
+                pending = Pending(write)
+                token = NO_WAIT.set(True)
+                try:
+                    self._lead([pending])
+                finally:
+                    NO_WAIT.reset(token)
+                if not isinstance(pending._error, WouldWait):
+                    return pending.outcome()
+        return await self._queued_async(write, loop)
+
+    async def _queued_async(self, write: T, loop: asyncio.AbstractEventLoop) -> Any:
+        """``submit_async`` through the queue: the pipeline's own thread leads its commit."""
+        pending = Pending(write)
+        pending.waiter = waiter = loop.create_future()  # (set before it is queued)
         with self._lock:
             leading = not self._busy
             if leading:
                 self._busy = True
-            in_place = leading and alone
-            if not in_place:  # (set before it is queued: the leader reads it)
-                pending.waiter = loop.create_future()
             self._queue.append(pending)
-        if in_place:
-            # Nothing else on this loop could run meanwhile: one commit here costs less than
-            # handing it to a thread and back (a lone async run's every step).
-            self._lead()
-            return pending.outcome()
-        waiter = pending.waiter
-        assert waiter is not None
         if leading:
             self._lead_elsewhere()
         task = asyncio.current_task()
@@ -242,10 +263,13 @@ class GroupCommit(Generic[T]):
             return [pending.outcome() for pending in pendings]
         return [_outcome_or_error(pending) for pending in pendings]
 
-    def _lead(self) -> None:
-        with self._lock:
-            batch = self._queue[:BATCH_LIMIT]
-            del self._queue[:BATCH_LIMIT]
+    def _lead(self, batch: list[Pending[T]] | None = None) -> None:
+        """Commit ``batch`` (by default, what is queued, up to ``BATCH_LIMIT``), wake its
+        callers and name the next leader."""
+        if batch is None:
+            with self._lock:
+                batch = self._queue[:BATCH_LIMIT]
+                del self._queue[:BATCH_LIMIT]
         # (a batch can be empty: the async caller it was led for withdrew its write meanwhile)
         try:
             self._commit(batch)

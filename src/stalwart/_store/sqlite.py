@@ -23,6 +23,7 @@ from .base import READ_ONLY_DECLARATIONS, Entry, MissingStore
 from .changes import Changes
 from .checkpoints import BulkCheckpoints, CommitCheckpoints
 from .disk_full import DiskFull, is_disk_full
+from .group_commit import NO_WAIT, WouldWait
 from .queries import load_queries
 from .sql import SQLStore
 from .sql._base import _inline
@@ -100,6 +101,7 @@ class SQLiteStore(SQLStore):
                 "writable and the file is a SQLite database"
             ) from exc
         self._conn = conn
+        self._busy_ms = BUSY_TIMEOUT_MS  # the connection's busy timeout now (``_take``)
         self._bulk = None if path is None else BulkCheckpoints(path, self._autocheckpoint)
         self._copies: CommitCheckpoints | None = None
         if path is not None:
@@ -169,12 +171,17 @@ class SQLiteStore(SQLStore):
         delay, full_delay = 0.001, 0.05
         while True:
             try:
-                with self._lock:
+                self._take()
+                try:
                     result = work()
+                finally:
+                    self._lock.release()
                 if full_delay > 0.05:  # this write waited for space: there is room again
                     self._disk_full.over()
                 return result
             except sqlite3.OperationalError as exc:
+                if NO_WAIT.get() and (_is_busy(exc) or is_disk_full(exc)):
+                    raise WouldWait(str(exc)) from exc
                 if is_disk_full(exc):
                     full_delay = self._disk_full.wait(exc, began, full_delay)
                     continue
@@ -184,6 +191,23 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"{mask_url(self.url)}: {exc}") from exc
             time.sleep(random.uniform(0, delay))
             delay = min(delay * 2, 0.1)
+
+    def _take(self) -> None:
+        """Take the connection (release ``_lock`` after), with the busy timeout this caller
+        needs. A commit led in place on an event loop (``NO_WAIT``) waits for nothing, neither
+        another thread of this process using the connection nor another process writing: it
+        raises ``WouldWait`` (its write goes to a thread) rather than hold up the loop."""
+        no_wait = NO_WAIT.get()
+        if not self._lock.acquire(blocking=not no_wait):
+            raise WouldWait("the store's connection is in use by another thread")
+        wait = 0 if no_wait else BUSY_TIMEOUT_MS
+        if wait != self._busy_ms:
+            try:
+                self._conn.execute(f"PRAGMA busy_timeout = {wait}")
+            except BaseException:
+                self._lock.release()
+                raise
+            self._busy_ms = wait
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -305,8 +329,11 @@ class SQLiteStore(SQLStore):
             query = self._q["append_entry" if owner is None else "append_entry_if_owner"]
             params = self._entry_params(self._conn, workflow_id, entry, owner)
             try:
-                with self._lock:
+                self._take()
+                try:
                     return bool(self._conn.execute(query, params).rowcount == 1)
+                finally:
+                    self._lock.release()
             except sqlite3.OperationalError as exc:
                 if not _is_busy(exc) and not is_disk_full(exc):  # the slow way waits for both
                     raise StoreError(f"{mask_url(self.url)}: {exc}") from exc

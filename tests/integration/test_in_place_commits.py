@@ -1,0 +1,148 @@
+"""A lone async run's write commits in place on the app's loop (SQLite), and never makes the
+loop wait: while another process holds the database's write lock, or another thread of this
+process the store's connection, the write goes to the pipeline's thread and the loop goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stalwart._store import Entry
+from stalwart._store.group_commit import own_loop
+from stalwart._store.sqlite import SQLiteStore
+
+pytestmark = pytest.mark.timeout(60)
+
+HELD_S = 10.0  # how long the lock is held at most while the loop is asked to answer
+
+
+def _step(seq: int) -> Entry:
+    return Entry(
+        kind="step", name="s", status="completed", seq=seq, position=str(seq - 1), attempt=1
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    path = tmp_path / "stalwart.db"
+    opened = SQLiteStore(f"sqlite:///{path}", str(path), durability="process")
+    assert opened.create_run(
+        workflow_id="r1",
+        name="agent",
+        status="running",
+        queue="default",
+        priority=0,
+        input=b"Jnull",
+        now=100.0,
+        owner="w1",
+        lease_until=10.0**10,
+        entry=Entry(kind="run", name="started", status="completed"),
+    )
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _another_process_writing(store: SQLiteStore) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Hold the database's write lock from a connection of its own, as a second process
+    does while it writes."""
+    assert store._path is not None
+    other = sqlite3.connect(store._path, isolation_level=None, check_same_thread=False)
+    return (lambda: other.execute("BEGIN IMMEDIATE"), lambda: (other.rollback(), other.close()))
+
+
+def _another_thread_using_the_connection(
+    store: SQLiteStore,
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """Hold the store's connection from another thread of this process, as one does while
+    its statement waits for the database."""
+    taken, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store._lock:
+            taken.set()
+            release.wait(60)
+        done.set()
+
+    def begin() -> None:
+        threading.Thread(target=hold, daemon=True).start()
+        assert taken.wait(30)
+
+    def end() -> None:
+        release.set()
+        assert done.wait(30)
+
+    return begin, end
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [_another_process_writing, _another_thread_using_the_connection],
+    ids=["another-process-writes", "another-thread-uses-the-connection"],
+)
+def test_a_write_led_in_place_never_makes_the_loop_wait(
+    store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]]
+) -> None:
+    hold, release = holder(store)
+    threads: list[int] = []
+    real = store._pipeline._commit
+
+    def noted(batch: Any) -> None:
+        threads.append(threading.get_ident())
+        real(batch)
+
+    store._pipeline._commit = noted
+    answered = threading.Event()
+    answered_while_held: list[bool] = []
+
+    def ask_the_loop(loop: asyncio.AbstractEventLoop) -> None:
+        # once the write has been tried in place and handed on, the loop answers at once;
+        # the lock is released only after (or once HELD_S is over, when the loop is stuck)
+        while not threads:
+            threading.Event().wait(0.01)
+        loop.call_soon_threadsafe(answered.set)
+        answered_while_held.append(answered.wait(HELD_S))
+        release()
+
+    async def main() -> tuple[bool, int]:
+        loop = asyncio.get_running_loop()
+        own_loop(loop)
+        asker = threading.Thread(target=ask_the_loop, args=(loop,), daemon=True)
+        asker.start()
+        held = await store.append_async("r1", _step(1), owner="w1")
+        await asyncio.to_thread(asker.join, 30)
+        return held, threading.get_ident()
+
+    hold()
+    try:
+        held, loop_thread = asyncio.run(main())
+    finally:
+        store._pipeline._commit = real
+    assert answered_while_held == [True], "the loop waited for the lock"
+    assert held is True
+    assert threads[0] == loop_thread  # tried in place, refused at once, then led elsewhere
+    assert threads[1:] and loop_thread not in threads[1:]
+    assert [r.seq for r in store.replay_index("r1")] == [1]
+
+
+def test_the_next_lone_write_commits_in_place_again(store: SQLiteStore) -> None:
+    """Once the lock is free, a lone async write commits in place again (with the busy
+    timeout of 0 it set for itself), and a thread's write after it waits for locks again."""
+
+    async def main() -> list[bool]:
+        own_loop(asyncio.get_running_loop())
+        return [await store.append_async("r1", _step(seq), owner="w1") for seq in (1, 2)]
+
+    assert asyncio.run(main()) == [True, True]
+    assert store._busy_ms == 0
+    assert store.append("r1", _step(3), owner="w1") is True
+    assert store._busy_ms > 0
+    assert [r.seq for r in store.replay_index("r1")] == [1, 2, 3]
