@@ -9,6 +9,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -246,3 +247,41 @@ def test_a_cancellation_the_workflow_raises_itself_fails_the_run_once(
         status, _error = outcome(app, "sc")
     assert status == "failed"
     assert executions == ["x"]
+
+
+def test_async_runs_claimed_once_the_apps_loop_is_gone_are_given_back_at_once(
+    app: stalwart.Stalwart, shared_url: str
+) -> None:
+    """The app closed its loop between a claim and the start of the runs it took: each is
+    given back at once (no slot held, its lease released), and a sync run of the same claim
+    starts as usual; a worker whose app has a loop then completes them."""
+
+    def declare(on: stalwart.Stalwart) -> Any:
+        @on.workflow(name="late")
+        async def late() -> str:
+            return "late"
+
+        @on.workflow(name="plain")
+        def plain() -> str:
+            return "done"
+
+        return late, plain
+
+    late, plain = declare(app)
+    app.start(late, workflow_id="late-1")
+    app.start(late, workflow_id="late-2")
+    app.start(plain, workflow_id="plain")
+    worker = testing.worker(app, concurrency=4)
+    driver = app._driver
+    driver.runtime.loop.close()
+    rows = [driver.row(wid) for wid in ("late-1", "plain", "late-2")]
+    with ThreadPoolExecutor(4) as pool:
+        assert worker._start_all(rows, pool) == [False, True, False]
+    assert outcome(app, "plain") == ("completed", "done")
+    wait_until(lambda: len(worker.slots) == 0, "every slot free")
+    assert [driver.row(wid).lease_owner for wid in ("late-1", "late-2")] == [None, None]
+    with stalwart.Stalwart(shared_url) as other:
+        declare(other)
+        with serving(other):
+            assert outcome(other, "late-1") == ("completed", "late")
+            assert outcome(other, "late-2") == ("completed", "late")
