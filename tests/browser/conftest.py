@@ -4,11 +4,47 @@ browser context (so a fresh session, without a token) per test."""
 
 from __future__ import annotations
 
+import time
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from console_harness import Fleet, require_chromium
+
+FIRST_LOAD_MS = 45_000  # twice at most, within the tests' 120 s
+
+
+def _stall_report(page: Any, fleet: Fleet, pending: dict[Any, float]) -> str:
+    """What a page that shows no answer is waiting for: its state, its requests not answered,
+    the console's own answer to the same request, and the fleet's logs."""
+    lines = []
+    try:
+        state = page.evaluate(
+            "() => [document.readyState, document.getElementById('zone').textContent,"
+            " document.getElementById('live')?.textContent ?? null]"
+        )
+        lines.append(f"document {state[0]}; the script ran: {bool(state[1])}; live: {state[2]!r}")
+    except Exception as exc:  # the page itself may be what hangs
+        lines.append(f"the page did not answer: {exc}")
+    now = time.monotonic()
+    for request, since in list(pending.items()):
+        lines.append(f"waiting {now - since:.1f} s for {request.method} {request.url}")
+    began = time.monotonic()
+    try:
+        answer = httpx.get(f"{fleet.console_url.rstrip('/')}/api/v1/health", timeout=10)
+        lines.append(
+            f"GET /api/v1/health from the test: {answer.status_code} in "
+            f"{time.monotonic() - began:.2f} s"
+        )
+    except httpx.HTTPError as exc:
+        lines.append(
+            f"GET /api/v1/health from the test failed after "
+            f"{time.monotonic() - began:.2f} s: {exc!r}"
+        )
+    lines.append(fleet.logs())
+    return "\n".join(lines)
 
 
 @pytest.fixture(scope="module")
@@ -99,11 +135,31 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
 
     page.on("pageerror", lambda exc: problems.append(f"script error: {exc}"))
     page.on("console", on_console)
+    pending: dict[Any, float] = {}  # the page's requests not answered yet, for a stall's report
+    page.on("request", lambda request: pending.__setitem__(request, time.monotonic()))
+    page.on("requestfinished", lambda request: pending.pop(request, None))
+    page.on("requestfailed", lambda request: pending.pop(request, None))
     page.goto(fleet.console_url)
     # The console's first answer (the footer names the store): the module's first page load
     # comes while the suite's heaviest tests (the soak, the HTTP API's scene) start beside it,
     # and on two loaded cores it has taken over 15 s. Each test's own assertions come after.
-    expect(page.get_by_role("contentinfo")).to_contain_text("stalwart", timeout=90_000)
+    footer = page.get_by_role("contentinfo")
+    try:
+        expect(footer).to_contain_text("stalwart", timeout=FIRST_LOAD_MS)
+    except AssertionError:
+        # Seen twice in local runs of the whole suite (never alone, never in CI): the page
+        # showed no answer after 90 s. Say what stalled (in the warnings summary), then load
+        # it once more.
+        stalled = _stall_report(page, fleet, pending)
+        warnings.warn(
+            f"the console's first page load stalled; loading it again\n{stalled}", stacklevel=1
+        )
+        page.reload()
+        try:
+            expect(footer).to_contain_text("stalwart", timeout=FIRST_LOAD_MS)
+        except AssertionError as exc:
+            again = _stall_report(page, fleet, pending)
+            raise AssertionError(f"stalled twice:\n{stalled}\n--- again\n{again}") from exc
     try:
         yield page
     finally:
