@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import pytest
 
 from stalwart._store import Entry
-from stalwart._store.group_commit import own_loop
+from stalwart._store.group_commit import NO_WAIT, own_loop
 from stalwart._store.sqlite import SQLiteStore
 
 pytestmark = pytest.mark.timeout(60)
@@ -106,11 +107,14 @@ def test_a_write_led_in_place_never_makes_the_loop_wait(
     def ask_the_loop(loop: asyncio.AbstractEventLoop) -> None:
         # once the write has been tried in place and handed on, the loop answers at once;
         # the lock is released only after (or once HELD_S is over, when the loop is stuck)
-        while not threads:
-            threading.Event().wait(0.01)
-        loop.call_soon_threadsafe(answered.set)
-        answered_while_held.append(answered.wait(HELD_S))
-        release()
+        try:
+            deadline = time.monotonic() + HELD_S
+            while not threads and time.monotonic() < deadline:
+                time.sleep(0.01)
+            loop.call_soon_threadsafe(answered.set)
+            answered_while_held.append(answered.wait(HELD_S))
+        finally:
+            release()
 
     async def main() -> tuple[bool, int]:
         loop = asyncio.get_running_loop()
@@ -146,3 +150,50 @@ def test_the_next_lone_write_commits_in_place_again(store: SQLiteStore) -> None:
     assert store.append("r1", _step(3), owner="w1") is True
     assert store._busy_ms > 0
     assert [r.seq for r in store.replay_index("r1")] == [1, 2, 3]
+
+
+def test_what_follows_a_commit_led_in_place_runs_without_no_wait(store: SQLiteStore) -> None:
+    """A write that queued during a commit led in place is handed to the pipeline's thread
+    outside ``NO_WAIT``: where threads inherit their starter's context (Python 3.14's
+    free-threaded builds), the thread started there would otherwise refuse to wait for good."""
+    other_loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=other_loop.run_forever, daemon=True)
+    runner.start()
+    real_commit, real_elsewhere = store._pipeline._commit, store._pipeline._lead_elsewhere
+    handed: list[bool] = []
+    queued: list[Any] = []
+
+    def commit(batch: Any) -> None:
+        if not queued:  # the commit led in place: another loop's write queues meanwhile
+            queued.append(
+                asyncio.run_coroutine_threadsafe(
+                    store.append_async("r1", _step(2), owner="w1"), other_loop
+                )
+            )
+            deadline = time.monotonic() + 30
+            while not store._pipeline._queue and time.monotonic() < deadline:
+                time.sleep(0.001)
+        real_commit(batch)
+
+    def elsewhere() -> None:
+        handed.append(NO_WAIT.get())
+        real_elsewhere()
+
+    store._pipeline._commit = commit
+    store._pipeline._lead_elsewhere = elsewhere  # type: ignore[method-assign]
+
+    async def main() -> bool:
+        own_loop(asyncio.get_running_loop())
+        return await store.append_async("r1", _step(1), owner="w1")
+
+    try:
+        assert asyncio.run(main()) is True
+        assert queued[0].result(30) is True
+    finally:
+        store._pipeline._commit = real_commit
+        store._pipeline._lead_elsewhere = real_elsewhere  # type: ignore[method-assign]
+        other_loop.call_soon_threadsafe(other_loop.stop)
+        runner.join(30)
+        other_loop.close()
+    assert handed and not any(handed)
+    assert [r.seq for r in store.replay_index("r1")] == [1, 2]

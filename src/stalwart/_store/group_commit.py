@@ -160,11 +160,7 @@ class GroupCommit(Generic[T]):
                 # Nothing else on this loop could run meanwhile: one commit here costs less
                 # than handing it to a thread and back (a lone async run's every step).
                 pending = Pending(write)
-                token = NO_WAIT.set(True)
-                try:
-                    self._lead([pending])
-                finally:
-                    NO_WAIT.reset(token)
+                self._lead([pending], no_wait=True)
                 if not isinstance(pending._error, WouldWait):
                     return pending.outcome()
         return await self._queued_async(write, loop)
@@ -263,16 +259,27 @@ class GroupCommit(Generic[T]):
             return [pending.outcome() for pending in pendings]
         return [_outcome_or_error(pending) for pending in pendings]
 
-    def _lead(self, batch: list[Pending[T]] | None = None) -> None:
+    def _lead(self, batch: list[Pending[T]] | None = None, *, no_wait: bool = False) -> None:
         """Commit ``batch`` (by default, what is queued, up to ``BATCH_LIMIT``), wake its
-        callers and name the next leader."""
+        callers and name the next leader; with ``no_wait``, the commit alone runs with
+        ``NO_WAIT`` set (never what follows it: a thread started here would inherit it where
+        threads inherit the context, as on Python 3.14's free-threaded builds)."""
         if batch is None:
             with self._lock:
                 batch = self._queue[:BATCH_LIMIT]
                 del self._queue[:BATCH_LIMIT]
         # (a batch can be empty: the async caller it was led for withdrew its write meanwhile)
         try:
-            self._commit(batch)
+            if no_wait:
+                token = NO_WAIT.set(True)
+                try:
+                    self._commit(batch)
+                finally:
+                    NO_WAIT.reset(token)
+                if isinstance(batch[0]._error, WouldWait):
+                    batch = []  # nothing was written (its upkeep below counts no write)
+            else:
+                self._commit(batch)
         finally:
             with self._lock:
                 successor = self._queue[0] if self._queue else None
