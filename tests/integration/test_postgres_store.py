@@ -470,3 +470,58 @@ def test_a_claim_lost_to_another_worker_logs_no_warning(
         held = store.get_run("raced-1")
         assert held is not None and held.status == "running"  # the winner's, untouched
     assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+def test_a_session_frozen_inside_a_transaction_is_ended_and_frees_its_rows(pg_url: str) -> None:
+    """A process frozen mid-transaction (SIGSTOP, a paused VM) would hold its run's row lock
+    until it resumed: the server ends such a session (``idle_in_transaction_session_timeout``,
+    here 1 s from the URL), another store's write to that run goes through, and the frozen
+    store's next call works on a fresh connection."""
+    frozen_url = f"{pg_url}&options=-c%20idle_in_transaction_session_timeout%3D1000"
+    frozen, other = open_store(frozen_url), open_store(pg_url)
+    assert isinstance(frozen, PostgresStore)
+    locked, thaw = threading.Event(), threading.Event()
+    after_thaw: list[BaseException] = []
+
+    def freeze_holding_the_row() -> None:
+        with frozen._connection() as conn:
+            conn.execute("BEGIN")
+            conn.execute("SELECT 1 FROM runs WHERE workflow_id = 'r' FOR UPDATE")
+            locked.set()
+            thaw.wait(60)  # frozen: nothing is sent while the transaction is open
+            try:
+                conn.execute("SELECT 1")
+            except Exception as exc:  # the server ended the session meanwhile
+                after_thaw.append(exc)
+
+    try:
+        _held_run(frozen, "r")
+        freezer = threading.Thread(target=freeze_holding_the_row, daemon=True)
+        freezer.start()
+        assert locked.wait(30)
+        # blocks on the row lock until the server ends the frozen session
+        assert other.release_lease("r", owner="w", now=2.0) is True
+        thaw.set()
+        freezer.join(30)
+        assert len(after_thaw) == 1, "the frozen session was still open"
+        row = frozen.get_run("r")
+        assert row is not None and row.lease_owner is None
+    finally:
+        thaw.set()
+        frozen.close()
+        other.close()
+
+
+def test_a_sessions_idle_transaction_bound_is_a_minute_unless_the_url_says(pg_url: str) -> None:
+    for url, expected in [
+        (pg_url, "1min"),
+        (f"{pg_url}&options=-c%20idle_in_transaction_session_timeout%3D0", "0"),
+    ]:
+        store = open_store(url)
+        assert isinstance(store, PostgresStore)
+        try:
+            with store._connection() as conn:
+                shown = conn.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+            assert shown == (expected,)
+        finally:
+            store.close()

@@ -56,6 +56,10 @@ RECONNECT_MAX_DELAY_S = 2.0
 DEFAULT_POOL_SIZE = 16
 LISTEN_CHANNEL = "stalwart"
 POOL_NAME = "stalwart"
+# A session of ours idle inside a transaction this long is ended by the server, which frees
+# its row locks: its process froze mid-transaction (SIGSTOP, a paused VM), as none of ours
+# waits on anything between a transaction's statements. The URL's own options may set it.
+IDLE_IN_TRANSACTION_MS = 60_000
 PREPARED_MAX = 32  # prepared statements a connection keeps (a lone run's writes use a dozen)
 OUTAGE_POOL_WAIT_S = 0.2
 
@@ -247,6 +251,8 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
         # Both durabilities wait for the WAL flush (PostgreSQL's default, kept even where a
         # server or role says otherwise): the server, not this process, holds the data.
         options += " -c synchronous_commit=on"
+        if "idle_in_transaction_session_timeout" not in options:
+            options += f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
         self._connect_kwargs: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
             "options": options.strip(),
