@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import contextvars
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["AppLoop", "run_on"]
+__all__ = ["AppLoop", "in_own_thread", "run_on"]
 
 T = TypeVar("T")
+
+# Threads for the engine's own blocking calls awaited on a loop (``AppLoop.blocking``); made as
+# they are needed, so an app that never needs one starts none.
+BLOCKING_THREADS = 16
 
 
 class _Carried(BaseException):
@@ -51,6 +57,46 @@ def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
+async def in_own_thread(fn: Callable[[], T], name: str) -> T:
+    """``fn()`` in a thread of its own (started now, not taken from a pool), awaited on the
+    running loop. For a call that waits on work this loop does (``app.run_async``: the run's
+    coroutines run here): in a thread of the loop's default executor, enough such calls would
+    hold every thread that the work they wait for needs (a step's ``asyncio.to_thread``, a
+    client's DNS lookup), and wait for ever. A cancellation of the awaiting task leaves the
+    call to end on its own, as ``asyncio.to_thread`` does."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def call() -> None:
+        try:
+            result = context.run(fn)
+        except BaseException as exc:
+            _hand(loop, future, _failed, exc)
+        else:
+            _hand(loop, future, _succeeded, result)
+
+    threading.Thread(target=call, name=name).start()  # (the interpreter waits for it at exit)
+    return await future
+
+
+def _hand(
+    loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], how: Any, what: Any
+) -> None:
+    with contextlib.suppress(RuntimeError):  # the loop closed: nobody awaits it any more
+        loop.call_soon_threadsafe(how, future, what)
+
+
+def _succeeded(future: asyncio.Future[Any], result: Any) -> None:
+    if not future.done():  # (cancelled meanwhile)
+        future.set_result(result)
+
+
+def _failed(future: asyncio.Future[Any], error: BaseException) -> None:
+    if not future.done():
+        future.set_exception(error)
+
+
 class AppLoop:
     """A long-lived event loop in a daemon thread, started on first use."""
 
@@ -60,6 +106,7 @@ class AppLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._blocking: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -78,6 +125,23 @@ class AppLoop:
                 ready.wait()
                 self._loop, self._thread = loop, thread
             return self._loop
+
+    def blocking(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """``fn(*args)`` in a thread of the engine's own, awaited on the running loop (any
+        loop: a caller's under ``run_async`` too). Not the loop's default executor, which
+        user code's ``asyncio.to_thread`` calls may fill (it has a handful of threads); once
+        the app closed, that default executor after all."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._blocking is None and not self._closed:
+                self._blocking = concurrent.futures.ThreadPoolExecutor(
+                    BLOCKING_THREADS, thread_name_prefix="stalwart-blocking"
+                )
+            executor = self._blocking
+        try:
+            return loop.run_in_executor(executor, fn, *args)
+        except RuntimeError:  # shut down meanwhile: the app closes
+            return loop.run_in_executor(None, fn, *args)
 
     @property
     def closing(self) -> bool:
@@ -100,6 +164,9 @@ class AppLoop:
             self._closed = True
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
+            blocking, self._blocking = self._blocking, None
+        if blocking is not None:  # what it runs ends on its own (a write is never cut short)
+            blocking.shutdown(wait=False)
         if loop is None or thread is None:
             return
 
@@ -125,3 +192,4 @@ class AppLoop:
         self._lock = threading.Lock()
         self._loop = None
         self._thread = None
+        self._blocking = None

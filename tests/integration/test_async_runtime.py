@@ -13,6 +13,7 @@ import gc
 import json
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -227,3 +228,60 @@ def test_a_leftover_task_that_ignores_a_cancellation_is_cancelled_again(
 
     assert app.run(leaves_a_task, workflow_id="leftover") == 1
     assert ignored == [True]
+
+
+def test_run_async_calls_never_take_the_threads_their_steps_need(tmp_path: Path) -> None:
+    """More concurrent ``app.run_async`` calls than the loop's default executor has threads,
+    each run's step awaiting ``asyncio.to_thread``: every run completes (each call waited in
+    one of those threads, and the steps' calls queued behind them for ever)."""
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+
+        @app.step(name="blocking_io")
+        async def blocking_io(n: int) -> int:
+            return await asyncio.to_thread(lambda: n * 2)
+
+        @app.workflow(name="uses_a_thread")
+        async def uses_a_thread(n: int) -> int:
+            return await blocking_io(n)
+
+        async def main() -> list[int]:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(2))  # fewer than the calls below
+            calls = [app.run_async(uses_a_thread, n, workflow_id=f"t{n}") for n in range(6)]
+            return await asyncio.wait_for(asyncio.gather(*calls), 30)
+
+        assert asyncio.run(main()) == [0, 2, 4, 6, 8, 10]
+
+
+def test_a_streaming_steps_outcome_never_waits_for_the_loops_default_threads(
+    tmp_path: Path,
+) -> None:
+    """A step's outcome written with the stream chunks before it needs a thread: the
+    engine's own, so user code holding every thread of the loop's default executor (here
+    one, waiting for the run to end) cannot hold the run up."""
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+
+        @app.step(name="speak")
+        async def speak() -> str:
+            stalwart.emit("hello ")
+            stalwart.emit("world")
+            return "spoken"
+
+        @app.workflow(name="speaker")
+        async def speaker() -> str:
+            return await speak()
+
+        async def main() -> str:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(1))
+            ended = threading.Event()
+            holder = asyncio.ensure_future(asyncio.to_thread(ended.wait, 30))
+            await asyncio.sleep(0)  # the default executor's one thread is taken
+            try:
+                return await asyncio.wait_for(app.run_async(speaker, workflow_id="s"), 20)
+            finally:
+                ended.set()
+                await holder
+
+        assert asyncio.run(main()) == "spoken"
+        assert stalwart.stream_text(app.stream("s", follow=False)) == "hello world"

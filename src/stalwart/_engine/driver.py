@@ -17,12 +17,14 @@ claimable runs (:meth:`Driver.take`) and drives each in a slot of its pool
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
 
 from .._errors import WorkflowAlreadyExists, WorkflowNotFound
+from .._loop import in_own_thread
 from .._model import (
     ENDED,
     TERMINAL,
@@ -84,10 +86,11 @@ class Driver(RunClaims):
 
     async def run_async(self, wf: WorkflowDef, wid: str, payload: bytes) -> RunRow:
         """:meth:`run` from a coroutine: the workflow's async code runs on the caller's loop,
-        the engine's blocking work in a thread."""
+        the engine's blocking work in a thread of its own (``in_own_thread``)."""
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
-        return await asyncio.to_thread(self.run, wf, wid, payload, loop=loop)
+        run = functools.partial(self.run, wf, wid, payload, loop=loop)
+        return await in_own_thread(run, f"stalwart-run-{wid}")
 
     def drive(
         self,

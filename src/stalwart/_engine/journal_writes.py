@@ -65,11 +65,11 @@ class JournalWrites:
         while ``entry`` waits for the transaction it shares with their writes to commit."""
         stream = self.stream
         if stream is not None and stream.has_pending():
-            # Written with its chunks by a thread (their lock is held by threads), and awaited
-            # to the end: a write under way is not taken back.
+            # Written with its chunks by a thread of the engine's (their lock is held by
+            # threads), and awaited to the end: a write under way is not taken back.
             task = asyncio.current_task()
             asked = 0 if task is None else task.cancelling()
-            written = asyncio.get_running_loop().run_in_executor(None, self.append, entry)
+            written = self.runtime.loop.blocking(self.append, entry)
             await settled(written, task, asked)
             written.result()  # (what ``append`` raised)
             return
