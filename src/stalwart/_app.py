@@ -277,7 +277,9 @@ class Stalwart(
     ) -> Any:
         """:meth:`run` for callers inside an event loop: the workflow's async code runs on
         the caller's loop (so loop-bound clients of the caller work in it), and the engine's
-        own blocking work on a thread."""
+        own blocking work on a thread of its own for the call (never one of your loop's
+        default executor, whose few threads the run's steps may need for
+        ``asyncio.to_thread``)."""
         definition = definition_of(self._runtime, wf)
         payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
         return self._views.outcome(await self._driver.run_async(definition, wid, payload))
