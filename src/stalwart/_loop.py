@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ._signals import LoopClosed
+
 __all__ = ["AppLoop", "in_own_thread", "run_on"]
 
 T = TypeVar("T")
@@ -44,8 +46,18 @@ async def _carrying(coro: Coroutine[Any, Any, T]) -> T:
 
 
 def run_on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` on ``loop`` (which runs in another thread) and wait for its outcome."""
-    future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(_carrying(coro), loop)
+    """Run ``coro`` on ``loop`` (which runs in another thread) and wait for its outcome;
+    ``LoopClosed`` if the loop is closed (``coro`` is closed unrun)."""
+    if loop.is_closed():
+        coro.close()
+        raise LoopClosed("its event loop is closed")
+    carried = _carrying(coro)
+    try:
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(carried, loop)
+    except RuntimeError:  # closed meanwhile
+        carried.close()
+        coro.close()
+        raise LoopClosed("its event loop is closed") from None
     try:
         return future.result()
     except _Carried as carried:

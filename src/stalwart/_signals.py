@@ -9,6 +9,7 @@ __all__ = [
     "EngineSignal",
     "InDoubt",
     "LeaseLost",
+    "LoopClosed",
     "Release",
     "StoreFailed",
     "Suspend",
@@ -60,6 +61,12 @@ class InDoubt(EngineSignal):
         super().__init__(reason)
         self.reason = reason
         self.seq = seq
+
+
+class LoopClosed(EngineSignal):
+    """The event loop the run's async code runs on closed, or cancelled the run's task as it
+    closes (an app closing, or the end of ``asyncio.run`` around ``app.run_async``): give the
+    run back; how it ends is not this process's to say."""
 
 
 class Release(EngineSignal):

@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -285,3 +286,154 @@ def test_a_streaming_steps_outcome_never_waits_for_the_loops_default_threads(
 
         assert asyncio.run(main()) == "spoken"
         assert stalwart.stream_text(app.stream("s", follow=False)) == "hello world"
+
+
+def _declare_loop_tests(app: stalwart.Stalwart, entered: threading.Event) -> tuple[Any, Any]:
+    """A workflow whose step waits on the loop (``slow``), and one that waits for an event."""
+
+    @app.step(name="slow_step")
+    async def slow_step() -> str:
+        entered.set()
+        await asyncio.sleep(0.5)
+        return "slept"
+
+    @app.workflow(name="slow")
+    async def slow() -> str:
+        return await slow_step()
+
+    @app.workflow(name="waits")
+    async def waits() -> Any:
+        return await stalwart.wait_for_event_async("go")
+
+    return slow, waits
+
+
+def test_a_run_whose_callers_loop_ends_mid_step_is_given_back_not_failed(tmp_path: Path) -> None:
+    """``asyncio.run`` ending (the caller's ``wait_for`` timed out) cancels the run's task on
+    its way out: the run is given back, not failed, and completes when run again."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    entered = threading.Event()
+    with stalwart.Stalwart(url) as app:
+        slow, _ = _declare_loop_tests(app, entered)
+
+        async def main() -> None:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(app.run_async(slow, workflow_id="s"), 0.2)
+
+        asyncio.run(main())  # returns at once: the run's task is cancelled as the loop closes
+        assert entered.is_set()
+        deadline = time.monotonic() + 20
+        while (row := app._driver.row("s")).lease_owner is not None:
+            assert time.monotonic() < deadline, "the run was not given back"
+            time.sleep(0.01)
+        assert row.status == "running"  # neither failed nor needs_attention
+        assert app.run(slow, workflow_id="s") == "slept"
+
+
+def test_a_run_async_whose_caller_left_is_not_resumed_by_the_callers_thread(
+    tmp_path: Path,
+) -> None:
+    """The caller stopped waiting while the run waited for an event: when the event comes,
+    the run is left to a worker (or the next ``app.run``), not resumed on the closed loop."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with stalwart.Stalwart(url) as app:
+        _, waits = _declare_loop_tests(app, threading.Event())
+
+        async def main() -> None:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(app.run_async(waits, workflow_id="w"), 0.3)
+
+        asyncio.run(main())
+        assert app.handle("w").status() == "suspended"
+        names = {t.name for t in threading.enumerate()}
+        deadline = time.monotonic() + 20
+        while "stalwart-run-w" in names:  # its thread ends at its next look at the run
+            assert time.monotonic() < deadline, "the caller's thread still waits for the run"
+            time.sleep(0.01)
+            names = {t.name for t in threading.enumerate()}
+        app.send_event("w", "go", {"n": 1})
+        assert app.handle("w").status() in ("pending", "suspended")  # nobody took it
+        assert app.run(waits, workflow_id="w") == {"n": 1}
+
+
+def test_an_app_closed_during_app_run_of_an_async_workflow_gives_the_run_back(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    entered = threading.Event()
+    app = stalwart.Stalwart(url)
+    slow, _ = _declare_loop_tests(app, entered)
+    outcome: list[BaseException | str] = []
+
+    def run() -> None:
+        try:
+            outcome.append(app.run(slow, workflow_id="c"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run)
+    runner.start()
+    assert entered.wait(20)
+    app.close()
+    runner.join(20)
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError), outcome
+    assert "a worker, or the next app.run of it, takes it up" in str(outcome[0])
+    with stalwart.Stalwart(url) as again:
+        slow, _ = _declare_loop_tests(again, threading.Event())
+        assert again.handle("c").status() == "running"
+        assert again.run(slow, workflow_id="c") == "slept"
+
+
+def test_a_waiter_left_on_a_closed_loop_does_not_break_later_runs(tmp_path: Path) -> None:
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+        _, waits = _declare_loop_tests(app, threading.Event())
+
+        @app.step(name="speaks")
+        def speaks(n: int) -> int:
+            stalwart.emit({"n": n})
+            return n
+
+        @app.workflow(name="plain")
+        def plain(n: int) -> int:
+            stalwart.emit("start")
+            return speaks(n)
+
+        handle = app.start(waits, workflow_id="w")
+        loop = asyncio.new_event_loop()
+
+        left: list[asyncio.Task[Any]] = []
+
+        async def leave_a_waiter() -> None:
+            left.append(loop.create_task(handle.result_async()))  # pending as its loop closes
+            await asyncio.sleep(0.2)
+
+        loop.run_until_complete(leave_a_waiter())
+        assert not left[0].done()
+        loop.close()
+        assert [app.run(plain, n) for n in range(3)] == [0, 1, 2]
+
+
+def test_children_of_a_run_async_run_execute_on_the_callers_loop(tmp_path: Path) -> None:
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+        loops: list[int] = []
+
+        @app.step(name="where")
+        async def where() -> None:
+            loops.append(id(asyncio.get_running_loop()))
+
+        @app.workflow(name="child")
+        async def child() -> int:
+            await where()
+            return 1
+
+        @app.workflow(name="parent")
+        async def parent() -> int:
+            await where()
+            return int(await stalwart.run_child_async(child, workflow_id="kid"))
+
+        async def main() -> int:
+            loops.append(id(asyncio.get_running_loop()))
+            return int(await app.run_async(parent, workflow_id="p"))
+
+        assert asyncio.run(main()) == 1
+        assert len(loops) == 3 and len(set(loops)) == 1, loops

@@ -512,10 +512,37 @@ def test_a_session_frozen_inside_a_transaction_is_ended_and_frees_its_rows(pg_ur
         other.close()
 
 
+def test_a_transaction_whose_session_the_server_ended_while_idle_is_retried(pg_url: str) -> None:
+    """The server ends a session idle mid-transaction (the bound, 1 s here): that try was
+    rolled back, and the write is done again on another connection, as after any lost
+    connection, not reported as the store failing."""
+    store = open_store(f"{pg_url}&options=-c%20idle_in_transaction_session_timeout%3D1000")
+    assert isinstance(store, PostgresStore)
+    tries: list[int] = []
+
+    def write(conn: Any) -> int:
+        tries.append(1)
+        conn.execute("SELECT 1 FROM runs WHERE workflow_id = 'r' FOR UPDATE")
+        if len(tries) == 1:
+            time.sleep(1.5)  # frozen mid-transaction, past the bound
+        conn.execute("UPDATE runs SET priority = 5 WHERE workflow_id = 'r'")
+        return len(tries)
+
+    try:
+        _held_run(store, "r")
+        assert store._write(write) == 2
+        row = store.get_run("r")
+        assert row is not None and row.priority == 5
+    finally:
+        store.close()
+
+
 def test_a_sessions_idle_transaction_bound_is_a_minute_unless_the_url_says(pg_url: str) -> None:
     for url, expected in [
         (pg_url, "1min"),
         (f"{pg_url}&options=-c%20idle_in_transaction_session_timeout%3D0", "0"),
+        (f"{pg_url}&options=--idle-in-transaction-session-timeout%3D90000", "90s"),
+        (f"{pg_url}&options=-c%20statement_timeout%3D0", "1min"),
     ]:
         store = open_store(url)
         assert isinstance(store, PostgresStore)

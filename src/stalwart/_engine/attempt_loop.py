@@ -8,6 +8,7 @@ the run as a durable timer instead of holding a thread."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
 import inspect
 import threading
@@ -17,9 +18,10 @@ from typing import Any
 from .._clock import SystemClock
 from .._errors import StepTimeout
 from .._loop import run_on
-from .._signals import EngineSignal
+from .._signals import EngineSignal, LoopClosed
 from .attempt import DONE, Attempted
 from .invocation import CURRENT_STEP, StepScope
+from .loop_gone import cancelled_by_closing
 from .observe import attempt_began
 
 __all__ = ["DURABLE_BACKOFF_SECONDS", "run_attempts", "run_attempts_async"]
@@ -152,7 +154,12 @@ def _call(
         else:
             value = _within(call, scope, timeout, lambda: fn(*args, **kwargs))
         if value is not None and inspect.isawaitable(value):
-            return run_on(call.inv.event_loop, _call_async(call, value, scope))
+            try:
+                return run_on(call.inv.event_loop, _call_async(call, value, scope))
+            except concurrent.futures.CancelledError:
+                if cancelled_by_closing(call.inv):
+                    raise LoopClosed("its event loop cancelled a call as the loop closed") from None
+                raise
         return value
     finally:
         CURRENT_STEP.reset(token)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -68,12 +69,15 @@ class Driver(RunClaims):
         payload: bytes,
         *,
         loop: asyncio.AbstractEventLoop | None = None,
+        gone: threading.Event | None = None,
     ) -> RunRow:
         """Drive run ``wid`` from this thread until it has an answer; returns its row then
-        (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``."""
+        (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``, and
+        ``gone``, set once that caller stopped waiting: the run is then left, at its next
+        wait, to a worker or the next ``app.run`` of it."""
         inv, row = self.acquire(wf, wid, payload, create_first=True)
         while inv is not None:
-            inv.loop = loop
+            inv.loop, inv.caller_gone = loop, gone
             outcome = self.drive(inv, row)
             if outcome.status == OutcomeKind.ABORT:
                 assert outcome.error is not None
@@ -81,7 +85,7 @@ class Driver(RunClaims):
             if outcome.status in ENDED:  # as just recorded: no need to read it back
                 status = RunStatus(outcome.status.value)
                 return changed(row, status=status, output=outcome.output, error=outcome.record)
-            inv, row = self.acquire(wf, wid, payload)
+            inv, row = self.acquire(wf, wid, payload, loop=loop, gone=gone)
         return row
 
     async def run_async(self, wf: WorkflowDef, wid: str, payload: bytes) -> RunRow:
@@ -89,8 +93,13 @@ class Driver(RunClaims):
         the engine's blocking work in a thread of its own (``in_own_thread``)."""
         loop = asyncio.get_running_loop()
         install_task_factory(loop)
-        run = functools.partial(self.run, wf, wid, payload, loop=loop)
-        return await in_own_thread(run, f"stalwart-run-{wid}")
+        gone = threading.Event()
+        run = functools.partial(self.run, wf, wid, payload, loop=loop, gone=gone)
+        try:
+            return await in_own_thread(run, f"stalwart-run-{wid}")
+        except asyncio.CancelledError:
+            gone.set()  # nobody awaits the run: it goes on to its next wait, then is left
+            raise
 
     def drive(
         self,
@@ -118,9 +127,9 @@ class Driver(RunClaims):
     ) -> tuple[Invocation, RunRow]:
         """The invocation that follows ``inv``, which woke as it suspended, on its lease."""
         row = self.row(inv.workflow_id)
-        loop = inv.loop
+        loop, gone = inv.loop, inv.caller_gone
         inv = self.invocation(inv.wf, row, recovering=False, owner=inv.owner)
-        inv.loop = loop
+        inv.loop, inv.caller_gone = loop, gone
         if follow is not None:
             follow(inv)
         return inv, row
@@ -228,18 +237,29 @@ class Driver(RunClaims):
         )
 
     def acquire(
-        self, wf: WorkflowDef, wid: str, payload: bytes, *, create_first: bool = False
+        self,
+        wf: WorkflowDef,
+        wid: str,
+        payload: bytes,
+        *,
+        create_first: bool = False,
+        loop: asyncio.AbstractEventLoop | None = None,
+        gone: threading.Event | None = None,
     ) -> tuple[Invocation | None, RunRow]:
         """Create the run holding its lease, or take over an existing run's lease.
 
         Returns no invocation when the run is already terminal or waits on an operator; waits
         while a live process holds the lease or the run waits on something. ``create_first``:
         try to create the run before looking for it (a new run then costs one transaction).
+        ``loop`` and ``gone``: ``run``'s, for ``run_async`` (the children it executes run on
+        that loop too, and it stops waiting, with a ``RuntimeError``, once its caller left).
         """
         runtime = self.runtime
         delay = WAIT_POLL_SECONDS
         look = not create_first
         while True:
+            if loop is not None and (why := _left(loop, gone)) is not None:
+                raise RuntimeError(f"run {wid!r} is left to a worker or the next app.run: {why}")
             now = runtime.clock.time()
             row = runtime.store.get_run(wid) if look else None
             look = True
@@ -262,7 +282,7 @@ class Driver(RunClaims):
                 if taken is not None:
                     return taken, row
                 # another process was faster, or the run's queue is at its limit: wait a little
-            if row.status == RunStatus.SUSPENDED and self.help_children(wid):
+            if row.status == RunStatus.SUSPENDED and self.help_children(wid, loop, gone):
                 continue  # app.run executes the children of its run that no worker took
             if (stuck := attention_below(self.runtime, row)) is not None:
                 return None, stuck  # the caller raises the child's NeedsAttention
@@ -271,10 +291,16 @@ class Driver(RunClaims):
             if row.status == RunStatus.SUSPENDED:
                 delay = WAIT_POLL_SECONDS
 
-    def help_children(self, parent_id: str) -> bool:
+    def help_children(
+        self,
+        parent_id: str,
+        loop: asyncio.AbstractEventLoop | None = None,
+        gone: threading.Event | None = None,
+    ) -> bool:
         """Execute in this thread, each until it ends or parks, the descendants of
         ``parent_id`` that nobody holds (a worker that claimed one first keeps it); ``True``
-        if any ran. ``app.run`` does it for its run's children no worker took."""
+        if any ran. ``app.run`` does it for its run's children no worker took (on the loop
+        of ``app.run_async``'s caller, ``loop``, if any: its clients work in them too)."""
         runtime = self.runtime
         ran = False
         parents = [parent_id]
@@ -291,8 +317,18 @@ class Driver(RunClaims):
                 if inv is None:
                     continue
                 ran = True
+                inv.loop, inv.caller_gone = loop, gone  # the parent's caller's loop, if any
                 try:
                     self.drive(inv, child)
                 except Exception as exc:  # the child's problem, not its parent's: say so, go on
                     log.error("run %s: child %s stopped: %s", parent_id, child.workflow_id, exc)
         return ran
+
+
+def _left(loop: asyncio.AbstractEventLoop, gone: threading.Event | None) -> str | None:
+    """Why a ``run_async`` run stops waiting in its thread, if it does."""
+    if loop.is_closed():
+        return "the event loop app.run_async was called on is closed"
+    if gone is not None and gone.is_set():
+        return "the caller of app.run_async stopped waiting for it"
+    return None

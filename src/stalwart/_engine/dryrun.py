@@ -33,8 +33,9 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._signals import Abort, EngineSignal, StoreFailed
 from .._store import Entry, RunRow
-from .executor import _decode_input, _run_async, _run_sync
+from .executor import _decode_input
 from .invocation import Invocation, Recorded
+from .workflow_body import run_async, run_sync
 
 __all__ = ["CheckResult", "DryInvocation", "dry_replay", "stranded_names", "warn_stranded"]
 
@@ -166,7 +167,7 @@ def _replay(inv: DryInvocation, wf: WorkflowDef, row: RunRow) -> None:
     if inv.recorded and runtime.store.rollback_in_progress(wid) is not None:
         return  # a worker finishes the rollback without replaying the workflow
     args, kwargs = _decode_input(runtime, wid, row.input)
-    runner = _run_async if wf.is_async else _run_sync
+    runner = run_async if wf.is_async else run_sync
     with contextlib.suppress(Exception):  # the code's own failure ends a run, not a divergence
         runner(inv, wf, args, kwargs)
     inv.check_fully_replayed()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import contextvars
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -13,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
-from .._loop import run_on
 from .._model import (
     EntryStatus,
     ErrorRecord,
@@ -24,14 +22,21 @@ from .._model import (
 )
 from .._runtime import Runtime
 from .._serde import UnsupportedValue
-from .._signals import Abort, Cancel, InDoubt, LeaseLost, Release, StoreFailed, Suspend
+from .._signals import (
+    Abort,
+    Cancel,
+    InDoubt,
+    LeaseLost,
+    LoopClosed,
+    Release,
+    StoreFailed,
+    Suspend,
+)
 from .._store import Entry
 from .._store.sealed import is_kept_apart
 from .children import cancel_children
 from .compensation import CompensationFailed, pending_compensations, run_compensations
 from .invocation import (
-    CURRENT_RUN,
-    CURRENT_STEP,
     Invocation,
     failure_seq,
     flush_outcomes,
@@ -40,16 +45,15 @@ from .invocation import (
 from .lifecycle import lifecycle
 from .observe import finished, suspended
 from .streams import flush_stream
+from .workflow_body import Unwound, main_task, run_async, run_sync
 
 if TYPE_CHECKING:
-    from .._registry import WorkflowDef
+    pass
 
 __all__ = ["Offload", "Outcome", "execute", "execute_async", "rollback_state"]
 
 log = logging.getLogger("stalwart")
 T = TypeVar("T")
-
-RECANCEL_SECONDS = 1.0  # how long a run's leftover task has to end before it is cancelled again
 
 
 @dataclass(frozen=True)
@@ -117,69 +121,6 @@ def _record_of(detail: object) -> ErrorRecord | None:
         return ErrorRecord("Error", detail)
 
 
-@dataclass(frozen=True)
-class _Unwound:
-    """A run's main task suspended: its signal, returned rather than raised out of the task,
-    which would keep the traceback, whose frames hold the task and the run (a cycle)."""
-
-    signal: Suspend
-
-
-def _run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    """Run the workflow as a task on the app's loop (or the caller's, for ``run_async``),
-    blocking this thread until the invocation ends."""
-    ended = run_on(inv.event_loop, _main_task(inv, wf, args, kwargs))
-    if isinstance(ended, _Unwound):
-        raise ended.signal
-    return ended
-
-
-async def _main_task(
-    inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]
-) -> Any:
-    run_token, step_token = CURRENT_RUN.set(inv), CURRENT_STEP.set(None)
-    try:
-        return await _workflow(inv, wf, args, kwargs)
-    finally:  # the task may go on (execute_async): the run is no longer current in it
-        CURRENT_STEP.reset(step_token)
-        CURRENT_RUN.reset(run_token)
-
-
-async def _workflow(
-    inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]
-) -> Any:
-    task = asyncio.current_task()
-    assert task is not None
-    inv.task_paths[task] = ""
-    try:
-        return await wf.fn(*args, **kwargs)
-    except Suspend as signal:
-        # Steps other tasks already started must be recorded before the run unwinds.
-        inv.suspended = signal
-        await _drain(inv)
-        return _Unwound(signal)
-    finally:
-        # Only the tasks this run's workflow code created: the loop is shared with other
-        # runs, and tasks a client started inside a step belong to that client.
-        leftover = [t for t in inv.task_paths if t is not task and not t.done()]
-        while waiting := [t for t in leftover if not t.done()]:
-            for child in waiting:
-                child.cancel()
-            # Again after a while: a task cancelled while a transaction held its step's
-            # outcome does not see it (the step returns what the journal says).
-            await asyncio.wait(waiting, timeout=RECANCEL_SECONDS)
-        for child in leftover:
-            if not child.cancelled():
-                child.exception()  # retrieved: a leftover task's error is not the run's
-        # Each task's context holds the run (CURRENT_RUN): a cycle while the run holds them.
-        inv.task_paths.clear()
-
-
-async def _drain(inv: Invocation) -> None:
-    while inv.in_flight > 0:
-        await asyncio.sleep(0.005)
-
-
 class Offload(Protocol):
     """Runs ``fn(*args)`` in a thread and awaits what it returns, to its end: a cancellation
     of the awaiting task meanwhile waits for the thread too (it records the run's outcome)."""
@@ -207,7 +148,7 @@ async def execute_async(
     task = asyncio.current_task()
     asked = 0 if task is None else task.cancelling()
     try:
-        ended = await _main_task(inv, inv.wf, args, kwargs)
+        ended = await main_task(inv, inv.wf, args, kwargs)
         if task is not None and task.cancelling() > asked and not runtime.loop.closing:
             await asyncio.sleep(0)  # a cancellation of this task it asked for, not delivered
     except asyncio.CancelledError as exc:
@@ -221,7 +162,7 @@ async def execute_async(
         raise
     except BaseException as exc:  # the workflow's error, or an engine signal
         return await offload(execute, runtime, inv, stored_input, _raising(exc))
-    if isinstance(ended, _Unwound):
+    if isinstance(ended, Unwound):
         return await offload(execute, runtime, inv, stored_input, _raising(ended.signal))
     try:
         ending = _completed(runtime, inv, ended)
@@ -284,19 +225,6 @@ def _completed(runtime: Runtime, inv: Invocation, value: Any) -> tuple[float, by
         inv.wf.restore(runtime.codec.decode(payload))
     now = runtime.clock.time()
     return now, payload, Entry.ended(RunStatus.COMPLETED, now, output=payload, error=None)
-
-
-def _run_sync(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    def main() -> Any:
-        CURRENT_RUN.set(inv)
-        CURRENT_STEP.set(None)
-        inv.deferring = True  # see defer_outcome (an async run's tasks journal as they go)
-        try:
-            return wf.fn(*args, **kwargs)
-        finally:
-            inv.deferring = False
-
-    return contextvars.copy_context().run(main)
 
 
 def execute(
@@ -389,11 +317,10 @@ def _execute(
         return _finish(runtime, inv, RunStatus.NEEDS_ATTENTION, output=None, error=detail, exc=None)
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
-        with contextlib.suppress(Exception):
-            flush_outcomes(inv)
-        with contextlib.suppress(Exception):
-            runtime.store.release_lease(wid, owner=inv.owner, now=runtime.clock.time())
-        return Outcome(OutcomeKind.ABORT, signal.error)
+        return _leave(runtime, inv, signal.error)
+    except LoopClosed as signal:  # (the caller logs it, as it releases the lease again)
+        given_back = f"run {wid!r}: {signal}: a worker, or the next app.run of it, takes it up"
+        return _leave(runtime, inv, RuntimeError(given_back))
     except Release:
         if (unflushed := _flushed(runtime, inv)) is not None:
             return unflushed
@@ -402,6 +329,16 @@ def _execute(
         return Outcome(OutcomeKind.RELEASED)
     except LeaseLost:
         return _lease_lost(inv)
+
+
+def _leave(runtime: Runtime, inv: Invocation, error: Exception) -> Outcome:
+    """Stop without deciding how the run ends: what it did is journaled, its lease given
+    back (both as far as the store lets), and ``error`` is what the caller sees."""
+    with contextlib.suppress(Exception):
+        flush_outcomes(inv)
+    with contextlib.suppress(Exception):
+        runtime.store.release_lease(inv.workflow_id, owner=inv.owner, now=runtime.clock.time())
+    return Outcome(OutcomeKind.ABORT, error)
 
 
 def _begin(
@@ -419,7 +356,7 @@ def _begin(
         then, detail = rollback_state(runtime, wid, pending)
         return _roll_back(runtime, inv, then, detail, None, started=True)
     args, kwargs = _decode_input(runtime, wid, stored_input)
-    runner = _run_async if inv.wf.is_async else _run_sync
+    runner = run_async if inv.wf.is_async else run_sync
     return functools.partial(runner, inv, inv.wf, args, kwargs)
 
 

@@ -255,6 +255,7 @@ class Invocation(JournalWrites):
         self.abandoned = False  # ended without an outcome; its lease was given back
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
+        self.caller_gone: threading.Event | None = None  # set: run_async's caller gave up
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         # Whether the run's end may have a parent to wake or approvals to close: not for a
         # run this invocation created (a top-level run) until it opens an approval.

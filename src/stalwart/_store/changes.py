@@ -19,6 +19,7 @@ Commits of this process's own connection are not seen by ``data_version``: the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -148,7 +149,10 @@ class Changes:
         moved = asyncio.Event()
 
         def nudge() -> None:
-            loop.call_soon_threadsafe(moved.set)
+            # (a waiter whose loop closed under it: nobody awaits it, and the pusher, the
+            # engine's own bookkeeping, must not fail for it)
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(moved.set)
 
         self.subscribe(nudge)
         try:

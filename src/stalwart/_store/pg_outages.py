@@ -30,6 +30,8 @@ def connection_lost(exc: Exception) -> bool:
 
     if isinstance(exc, psycopg_pool.PoolTimeout):
         return True
+    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+        return True  # the server ended a session idle mid-transaction: rolled back, retry
     if not isinstance(exc, psycopg.OperationalError):
         return False
     state = exc.sqlstate

@@ -251,8 +251,6 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
         # Both durabilities wait for the WAL flush (PostgreSQL's default, kept even where a
         # server or role says otherwise): the server, not this process, holds the data.
         options += " -c synchronous_commit=on"
-        if "idle_in_transaction_session_timeout" not in options:
-            options += f" -c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
         self._connect_kwargs: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
             "options": options.strip(),
@@ -303,6 +301,7 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
         """Connect once, eagerly, so a bad URL or a database that is down fails here."""
         try:
             with psycopg.connect(self._conninfo, autocommit=True, **self._connect_kwargs) as conn:
+                self._bound_idle_transactions(conn)
                 if self._schema is not None and not READ_ONLY_DECLARATIONS.get():
                     with contextlib.suppress(psycopg.errors.UniqueViolation):
                         # another process created it at the same moment: fine
@@ -313,6 +312,22 @@ class PostgresStore(Outages, SentAhead, PayloadTrees, _CollectArrays, _ChunkArra
                 f"{first_line(exc)}; check "
                 "that the server is running and the URL's host, port, user and database"
             ) from None
+
+    def _bound_idle_transactions(self, conn: Any) -> None:
+        """Have every connection of ours ended by the server once idle mid-transaction for
+        ``IDLE_IN_TRANSACTION_MS``, unless a stricter bound is in force already (the URL's
+        options, the role's, the database's or the server's setting)."""
+        options = self._connect_kwargs["options"]
+        if "idle_in_transaction_session_timeout" in options.lower().replace("-", "_"):
+            return  # the URL chose (0 included: none)
+        found = conn.execute(
+            "SELECT setting::bigint FROM pg_settings"
+            " WHERE name = 'idle_in_transaction_session_timeout'"
+        ).fetchone()
+        bound = 0 if found is None else int(found[0])  # milliseconds; 0: none
+        if bound == 0 or bound > IDLE_IN_TRANSACTION_MS:
+            bounded = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+            self._connect_kwargs["options"] = f"{options} {bounded}".strip()
 
     def _lock_schema(self, conn: Any) -> None:
         conn.execute(self._q["lock_migrations"])
