@@ -57,6 +57,10 @@ __all__ = ["Handle", "Stalwart"]
 log = logging.getLogger("stalwart")
 F = TypeVar("F", bound=Callable[..., Any])
 
+# How long close() waits for the app.run calls of other threads to return once it closed the
+# app's loop (a run that loop gave back releases its lease first).
+CLOSE_WAIT_S = 5.0
+
 
 def _default_clock(store: Store) -> Clock:
     """One clock per store: this machine's for a store on it (SQLite), where every process
@@ -133,6 +137,8 @@ class Stalwart(
         """Stop background renewals and release the store's connections."""
         self._driver.close()
         self._runtime.loop.close()
+        # a run the loop's closing gave back releases its lease from its own thread
+        self._driver.wait_for_runs(CLOSE_WAIT_S)
         close_streams(self._runtime.store)
         self._runtime.store.close()
 

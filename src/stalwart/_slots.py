@@ -114,7 +114,7 @@ class Slots:
                 for (coro, future), (inv, at) in zip(starting, held, strict=True):
                     coro.close()
                     self.driver.abandon(inv, exc)
-                    future.cancel()
+                    _cancel(future)
                     started[at] = False
         return started
 
@@ -218,8 +218,15 @@ def _start_tasks(starting: list[tuple[Coroutine[Any, Any, None], Future[None]]])
 
 def _settle(future: Future[None], task: asyncio.Task[None]) -> None:
     if task.cancelled():
-        future.cancel()
+        _cancel(future)
     elif (error := task.exception()) is not None:
         future.set_exception(error)
     else:
         future.set_result(None)
+
+
+def _cancel(future: Future[None]) -> None:
+    """Cancel ``future`` and wake what waits for it (``concurrent.futures.wait`` is woken by
+    ``set_running_or_notify_cancel``, which an executor calls, not by ``cancel``)."""
+    if future.cancel():
+        future.set_running_or_notify_cancel()

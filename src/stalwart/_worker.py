@@ -308,6 +308,14 @@ class Worker:
                 )
                 self.stop()
                 break
+            if self.runtime.loop.closing:  # the app closes under it: take nothing more
+                log.warning(
+                    "worker %s: its app was closed while it served; stopping",
+                    self.runtime.owner,
+                    extra=fields(None, self.runtime.owner),
+                )
+                self.stop()
+                break
             now = time.monotonic()
             version = store.data_version()
             nudged = self.runtime.wakeup.is_set()

@@ -16,7 +16,7 @@ from console_harness import Fleet, require_chromium
 FIRST_LOAD_MS = 45_000  # twice at most, within the tests' 120 s
 
 
-def _stall_report(page: Any, fleet: Fleet, pending: dict[Any, float]) -> str:
+def _stall_report(page: Any, fleet: Fleet, pending: dict[Any, float], failed: list[str]) -> str:
     """What a page that shows no answer is waiting for: its state, its requests not answered,
     the console's own answer to the same request, and the fleet's logs."""
     lines = []
@@ -31,6 +31,7 @@ def _stall_report(page: Any, fleet: Fleet, pending: dict[Any, float]) -> str:
     now = time.monotonic()
     for request, since in list(pending.items()):
         lines.append(f"waiting {now - since:.1f} s for {request.method} {request.url}")
+    lines.extend(f"not loaded: {what}" for what in failed)
     began = time.monotonic()
     try:
         answer = httpx.get(f"{fleet.console_url.rstrip('/')}/api/v1/health", timeout=10)
@@ -139,6 +140,17 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
     page.on("request", lambda request: pending.__setitem__(request, time.monotonic()))
     page.on("requestfinished", lambda request: pending.pop(request, None))
     page.on("requestfailed", lambda request: pending.pop(request, None))
+    failed: list[str] = []  # what the page could not load, for a stall's report
+
+    def on_response(response: Any) -> None:
+        if response.status >= 400:
+            failed.append(f"{response.status} {response.request.method} {response.url}")
+
+    page.on("response", on_response)
+    page.on(
+        "requestfailed",
+        lambda request: failed.append(f"{request.failure} {request.method} {request.url}"),
+    )
     page.goto(fleet.console_url)
     # The console's first answer (the footer names the store): the module's first page load
     # comes while the suite's heaviest tests (the soak, the HTTP API's scene) start beside it,
@@ -150,7 +162,7 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
         # Seen twice in local runs of the whole suite (never alone, never in CI): the page
         # showed no answer after 90 s. Say what stalled (in the warnings summary), then load
         # it once more.
-        stalled = _stall_report(page, fleet, pending)
+        stalled = _stall_report(page, fleet, pending, failed)
         warnings.warn(
             f"the console's first page load stalled; loading it again\n{stalled}", stacklevel=1
         )
@@ -158,7 +170,7 @@ def page(browser: Any, fleet: Fleet) -> Iterator[Any]:
         try:
             expect(footer).to_contain_text("stalwart", timeout=FIRST_LOAD_MS)
         except AssertionError as exc:
-            again = _stall_report(page, fleet, pending)
+            again = _stall_report(page, fleet, pending, failed)
             raise AssertionError(f"stalled twice:\n{stalled}\n--- again\n{again}") from exc
     try:
         yield page

@@ -9,6 +9,7 @@ loop, so a client the caller's loop created works in its steps.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import threading
@@ -24,6 +25,7 @@ import pytest
 
 import stalwart
 from batches import held, queued
+from stalwart import testing
 from stalwart.testing import FakeClock
 
 
@@ -380,7 +382,8 @@ def test_an_app_closed_during_app_run_of_an_async_workflow_gives_the_run_back(
     assert "a worker, or the next app.run of it, takes it up" in str(outcome[0])
     with stalwart.Stalwart(url) as again:
         slow, _ = _declare_loop_tests(again, threading.Event())
-        assert again.handle("c").status() == "running"
+        row = again._driver.row("c")
+        assert (row.status, row.lease_owner) == ("running", None)  # given back before close
         assert again.run(slow, workflow_id="c") == "slept"
 
 
@@ -437,3 +440,91 @@ def test_children_of_a_run_async_run_execute_on_the_callers_loop(tmp_path: Path)
 
         assert asyncio.run(main()) == 1
         assert len(loops) == 3 and len(set(loops)) == 1, loops
+
+
+def test_a_loop_closing_under_a_workflow_that_swallows_everything_still_gives_it_back(
+    tmp_path: Path,
+) -> None:
+    """The signal that gives the run back is sticky: a bare ``except:`` around the step
+    cannot turn it into the run's result."""
+    with stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}") as app:
+
+        @app.step(name="fetch")
+        def fetch() -> Any:
+            return asyncio.sleep(0.5, result="fetched")  # an awaitable: run on the loop
+
+        @app.workflow(name="swallows")
+        def swallows() -> str:
+            try:
+                return str(fetch())
+            except:  # noqa: E722  (what the test is about)
+                return "fallback"
+
+        async def main() -> None:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(app.run_async(swallows, workflow_id="s"), 0.2)
+
+        asyncio.run(main())
+        deadline = time.monotonic() + 20
+        while (row := app._driver.row("s")).lease_owner is not None:
+            assert time.monotonic() < deadline, "the run was not given back"
+            time.sleep(0.01)
+        assert row.status == "running"
+        assert app.run(swallows, workflow_id="s") == "fetched"
+
+
+def test_a_worker_whose_app_is_closed_under_it_takes_nothing_more(tmp_path: Path) -> None:
+    """Closing the app while its worker serves: the run its loop gave back is not taken again
+    (and charged an interrupted attempt) by that worker while the close waits for another
+    run's task to end; the worker stops."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    awaiting, tidying = threading.Event(), threading.Event()
+
+    def declare(app: stalwart.Stalwart) -> tuple[Any, Any]:
+        @app.step(name="awaits", retry=stalwart.Retry(max_attempts=3))
+        def awaits() -> Any:
+            awaiting.set()
+            return asyncio.sleep(1.0, result="ok")  # an awaitable: run on the app's loop
+
+        @app.workflow(name="sync_flow")
+        def sync_flow() -> Any:
+            return awaits()
+
+        @app.step(name="tidy")
+        async def tidy() -> None:
+            tidying.set()
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                await asyncio.sleep(1.5)  # a client's clean-up: the close waits for it
+                raise
+
+        @app.workflow(name="tidy_flow")
+        async def tidy_flow() -> None:
+            await tidy()
+
+        return sync_flow, tidy_flow
+
+    app = stalwart.Stalwart(url)
+    sync_flow, tidy_flow = declare(app)
+    worker = testing.worker(app, concurrency=4)
+    serving = threading.Thread(target=_serve_quietly, args=(worker,), daemon=True)
+    serving.start()
+    app.start(sync_flow, workflow_id="g")
+    app.start(tidy_flow, workflow_id="t")
+    assert awaiting.wait(20) and tidying.wait(20)
+    app.close()
+    serving.join(20)
+    assert not serving.is_alive()
+    with stalwart.Stalwart(url) as again:
+        sync_flow, _ = declare(again)
+        row = again._driver.row("g")
+        assert (row.status, row.lease_owner) == ("running", None)
+        charged = [e for e in again.journal("g") if e.kind == "step" and e.status == "failed"]
+        assert charged == []
+        assert again.run(sync_flow, workflow_id="g") == "ok"
+
+
+def _serve_quietly(worker: Any) -> None:
+    with contextlib.suppress(stalwart.StalwartError):  # the store closes under it
+        worker.serve()

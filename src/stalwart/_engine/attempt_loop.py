@@ -156,9 +156,15 @@ def _call(
         if value is not None and inspect.isawaitable(value):
             try:
                 return run_on(call.inv.event_loop, _call_async(call, value, scope))
+            except LoopClosed as signal:
+                if inspect.iscoroutine(value):
+                    value.close()  # never started: no "never awaited" warning for it
+                raise call.inv.lost_loop(str(signal)) from None
             except concurrent.futures.CancelledError:
                 if cancelled_by_closing(call.inv):
-                    raise LoopClosed("its event loop cancelled a call as the loop closed") from None
+                    raise call.inv.lost_loop(
+                        "its event loop cancelled a call as it closed"
+                    ) from None
                 raise
         return value
     finally:

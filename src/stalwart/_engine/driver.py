@@ -57,6 +57,16 @@ class Driver(RunClaims):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self.keeper = LeaseKeeper(runtime)
+        self._running: set[int] = set()  # the threads in ``run`` now
+        self._ran = threading.Condition()
+
+    def wait_for_runs(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for the ``run`` calls of other threads to return
+        (an app closing: a run its loop gave back releases its lease before the store
+        closes)."""
+        me = threading.get_ident()
+        with self._ran:
+            self._ran.wait_for(lambda: not self._running - {me}, timeout)
 
     def close(self) -> None:
         """Stop renewing leases."""
@@ -75,18 +85,26 @@ class Driver(RunClaims):
         (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``, and
         ``gone``, set once that caller stopped waiting: the run is then left, at its next
         wait, to a worker or the next ``app.run`` of it."""
-        inv, row = self.acquire(wf, wid, payload, create_first=True)
-        while inv is not None:
-            inv.loop, inv.caller_gone = loop, gone
-            outcome = self.drive(inv, row)
-            if outcome.status == OutcomeKind.ABORT:
-                assert outcome.error is not None
-                raise outcome.error
-            if outcome.status in ENDED:  # as just recorded: no need to read it back
-                status = RunStatus(outcome.status.value)
-                return changed(row, status=status, output=outcome.output, error=outcome.record)
-            inv, row = self.acquire(wf, wid, payload, loop=loop, gone=gone)
-        return row
+        me = threading.get_ident()
+        with self._ran:
+            self._running.add(me)
+        try:
+            inv, row = self.acquire(wf, wid, payload, create_first=True)
+            while inv is not None:
+                inv.loop, inv.caller_gone = loop, gone
+                outcome = self.drive(inv, row)
+                if outcome.status == OutcomeKind.ABORT:
+                    assert outcome.error is not None
+                    raise outcome.error
+                if outcome.status in ENDED:  # as just recorded: no need to read it back
+                    status = RunStatus(outcome.status.value)
+                    return changed(row, status=status, output=outcome.output, error=outcome.record)
+                inv, row = self.acquire(wf, wid, payload, loop=loop, gone=gone)
+            return row
+        finally:
+            with self._ran:
+                self._running.discard(me)
+                self._ran.notify_all()
 
     async def run_async(self, wf: WorkflowDef, wid: str, payload: bytes) -> RunRow:
         """:meth:`run` from a coroutine: the workflow's async code runs on the caller's loop,
@@ -150,7 +168,7 @@ class Driver(RunClaims):
             outcome = await self.execute_async(inv, row, offload)
         except Exception as exc:
             if not inv.abandoned:  # never a run left 'running' with nobody on it
-                await offload(self.abandon, inv, exc)
+                await self._abandon_async(inv, exc, offload)
             raise
         if outcome.status != OutcomeKind.WAKE:
             return outcome
@@ -182,11 +200,20 @@ class Driver(RunClaims):
                 end(inv, status)
         except BaseException as exc:
             if not inv.abandoned:
-                await offload(self.abandon, inv, exc)
+                await self._abandon_async(inv, exc, offload)
             raise
         if outcome.status == OutcomeKind.ABORT:
             await offload(self.abandon, inv, outcome.error)
         return outcome
+
+    async def _abandon_async(self, inv: Invocation, exc: BaseException, offload: Offload) -> None:
+        """``abandon`` from the run's task: in a thread, unless the app's loop is closing,
+        which would stop before the thread's answer came back and leave the task (and the
+        worker's slot) pending for good: then here, at once."""
+        if self.runtime.loop.closing:
+            self.abandon(inv, exc)
+        else:
+            await offload(self.abandon, inv, exc)
 
     def row(self, workflow_id: str) -> RunRow:
         """The run's row; ``WorkflowNotFound`` if there is none."""

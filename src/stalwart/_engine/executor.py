@@ -240,6 +240,10 @@ def execute(
     which the caller handles by releasing the lease) sends the run to an operator."""
     try:
         return _execute(runtime, inv, stored_input, ran)
+    except LoopClosed as signal:  # (also from a rollback begun for another reason)
+        wid = inv.workflow_id
+        given_back = f"run {wid!r}: {signal}: a worker, or the next app.run of it, takes it up"
+        return _leave(runtime, inv, RuntimeError(given_back))  # (its caller logs it)
     except StoreError:
         raise
     except Exception as exc:
@@ -318,9 +322,6 @@ def _execute(
     except StoreFailed as signal:
         log.warning("run %s: the store failed while journaling: %s", wid, signal.error)
         return _leave(runtime, inv, signal.error)
-    except LoopClosed as signal:  # (the caller logs it, as it releases the lease again)
-        given_back = f"run {wid!r}: {signal}: a worker, or the next app.run of it, takes it up"
-        return _leave(runtime, inv, RuntimeError(given_back))
     except Release:
         if (unflushed := _flushed(runtime, inv)) is not None:
             return unflushed

@@ -29,7 +29,7 @@ from .._errors import (
 from .._hooks import RunHooks
 from .._model import EntryKind, EntryStatus, ErrorRecord
 from .._runtime import Runtime
-from .._signals import Abort, Cancel, EngineSignal, LeaseLost, Release, Suspend
+from .._signals import Abort, Cancel, EngineSignal, LeaseLost, LoopClosed, Release, Suspend
 from .._store import Entry, IndexRow
 from .._store.base import CursorStore
 from .buffer import RunStream
@@ -256,6 +256,7 @@ class Invocation(JournalWrites):
         self.final_failures: dict[int, tuple[BaseException, int]] = {}  # see final_failure
         self.loop: asyncio.AbstractEventLoop | None = None  # where its async code runs
         self.caller_gone: threading.Event | None = None  # set: run_async's caller gave up
+        self.loop_closed: LoopClosed | None = None  # see lost_loop
         self.deferring = False  # while a sync workflow's own code runs (``defer_outcome``)
         # Whether the run's end may have a parent to wake or approvals to close: not for a
         # run this invocation created (a top-level run) until it opens an approval.
@@ -321,6 +322,8 @@ class Invocation(JournalWrites):
             flush_outcomes(self)
         if self.fatal is not None:
             raise self.fatal
+        if self.loop_closed is not None:
+            raise self.loop_closed
         if self.lease_lost.is_set():
             raise LeaseLost()
         if self.suspended is not None:
@@ -419,7 +422,17 @@ class Invocation(JournalWrites):
     def event_loop(self) -> asyncio.AbstractEventLoop:
         """Where this invocation's async code runs: the caller's loop for ``run_async``, else
         the app's one loop."""
-        return self.loop if self.loop is not None else self.runtime.loop.loop
+        if self.loop is not None:
+            return self.loop
+        try:
+            return self.runtime.loop.loop
+        except RuntimeError:  # the app closed it
+            raise self.lost_loop("the app closed its event loop") from None
+
+    def lost_loop(self, why: str) -> LoopClosed:
+        """The signal that gives the run back as its loop closes; sticky, as ``suspend``'s."""
+        self.loop_closed = LoopClosed(why)
+        return self.loop_closed
 
     @guarded
     def record_value(self, kind: EntryKind, produce: Any) -> Any:

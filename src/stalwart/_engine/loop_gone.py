@@ -20,7 +20,7 @@ __all__ = ["cancelled_by_closing"]
 
 # How long a cancelled run waits for its caller's mark before the cancellation counts as the
 # workflow's own (its caller's task is cancelled first: the mark follows at once).
-CLOSING_GRACE_S = 2.0
+CLOSING_GRACE_S = 0.5
 
 
 def cancelled_by_closing(inv: Invocation) -> bool:

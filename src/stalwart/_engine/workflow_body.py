@@ -35,9 +35,11 @@ def run_async(inv: Invocation, wf: WorkflowDef, args: list[Any], kwargs: dict[st
     blocking this thread until the invocation ends."""
     try:
         ended = run_on(inv.event_loop, main_task(inv, wf, args, kwargs))
+    except LoopClosed as signal:
+        raise inv.lost_loop(str(signal)) from None
     except concurrent.futures.CancelledError:
         if cancelled_by_closing(inv):
-            raise LoopClosed("its event loop cancelled it as the loop closed") from None
+            raise inv.lost_loop("its event loop cancelled it as the loop closed") from None
         raise  # the workflow's own: a failure of the run
     if isinstance(ended, Unwound):
         raise ended.signal
