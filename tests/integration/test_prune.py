@@ -139,6 +139,36 @@ def test_runs_under_way_needs_attention_and_parents_of_children_under_way_are_ke
     assert {r.workflow_id for r in app.list_workflows(limit=10)} == {"pending", "attention"}
 
 
+def test_an_ended_child_stays_while_its_parent_runs_and_goes_with_it(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    """A parent reads its children's outcomes from their rows when it gets to them: a child
+    that ended is kept while its parent has not, and the parent then completes."""
+    wfs = _declare(app)
+
+    @app.workflow(name="gatherer")
+    def gatherer() -> list[str]:
+        kids = [stalwart.start_child(wfs["job"], str(n), workflow_id=f"kid-{n}") for n in (1, 2)]
+        stalwart.wait_for_event("collect")  # the children end meanwhile
+        return [str(kid.result()) for kid in kids]
+
+    results: list[Any] = []
+    runner = threading.Thread(target=lambda: results.append(app.run(gatherer)), daemon=True)
+    runner.start()  # app.run executes the children while their parent waits
+    deadline = time.monotonic() + 30
+    while [r.status for r in app.list_workflows(name="job", limit=10)] != ["completed"] * 2:
+        assert time.monotonic() < deadline, "the children did not end"
+        time.sleep(0.01)
+    parent = app.list_workflows(name="gatherer", limit=1)[0].workflow_id
+    clock.advance(100)
+    assert app.prune(0) == 0  # both children ended, their parent has not
+    app.send_event(parent, "collect")
+    runner.join(30)
+    assert results == [["11!", "22!"]]
+    clock.advance(100)
+    assert app.prune(0) == 3  # the parent ended: it goes, and its children with it
+
+
 def test_a_prune_selects_by_status_name_and_time(app: stalwart.Stalwart, clock: FakeClock) -> None:
     wfs = _declare(app)
     app.run(wfs["job"], "a", workflow_id="job-1")

@@ -316,3 +316,27 @@ def test_a_check_replays_emits_without_writing_them(app: stalwart.Stalwart) -> N
     app.send_event("c1", "go")
     runner.join(10)
     assert stream_text(_chunks(app, "c1")) == "before thought after"
+
+
+def test_a_workflow_code_emit_follows_the_outcome_of_the_step_it_shows(
+    app: stalwart.Stalwart,
+) -> None:
+    """A sync step's outcome waits for the next boundary, but a chunk emitted in workflow code
+    after it is written at once: the outcome is journaled first, so a crash cannot leave a
+    chunk showing a result the journal lost (the step would run again, maybe differently)."""
+    seen: list[list[str]] = []
+
+    @app.step
+    def pick() -> str:
+        return "forty-two"
+
+    @app.workflow
+    def answers() -> str:
+        value = pick()
+        stalwart.emit(f"answer={value}")
+        seen.append([e.status for e in app.journal("a1") if e.kind == "step"])  # committed
+        return value
+
+    assert app.run(answers, workflow_id="a1") == "forty-two"
+    assert seen == [["completed"]]
+    assert stream_text(_chunks(app, "a1")) == "answer=forty-two"

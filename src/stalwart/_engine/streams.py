@@ -33,7 +33,7 @@ from typing import Any
 from .._signals import LeaseLost
 from .._store.base import NewChunk, RunChunks, Store
 from .buffer import RunStream
-from .invocation import Invocation, StepScope
+from .invocation import Invocation, StepScope, flush_outcomes
 
 __all__ = ["FLUSH_EVERY", "MAX_CHUNK", "close_streams", "emit", "flush_stream"]
 
@@ -61,6 +61,11 @@ def emit(inv: Invocation, scope: StepScope | None, data: Any, stream: str) -> No
     if buffer is None:
         buffer = inv.stream = RunStream(inv.workflow_id, inv.owner, _flusher(inv).ready)
     if scope is None:
+        if inv.deferred and inv.deferring:
+            # The step outcomes this code went on past are journaled first: a chunk the
+            # flusher writes at once may show them, and must not outlive them in a crash
+            # (the step would run again and the stream keep what its first attempt said).
+            flush_outcomes(inv)
         position = inv.peek_position()
         n = buffer.at_position.get(position, 0)
         buffer.at_position[position] = n + 1

@@ -374,6 +374,8 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND r.name <> ALL(:exclude)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
 ORDER BY r.updated_at LIMIT :limit;
 
 -- name: count_prunable
@@ -382,7 +384,9 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND (:status IS NULL OR r.status = :status) AND (:name IS NULL OR r.name = :name)
   AND r.name <> ALL(:exclude)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
-                  AND c.status NOT IN ('completed', 'failed', 'cancelled'));
+                  AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'));
 
 -- name: delete_runs
 DELETE FROM runs
@@ -391,6 +395,8 @@ WHERE workflow_id = ANY(:ids)
   AND (:status IS NULL OR status = :status) AND (:name IS NULL OR name = :name)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = runs.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
 RETURNING workflow_id;
 
 -- name: delete_journal

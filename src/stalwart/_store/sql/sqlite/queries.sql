@@ -114,6 +114,8 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND r.name NOT IN (SELECT value FROM json_each(:exclude))
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
 ORDER BY r.updated_at LIMIT :limit;
 
 -- name: count_prunable
@@ -122,7 +124,9 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND (:status IS NULL OR r.status = :status) AND (:name IS NULL OR r.name = :name)
   AND r.name NOT IN (SELECT value FROM json_each(:exclude))
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
-                  AND c.status NOT IN ('completed', 'failed', 'cancelled'));
+                  AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'));
 
 -- name: delete_runs
 -- The unary + keeps the planner on the primary key: on status it would read every ended run.
@@ -132,6 +136,8 @@ WHERE workflow_id IN (SELECT value FROM json_each(:ids))
   AND (:status IS NULL OR +status = :status) AND (:name IS NULL OR +name = :name)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
+  AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = runs.parent_id
+                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
 RETURNING workflow_id;
 
 -- name: delete_journal
