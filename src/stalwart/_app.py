@@ -138,7 +138,7 @@ class Stalwart(
         self._driver.close()
         self._runtime.loop.close()
         # a run the loop's closing gave back releases its lease from its own thread
-        self._driver.wait_for_runs(CLOSE_WAIT_S)
+        self._driver.calls.wait(CLOSE_WAIT_S)
         close_streams(self._runtime.store)
         self._runtime.store.close()
 

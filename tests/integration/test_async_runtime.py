@@ -528,3 +528,33 @@ def test_a_worker_whose_app_is_closed_under_it_takes_nothing_more(tmp_path: Path
 def _serve_quietly(worker: Any) -> None:
     with contextlib.suppress(stalwart.StalwartError):  # the store closes under it
         worker.serve()
+
+
+def test_close_ends_another_threads_app_run_that_waits(tmp_path: Path) -> None:
+    """An app closed while another thread's ``app.run`` waits for an event: that call ends
+    (the run is left waiting, for a worker or the next ``app.run``) before ``close`` returns,
+    rather than ``close`` waiting out its bound for it."""
+    app = stalwart.Stalwart(f"sqlite:///{tmp_path / 'runs.db'}")
+
+    @app.workflow(name="sync_waits")
+    def sync_waits() -> Any:
+        return stalwart.wait_for_event("go")
+
+    outcome: list[BaseException | Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(app.run(sync_waits, workflow_id="sw"))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    deadline = time.monotonic() + 20
+    while app.handle("sw").status() != "suspended":
+        assert time.monotonic() < deadline, "the run did not suspend"
+        time.sleep(0.01)
+    app.close()
+    assert not runner.is_alive(), "close returned while app.run still waited"
+    assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
+    assert "was closed while run 'sw' waited" in str(outcome[0])

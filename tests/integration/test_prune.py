@@ -169,6 +169,33 @@ def test_an_ended_child_stays_while_its_parent_runs_and_goes_with_it(
     assert app.prune(0) == 3  # the parent ended: it goes, and its children with it
 
 
+def test_a_child_of_a_failed_parent_stays_until_the_parent_goes(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    """A failed parent is open to ``retry``, which reads its children's rows again: its
+    children are kept, whatever a prune's filter, until the parent itself is pruned."""
+    wfs = _declare(app)
+
+    @app.step(retry=stalwart.Retry.never())
+    def breaks() -> None:
+        raise RuntimeError("down")
+
+    @app.workflow(name="fails_after_a_child")
+    def fails_after_a_child() -> str:
+        kid = stalwart.start_child(wfs["job"], "k", workflow_id="kid-of-failed")
+        kid.result()
+        breaks()
+        return "never"
+
+    with pytest.raises(stalwart.WorkflowFailed):
+        app.run(fails_after_a_child, workflow_id="failed-parent")
+    assert app.handle("kid-of-failed").status() == "completed"
+    clock.advance(100)
+    assert app.prune(0, name="job") == 0  # its parent failed: it may be retried
+    assert app.prune(0) == 2  # the parent goes (no child under way), then its child
+    assert app.list_workflows(limit=10) == []
+
+
 def test_a_prune_selects_by_status_name_and_time(app: stalwart.Stalwart, clock: FakeClock) -> None:
     wfs = _declare(app)
     app.run(wfs["job"], "a", workflow_id="job-1")

@@ -36,6 +36,7 @@ from .._registry import WorkflowDef
 from .._runtime import Runtime
 from .._store import RunRow
 from .._store.rows import changed
+from .calls import Calls
 from .children import attention_below
 from .claims import RunClaims
 from .executor import Offload, Outcome, execute, execute_async
@@ -57,16 +58,7 @@ class Driver(RunClaims):
     def __init__(self, runtime: Runtime) -> None:
         super().__init__(runtime)
         self.keeper = LeaseKeeper(runtime)
-        self._running: set[int] = set()  # the threads in ``run`` now
-        self._ran = threading.Condition()
-
-    def wait_for_runs(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the ``run`` calls of other threads to return
-        (an app closing: a run its loop gave back releases its lease before the store
-        closes)."""
-        me = threading.get_ident()
-        with self._ran:
-            self._ran.wait_for(lambda: not self._running - {me}, timeout)
+        self.calls = Calls()  # the threads in ``run`` now (``app.close`` waits for them)
 
     def close(self) -> None:
         """Stop renewing leases."""
@@ -85,10 +77,7 @@ class Driver(RunClaims):
         (terminal or waiting on an operator). ``loop``: the caller's, for ``run_async``, and
         ``gone``, set once that caller stopped waiting: the run is then left, at its next
         wait, to a worker or the next ``app.run`` of it."""
-        me = threading.get_ident()
-        with self._ran:
-            self._running.add(me)
-        try:
+        with self.calls.entered():
             inv, row = self.acquire(wf, wid, payload, create_first=True)
             while inv is not None:
                 inv.loop, inv.caller_gone = loop, gone
@@ -101,10 +90,6 @@ class Driver(RunClaims):
                     return changed(row, status=status, output=outcome.output, error=outcome.record)
                 inv, row = self.acquire(wf, wid, payload, loop=loop, gone=gone)
             return row
-        finally:
-            with self._ran:
-                self._running.discard(me)
-                self._ran.notify_all()
 
     async def run_async(self, wf: WorkflowDef, wid: str, payload: bytes) -> RunRow:
         """:meth:`run` from a coroutine: the workflow's async code runs on the caller's loop,
@@ -287,6 +272,11 @@ class Driver(RunClaims):
         while True:
             if loop is not None and (why := _left(loop, gone)) is not None:
                 raise RuntimeError(f"run {wid!r} is left to a worker or the next app.run: {why}")
+            if runtime.loop.closing:  # (app.close() waits for this thread)
+                raise RuntimeError(
+                    f"this stalwart app was closed while run {wid!r} waited; a worker, or the "
+                    "next app.run of it, takes it up"
+                )
             now = runtime.clock.time()
             row = runtime.store.get_run(wid) if look else None
             look = True

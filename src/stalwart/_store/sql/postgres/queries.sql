@@ -375,7 +375,7 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                  AND p.status NOT IN ('completed', 'cancelled'))
 ORDER BY r.updated_at LIMIT :limit;
 
 -- name: count_prunable
@@ -386,7 +386,7 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'));
+                  AND p.status NOT IN ('completed', 'cancelled'));
 
 -- name: delete_runs
 DELETE FROM runs
@@ -396,7 +396,7 @@ WHERE workflow_id = ANY(:ids)
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = runs.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                  AND p.status NOT IN ('completed', 'cancelled'))
 RETURNING workflow_id;
 
 -- name: delete_journal

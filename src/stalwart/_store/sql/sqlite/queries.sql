@@ -115,7 +115,7 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                  AND p.status NOT IN ('completed', 'cancelled'))
 ORDER BY r.updated_at LIMIT :limit;
 
 -- name: count_prunable
@@ -126,7 +126,7 @@ WHERE r.status IN ('completed', 'failed', 'cancelled') AND r.updated_at < :befor
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = r.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'));
+                  AND p.status NOT IN ('completed', 'cancelled'));
 
 -- name: delete_runs
 -- The unary + keeps the planner on the primary key: on status it would read every ended run.
@@ -137,7 +137,7 @@ WHERE workflow_id IN (SELECT value FROM json_each(:ids))
   AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = runs.workflow_id
                   AND c.status NOT IN ('completed', 'failed', 'cancelled'))
   AND NOT EXISTS (SELECT 1 FROM runs p WHERE p.workflow_id = runs.parent_id
-                  AND p.status NOT IN ('completed', 'failed', 'cancelled'))
+                  AND p.status NOT IN ('completed', 'cancelled'))
 RETURNING workflow_id;
 
 -- name: delete_journal
