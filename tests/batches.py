@@ -11,7 +11,7 @@ from typing import Any
 
 from stalwart._store.sql.pipeline import Write
 
-__all__ = ["batch_sizes", "held", "queued", "together", "traced_answers"]
+__all__ = ["batch_sizes", "committing_threads", "held", "queued", "together", "traced_answers"]
 
 
 WAIT_S = 30.0  # the most a test waits for the pipeline to reach a state
@@ -38,6 +38,23 @@ def queued(store: Any, writes: int = 0, *, busy: bool = False) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"the pipeline never had {writes} writes waiting")
         time.sleep(0.001)
+
+
+@contextlib.contextmanager
+def committing_threads(store: Any) -> Iterator[list[int]]:
+    """The thread that leads each batch the store's pipeline commits meanwhile, in order."""
+    threads: list[int] = []
+    real = store._pipeline._commit
+
+    def noted(batch: Any) -> None:
+        threads.append(threading.get_ident())
+        real(batch)
+
+    store._pipeline._commit = noted
+    try:
+        yield threads
+    finally:
+        store._pipeline._commit = real
 
 
 @contextlib.contextmanager

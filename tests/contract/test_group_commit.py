@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from batches import batch_sizes, held, queued
+from batches import batch_sizes, committing_threads, held, queued
 from batches import together as _together
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
@@ -259,14 +259,6 @@ def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool, own
     commits are local (SQLite): nothing else is held up, and two hand-offs between threads
     would cost more. On a caller's loop (``run_async``), which serves other code, never."""
     _create(store, "r1", "w1")
-    threads: list[int] = []
-    real = store._pipeline._commit
-
-    def noted(batch: Any) -> None:
-        threads.append(threading.get_ident())
-        real(batch)
-
-    store._pipeline._commit = noted
 
     async def busy() -> None:
         for _ in range(100):
@@ -282,10 +274,8 @@ def test_an_async_append_is_committed_off_its_loop(store: Any, beside: bool, own
             held = await writing
         return held, threading.get_ident()
 
-    try:
+    with committing_threads(store) as threads:
         held, loop_thread = asyncio.run(main())
-    finally:
-        store._pipeline._commit = real
     assert held is True
     in_place = own and not beside and store._commits_in_place
     assert threads == [loop_thread] if in_place else (threads and loop_thread not in threads)

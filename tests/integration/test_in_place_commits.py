@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from batches import committing_threads
 from stalwart._store import Entry
 from stalwart._store.group_commit import NO_WAIT, own_loop
 from stalwart._store.sqlite import SQLiteStore
@@ -93,14 +94,6 @@ def test_a_write_led_in_place_never_makes_the_loop_wait(
     store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]]
 ) -> None:
     hold, release = holder(store)
-    threads: list[int] = []
-    real = store._pipeline._commit
-
-    def noted(batch: Any) -> None:
-        threads.append(threading.get_ident())
-        real(batch)
-
-    store._pipeline._commit = noted
     answered = threading.Event()
     answered_while_held: list[bool] = []
 
@@ -126,10 +119,8 @@ def test_a_write_led_in_place_never_makes_the_loop_wait(
         return held, threading.get_ident()
 
     hold()
-    try:
+    with committing_threads(store) as threads:
         held, loop_thread = asyncio.run(main())
-    finally:
-        store._pipeline._commit = real
     assert answered_while_held == [True], "the loop waited for the lock"
     assert held is True
     assert threads[0] == loop_thread  # tried in place, refused at once, then led elsewhere
