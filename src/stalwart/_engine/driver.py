@@ -272,11 +272,6 @@ class Driver(RunClaims):
         while True:
             if loop is not None and (why := _left(loop, gone)) is not None:
                 raise RuntimeError(f"run {wid!r} is left to a worker or the next app.run: {why}")
-            if runtime.loop.closing:  # (app.close() waits for this thread)
-                raise RuntimeError(
-                    f"this stalwart app was closed while run {wid!r} waited; a worker, or the "
-                    "next app.run of it, takes it up"
-                )
             now = runtime.clock.time()
             row = runtime.store.get_run(wid) if look else None
             look = True
@@ -303,6 +298,11 @@ class Driver(RunClaims):
                 continue  # app.run executes the children of its run that no worker took
             if (stuck := attention_below(self.runtime, row)) is not None:
                 return None, stuck  # the caller raises the child's NeedsAttention
+            if runtime.loop.closing:  # (app.close() waits for this thread)
+                raise RuntimeError(
+                    f"this stalwart app was closed while run {wid!r} waited; a worker, or the "
+                    "next app.run of it on an open app, takes it up"
+                )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
             if row.status == RunStatus.SUSPENDED:
