@@ -281,11 +281,10 @@ class Stalwart(
     async def run_async(
         self, wf: Any, *args: Any, workflow_id: str | None = None, **kwargs: Any
     ) -> Any:
-        """:meth:`run` for callers inside an event loop: the workflow's async code runs on
-        the caller's loop (so loop-bound clients of the caller work in it), and the engine's
-        own blocking work on a thread of its own for the call (never one of your loop's
-        default executor, whose few threads the run's steps may need for
-        ``asyncio.to_thread``)."""
+        """:meth:`run` for code inside an event loop; returns and raises as ``run`` does. The
+        workflow's async code runs on your loop, so your loop-bound clients work in it. The
+        engine's blocking work runs on a thread of its own, not your loop's default executor.
+        Cancelling the ``await`` does not stop the run (docs/replay.md)."""
         definition = definition_of(self._runtime, wf)
         payload, wid = encode_args(self._runtime, definition, args, kwargs), run_id(workflow_id)
         return self._views.outcome(await self._driver.run_async(definition, wid, payload))

@@ -59,8 +59,9 @@ def workflow_id() -> str:
 def emit(data: Any, *, stream: str = "default") -> None:
     """Append ``data`` (any value the app's codec encodes: typically a ``str`` text delta or
     a small dict) to this run's stream ``stream``, inside a step or workflow code. Chunks are
-    written in batches, within about 25 ms (see docs/streams.md); the emit itself waits for
-    the store only in sync workflow code right after a step, whose outcome it journals first."""
+    written in batches, within about 25 ms (see docs/streams.md). It rarely waits for the
+    store: in sync workflow code right after a step, whose outcome it commits first, and
+    while 8 MiB of the run's chunks wait unwritten."""
     scope = CURRENT_STEP.get()
     inv = scope.invocation if scope is not None else CURRENT_RUN.get()
     if inv is None:
