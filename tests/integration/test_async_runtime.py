@@ -290,6 +290,45 @@ def test_a_streaming_steps_outcome_never_waits_for_the_loops_default_threads(
         assert stalwart.stream_text(app.stream("s", follow=False)) == "hello world"
 
 
+def _until(condition: Any, what: str) -> None:
+    """Wait (20 s at most) for ``condition()``."""
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def _give_up_on(app: stalwart.Stalwart, wf: Any, workflow_id: str, after: float) -> None:
+    """``asyncio.run`` a caller that stops waiting for ``app.run_async`` after ``after`` s."""
+
+    async def main() -> None:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(app.run_async(wf, workflow_id=workflow_id), after)
+
+    asyncio.run(main())
+
+
+def _given_back(app: stalwart.Stalwart, workflow_id: str) -> Any:
+    """The run's row once no lease holds it."""
+    _until(lambda: app._driver.row(workflow_id).lease_owner is None, "the run was not given back")
+    return app._driver.row(workflow_id)
+
+
+def _run_in_thread(app: stalwart.Stalwart, wf: Any, workflow_id: str) -> tuple[Any, list[Any]]:
+    """A thread running ``app.run(wf)``, started, and what it returned or raised, once it did."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(app.run(wf, workflow_id=workflow_id))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    runner = threading.Thread(target=run, daemon=True)
+    runner.start()
+    return runner, outcome
+
+
 def _declare_loop_tests(app: stalwart.Stalwart, entered: threading.Event) -> tuple[Any, Any]:
     """A workflow whose step waits on the loop (``slow``), and one that waits for an event."""
 
@@ -318,16 +357,9 @@ def test_a_run_whose_callers_loop_ends_mid_step_is_given_back_not_failed(tmp_pat
     with stalwart.Stalwart(url) as app:
         slow, _ = _declare_loop_tests(app, entered)
 
-        async def main() -> None:
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(app.run_async(slow, workflow_id="s"), 0.2)
-
-        asyncio.run(main())  # returns at once: the run's task is cancelled as the loop closes
+        _give_up_on(app, slow, "s", 0.2)  # the run's task is cancelled as the loop closes
         assert entered.is_set()
-        deadline = time.monotonic() + 20
-        while (row := app._driver.row("s")).lease_owner is not None:
-            assert time.monotonic() < deadline, "the run was not given back"
-            time.sleep(0.01)
+        row = _given_back(app, "s")
         assert row.status == "running"  # neither failed nor needs_attention
         assert app.run(slow, workflow_id="s") == "slept"
 
@@ -341,18 +373,12 @@ def test_a_run_async_whose_caller_left_is_not_resumed_by_the_callers_thread(
     with stalwart.Stalwart(url) as app:
         _, waits = _declare_loop_tests(app, threading.Event())
 
-        async def main() -> None:
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(app.run_async(waits, workflow_id="w"), 0.3)
-
-        asyncio.run(main())
+        _give_up_on(app, waits, "w", 0.3)
         assert app.handle("w").status() == "suspended"
-        names = {t.name for t in threading.enumerate()}
-        deadline = time.monotonic() + 20
-        while "stalwart-run-w" in names:  # its thread ends at its next look at the run
-            assert time.monotonic() < deadline, "the caller's thread still waits for the run"
-            time.sleep(0.01)
-            names = {t.name for t in threading.enumerate()}
+        _until(  # its thread ends at its next look at the run
+            lambda: "stalwart-run-w" not in {t.name for t in threading.enumerate()},
+            "the caller's thread still waits for the run",
+        )
         app.send_event("w", "go", {"n": 1})
         assert app.handle("w").status() in ("pending", "suspended")  # nobody took it
         assert app.run(waits, workflow_id="w") == {"n": 1}
@@ -365,16 +391,7 @@ def test_an_app_closed_during_app_run_of_an_async_workflow_gives_the_run_back(
     entered = threading.Event()
     app = stalwart.Stalwart(url)
     slow, _ = _declare_loop_tests(app, entered)
-    outcome: list[BaseException | str] = []
-
-    def run() -> None:
-        try:
-            outcome.append(app.run(slow, workflow_id="c"))
-        except BaseException as exc:
-            outcome.append(exc)
-
-    runner = threading.Thread(target=run)
-    runner.start()
+    runner, outcome = _run_in_thread(app, slow, "c")
     assert entered.wait(20)
     app.close()
     runner.join(20)
@@ -460,15 +477,8 @@ def test_a_loop_closing_under_a_workflow_that_swallows_everything_still_gives_it
             except:  # noqa: E722  (what the test is about)
                 return "fallback"
 
-        async def main() -> None:
-            with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(app.run_async(swallows, workflow_id="s"), 0.2)
-
-        asyncio.run(main())
-        deadline = time.monotonic() + 20
-        while (row := app._driver.row("s")).lease_owner is not None:
-            assert time.monotonic() < deadline, "the run was not given back"
-            time.sleep(0.01)
+        _give_up_on(app, swallows, "s", 0.2)
+        row = _given_back(app, "s")
         assert row.status == "running"
         assert app.run(swallows, workflow_id="s") == "fetched"
 
@@ -540,20 +550,8 @@ def test_close_ends_another_threads_app_run_that_waits(tmp_path: Path) -> None:
     def sync_waits() -> Any:
         return stalwart.wait_for_event("go")
 
-    outcome: list[BaseException | Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append(app.run(sync_waits, workflow_id="sw"))
-        except BaseException as exc:
-            outcome.append(exc)
-
-    runner = threading.Thread(target=run, daemon=True)
-    runner.start()
-    deadline = time.monotonic() + 20
-    while app.handle("sw").status() != "suspended":
-        assert time.monotonic() < deadline, "the run did not suspend"
-        time.sleep(0.01)
+    runner, outcome = _run_in_thread(app, sync_waits, "sw")
+    _until(lambda: app.handle("sw").status() == "suspended", "the run did not suspend")
     app.close()
     assert not runner.is_alive(), "close returned while app.run still waited"
     assert len(outcome) == 1 and isinstance(outcome[0], RuntimeError)
