@@ -18,11 +18,12 @@ demo: $(STAMP)
 	$(BIN)/stalwart demo
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/parallel.py says how they share it).
-# Three on two cores: the suite waits far more than it computes. The tests that start worker
-# processes on PostgreSQL run one at a time (tests/parallel.py), so three test processes stay
-# under PostgreSQL's default 100 connections (62 at the peak of a run, 92 were every peak to
-# meet); see docs/performance.md, "The test suite".
-TEST_WORKERS ?= 3
+# Four on two cores: the suite waits far more than it computes (four took 551-555 s of tests
+# where three took 625 s and five 640 s, in one quiet sitting). The tests that start worker
+# processes on PostgreSQL run one at a time (tests/parallel.py), so four test processes stay
+# under PostgreSQL's default 100 connections (56 at the peak of a run); see
+# docs/performance.md, "The test suite".
+TEST_WORKERS ?= 4
 # The suite starts hundreds of Python processes (the CLI, worker processes, the docs' examples),
 # each importing stalwart: with PYTHONDONTWRITEBYTECODE set in the environment (some images set
 # it) every one compiles the package from source again, 0.75 s against 0.4 s from the cached

@@ -1,4 +1,4 @@
-"""How ``make test`` shares the suite between pytest-xdist workers (``-n 3``, ``--dist load`` or
+"""How ``make test`` shares the suite between pytest-xdist workers (``-n 4``, ``--dist load`` or
 ``loadgroup``).
 
 Tests are handed out one at a time, so every worker stays busy to the end, except that
@@ -12,7 +12,7 @@ Tests are handed out one at a time, so every worker stays busy to the end, excep
   worker processes each, as the fleet tests start) would near the server's 100 connections;
 - the tests marked ``exclusive`` run last, on one worker, once every other worker has finished
   and shut down: a PostgreSQL restart (it would cut every other test's connections), and a
-  test whose time bound includes starting a process (a test beside it would slow that down).
+  test whose time bound a test beside it could break (the fleet's shared breaker).
 
 Each worker writes the groups of its collection to a file the controller named; the scheduler
 reads them from there. (xdist's own channel, a suffix on each test id, does nothing on pytest 9:

@@ -125,7 +125,6 @@ def test_approval_wait_survives_a_worker_kill(workers: WorkerHarness, when: str)
     assert completed_twice(app, wid) == []
 
 
-@pytest.mark.exclusive  # its 1.5 s bound includes a worker's start: no test beside it
 def test_durable_sleep_resumes_on_time_after_a_worker_kill(workers: WorkerHarness) -> None:
     app, wf = workers.app()
     first = workers.start(lease_seconds=LEASE_SECONDS)
@@ -142,7 +141,10 @@ def test_durable_sleep_resumes_on_time_after_a_worker_kill(workers: WorkerHarnes
     result = handle.result(timeout=30)
     finished = result["after"]  # when the step after the sleep ran, by the worker's clock
     assert finished - started >= 4.0, "the sleep ended early"
-    assert finished - started < 5.5, (
+    # Due 4 s after the start; a wait for the killed worker's lease would end it after 32 s.
+    # The bound leaves 6 s for the new worker's start and first look on a machine running
+    # other tests beside this one.
+    assert finished - started < 10.0, (
         f"the run finished {finished - started:.2f}s after its start, "
         f"{finished - restarted:.2f}s after the restart (a lease wait would be ~{LEASE_SECONDS}s)"
     )
