@@ -235,7 +235,7 @@ def sleep(seconds: float | _dt.timedelta) -> None:
 async def sleep_async(seconds: float | _dt.timedelta) -> None:
     """The async twin of :func:`sleep`, for ``async def`` workflows."""
     inv = _workflow_for_wait("sleep", is_async=True)
-    _waits.sleep(inv, _waits.seconds_of(seconds, "seconds") or 0.0)
+    await _waits.sleep_async(inv, _waits.seconds_of(seconds, "seconds") or 0.0)
 
 
 def wait_for_event(name: str, timeout: float | _dt.timedelta | None = None) -> Any:
@@ -249,7 +249,7 @@ def wait_for_event(name: str, timeout: float | _dt.timedelta | None = None) -> A
 async def wait_for_event_async(name: str, timeout: float | _dt.timedelta | None = None) -> Any:
     """The async twin of :func:`wait_for_event`."""
     inv = _workflow_for_wait("wait_for_event", is_async=True)
-    return _waits.event(inv, _event_name(name), _waits.seconds_of(timeout, "timeout"))
+    return await _waits.event_async(inv, _event_name(name), _waits.seconds_of(timeout, "timeout"))
 
 
 def request_approval(
@@ -266,7 +266,8 @@ async def request_approval_async(
 ) -> Approval | None:
     """The async twin of :func:`request_approval`."""
     inv = _workflow_for_wait("request_approval", is_async=True)
-    return _waits.approval(inv, _subject(subject), details, _waits.seconds_of(timeout, "timeout"))
+    timeout_s = _waits.seconds_of(timeout, "timeout")
+    return await _waits.approval_async(inv, _subject(subject), details, timeout_s)
 
 
 def _event_name(name: str) -> str:

@@ -6,9 +6,10 @@ chunks emitted before it, and turns a store failure into a signal workflow code 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import CorruptRecord, StoreError
 from .._signals import LeaseLost, StoreFailed
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from .buffer import RunStream
 
 __all__ = ["JournalWrites"]
+
+T = TypeVar("T")
 
 
 class JournalWrites:
@@ -66,16 +69,22 @@ class JournalWrites:
         stream = self.stream
         if stream is not None and stream.has_pending():
             # Written with its chunks by a thread of the engine's (their lock is held by
-            # threads), and awaited to the end: a write under way is not taken back.
-            task = asyncio.current_task()
-            asked = 0 if task is None else task.cancelling()
-            written = self.runtime.loop.blocking(self.append, entry)
-            await settled(written, task, asked)
-            written.result()  # (what ``append`` raised)
+            # threads).
+            await self.off_loop(functools.partial(self.append, entry))
             return
         with self.journaling():
             held = await self.store.append_async(self.workflow_id, entry, owner=self.owner)
         _fenced(self, held)
+
+    async def off_loop(self, write: Callable[[], T]) -> T:
+        """``write()``, a blocking store call, made by a thread of the engine's while the run's
+        event loop goes on; awaited to the end, since a write under way is not taken back (a
+        cancellation meanwhile is taken back: see ``settled``)."""
+        task = asyncio.current_task()
+        asked = 0 if task is None else task.cancelling()
+        written = self.runtime.loop.blocking(write)
+        await settled(written, task, asked)
+        return written.result()  # (or what ``write`` raised)
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""

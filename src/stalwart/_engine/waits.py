@@ -1,14 +1,20 @@
 """Durable waits: a timer, an event, an approval. A wait that cannot be satisfied now unwinds
 the workflow with ``Suspend``; the run then holds no thread, task or lease until the store says
 it may continue, and replay returns the recorded winner at the same position.
+
+Each wait is written once, as a flow that yields its store writes (opening the wait, deciding
+it) and is given back what each decided: a sync workflow's driver makes them in its own thread,
+an async workflow's awaits them made by a thread of the engine's, so the event loop that the
+app's async runs share goes on while a wait's write waits for the database.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Generator
+from typing import Any, TypeVar
 
 from .. import _inputs
 from .._keyring import open_text
@@ -16,11 +22,24 @@ from .._model import Approval, EntryKind, EntryStatus, from_epoch
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
-from .invocation import Invocation, Recorded, guarded
+from .invocation import Invocation, Recorded, guarded, guarded_async
 from .observe import waited
 from .streams import flush_stream
 
-__all__ = ["approval", "event", "seconds_of", "sleep"]
+__all__ = [
+    "approval",
+    "approval_async",
+    "event",
+    "event_async",
+    "seconds_of",
+    "sleep",
+    "sleep_async",
+]
+
+T = TypeVar("T")
+# A wait's flow: it yields each store write (a call without arguments), is sent what the write
+# returned, and returns the wait's value.
+Flow = Generator[Callable[[], Any], Any, T]
 
 
 # Times past the last second a datetime can hold (9999-12-31): a wait that long has no end.
@@ -89,7 +108,8 @@ class _Wait:
         spec: dict[str, Any],
         approval: dict[str, Any] | None = None,
         seq: int | None = None,
-    ) -> None:
+    ) -> Flow[None]:
+        """Journal the wait as scheduled (with its approval request)."""
         inv = self.inv
         seq = inv.alloc_seq() if seq is None else seq
         entry = Entry(
@@ -101,13 +121,9 @@ class _Wait:
             started_at=self.now,
             input=inv.runtime.codec.encode(spec),
         )
-        flush_stream(inv)  # what the run emitted is written before its wait is
         if approval is not None:
             inv.ties = True  # its end closes the approval if nobody decided it
-        with inv.journaling():
-            opened = inv.runtime.store.open_wait(
-                inv.workflow_id, entry, owner=inv.owner, approval=approval
-            )
+        opened = yield functools.partial(_write_open, inv, entry, approval)
         if not opened:
             inv.lease_lost.set()
             raise LeaseLost()
@@ -131,7 +147,8 @@ class _Wait:
         event_name: str | None = None,
         approval_id: str | None = None,
         until: float | None = None,
-    ) -> tuple[str, bytes | None]:
+    ) -> Flow[tuple[str, bytes | None]]:
+        """End the wait if it can end now: its winner (``none``: it waits on) and payload."""
         assert self.rec is not None
         inv = self.inv
         entry = Entry(
@@ -143,20 +160,16 @@ class _Wait:
             started_at=self.now,
             finished_at=self.now,
         )
-        with inv.journaling():
-            decision = inv.runtime.store.resolve_wait(
-                inv.workflow_id,
-                entry,
-                owner=inv.owner,
-                event_name=event_name,
-                approval_id=approval_id,
-                time_out=time_out,
-                now=self.now,
-                encode_decision=lambda row: inv.runtime.codec.encode(
-                    _decision(row, inv.runtime.codec.opener)
-                ),
-                until=until,
-            )
+        decision = yield functools.partial(
+            _write_decision,
+            inv,
+            entry,
+            event_name=event_name,
+            approval_id=approval_id,
+            time_out=time_out,
+            now=self.now,
+            until=until,
+        )
         winner, data = decision.winner, decision.data
         if winner == "lost":
             inv.lease_lost.set()
@@ -190,33 +203,78 @@ def _approval_value(wait: _Wait, value: Any) -> Approval:
     raise wait.inv.corrupt(wait.rec, f"the recorded decision {value!r} is not an approval")
 
 
-@guarded
-def sleep(inv: Invocation, seconds: float) -> None:
-    """A durable timer."""
+def _write_open(inv: Invocation, entry: Entry, approval: dict[str, Any] | None) -> bool:
+    """(A wait's write) The run's waiting stream chunks, then the wait's ``scheduled`` entry
+    and its approval request, fenced by the lease: whether it held."""
+    flush_stream(inv)  # what the run emitted is written before its wait is
+    with inv.journaling():
+        return inv.runtime.store.open_wait(
+            inv.workflow_id, entry, owner=inv.owner, approval=approval
+        )
+
+
+def _write_decision(inv: Invocation, entry: Entry, **how: Any) -> Any:
+    """(A wait's write) The wait's ``completed`` entry, if what it waits for came or its time
+    is up; the store's decision."""
+    codec = inv.runtime.codec
+    with inv.journaling():
+        return inv.runtime.store.resolve_wait(
+            inv.workflow_id,
+            entry,
+            owner=inv.owner,
+            encode_decision=lambda row: codec.encode(_decision(row, codec.opener)),
+            **how,
+        )
+
+
+def _drive(flow: Flow[T]) -> T:
+    """Run a wait's flow, making its writes in this thread."""
+    try:
+        write = next(flow)
+        while True:
+            write = flow.send(write())
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+async def _drive_async(inv: Invocation, flow: Flow[T]) -> T:
+    """Run a wait's flow on the run's event loop, awaiting each write made off it."""
+    try:
+        write = next(flow)
+        while True:
+            try:
+                decided = await inv.off_loop(write)
+            except BaseException as exc:  # raised where the flow made the write
+                write = flow.throw(exc)
+            else:
+                write = flow.send(decided)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+
+
+def _sleep(inv: Invocation, seconds: float) -> Flow[None]:
     wait = _Wait(inv, EntryKind.SLEEP, "sleep")
     if wait.done:
         return
     if wait.rec is None:
-        wait.open({"until": until_of(wait.now, seconds)})
+        yield from wait.open({"until": until_of(wait.now, seconds)})
     until = wait.spec()["until"]
     if until is not None and wait.now >= until:
-        wait.decide(time_out=True)
+        yield from wait.decide(time_out=True)
         return
     raise wait.suspend(until, None)
 
 
-@guarded
-def event(inv: Invocation, name: str, timeout: float | None) -> Any:
-    """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
+def _event(inv: Invocation, name: str, timeout: float | None) -> Flow[Any]:
     wait = _Wait(inv, EntryKind.EVENT, name)
     if wait.done:
         assert wait.rec is not None
         return wait.inv.load_value(wait.rec)
     if wait.rec is None:
-        wait.open({"until": until_of(wait.now, timeout)})
+        yield from wait.open({"until": until_of(wait.now, timeout)})
     until = wait.spec().get("until")
     expired = until is not None and wait.now >= until
-    winner, data = wait.decide(time_out=expired, event_name=name, until=until)
+    winner, data = yield from wait.decide(time_out=expired, event_name=name, until=until)
     if winner == "event":
         return None if data is None else wait.decode_winner(data)
     if winner == "timer":
@@ -224,9 +282,9 @@ def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     raise wait.suspend(until, f"event:{name}")
 
 
-@guarded
-def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
-    """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
+def _approval(
+    inv: Invocation, subject: str, details: Any, timeout: float | None
+) -> Flow[Approval | None]:
     wait = _Wait(inv, EntryKind.APPROVAL, subject)
     if wait.done:
         assert wait.rec is not None
@@ -244,15 +302,53 @@ def approval(inv: Invocation, subject: str, details: Any, timeout: float | None)
             "now": wait.now,
             "expires_at": expires,
         }
-        wait.open(request_spec, approval=request, seq=seq)
+        yield from wait.open(request_spec, approval=request, seq=seq)
     spec = wait.spec()
     until: float | None = spec.get("until")
     approval_id = str(spec["approval_id"])
     expired = until is not None and wait.now >= until
-    winner, data = wait.decide(time_out=expired, approval_id=approval_id)
+    winner, data = yield from wait.decide(time_out=expired, approval_id=approval_id)
     if winner == "approval":
         assert data is not None
         return _approval_value(wait, wait.decode_winner(data))
     if winner == "timer":
         return None
     raise wait.suspend(until, f"approval:{approval_id}")
+
+
+@guarded
+def sleep(inv: Invocation, seconds: float) -> None:
+    """A durable timer."""
+    _drive(_sleep(inv, seconds))
+
+
+@guarded_async
+async def sleep_async(inv: Invocation, seconds: float) -> None:
+    """:func:`sleep` in an ``async def`` workflow."""
+    await _drive_async(inv, _sleep(inv, seconds))
+
+
+@guarded
+def event(inv: Invocation, name: str, timeout: float | None) -> Any:
+    """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
+    return _drive(_event(inv, name, timeout))
+
+
+@guarded_async
+async def event_async(inv: Invocation, name: str, timeout: float | None) -> Any:
+    """:func:`event` in an ``async def`` workflow."""
+    return await _drive_async(inv, _event(inv, name, timeout))
+
+
+@guarded
+def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
+    """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
+    return _drive(_approval(inv, subject, details, timeout))
+
+
+@guarded_async
+async def approval_async(
+    inv: Invocation, subject: str, details: Any, timeout: float | None
+) -> Approval | None:
+    """:func:`approval` in an ``async def`` workflow."""
+    return await _drive_async(inv, _approval(inv, subject, details, timeout))
