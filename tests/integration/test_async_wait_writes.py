@@ -1,7 +1,7 @@
-"""An async workflow's durable wait never holds the event loop while its write waits for the
-database: the app's async runs share that loop, so a wait stuck behind another writer's lock
-(another process's write on SQLite, a row lock on PostgreSQL) would stall every one of them.
-The write is made by a thread of the engine's, and the loop goes on meanwhile."""
+"""An async workflow's durable wait, and an async step's failed attempt, never hold the event
+loop while their write waits for the database: the app's async runs share that loop, so a write
+stuck behind another writer's lock (another process's write on SQLite, a transaction holding
+the journal on PostgreSQL) would stall every one of them. The loop goes on meanwhile."""
 
 from __future__ import annotations
 
@@ -24,18 +24,23 @@ WAIT_S = 30.0  # for what surely happens
 LOOK_S = 5.0  # how long the loop is given to run another task while the lock is held
 
 # Each kind of wait, with a timeout already up: it opens (the write the lock holds back), then
-# ends at once with its timer, so the run completes.
-WAITS: dict[str, Callable[[], Awaitable[Any]]] = {
-    "sleep": lambda: stalwart.sleep_async(0),
-    "event": lambda: stalwart.wait_for_event_async("never", timeout=0),
-    "approval": lambda: stalwart.request_approval_async("ship it?", timeout=0),
+# ends at once with its timer, so the run completes. "step": an async step whose first attempt
+# fails (its failure is the write held back) and whose second succeeds.
+WAITS: dict[str, Callable[[Any], Awaitable[Any]]] = {
+    "sleep": lambda _step: stalwart.sleep_async(0),
+    "event": lambda _step: stalwart.wait_for_event_async("never", timeout=0),
+    "approval": lambda _step: stalwart.request_approval_async("ship it?", timeout=0),
+    "step": lambda step: step(),
 }
+# The store calls that make each one's held-back write (the first is this code's, the second
+# the one a sync workflow makes).
+WRITES = {"step": ("append_async", "append")}
 
 
 @contextlib.contextmanager
-def writer_lock(url: str, workflow_id: str) -> Iterator[None]:
+def writer_lock(url: str) -> Iterator[None]:
     """Another writer holding what the run's next write needs: SQLite's write lock (as
-    another process writing), or the run's row on PostgreSQL (as another worker's write)."""
+    another process writing), or the journal on PostgreSQL (as a long migration would)."""
     if url.startswith("sqlite:///"):
         other = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
         try:
@@ -50,28 +55,29 @@ def writer_lock(url: str, workflow_id: str) -> Iterator[None]:
     schema = parse_qs(urlsplit(url).query)["schema"][0]
     with psycopg.connect(POSTGRES_URL, autocommit=False) as conn:
         conn.execute(f"SET search_path TO {schema}")
-        locked = conn.execute(
-            "SELECT 1 FROM runs WHERE workflow_id = %s FOR UPDATE", (workflow_id,)
-        ).fetchall()
-        assert locked == [(1,)]
+        conn.execute("LOCK TABLE journal IN EXCLUSIVE MODE")  # reads go on, writes wait
         yield
         conn.rollback()
 
 
 @pytest.mark.parametrize("kind", sorted(WAITS))
-def test_an_async_wait_held_back_by_another_writer_leaves_the_loop_to_other_tasks(
+def test_a_write_of_an_async_run_held_back_by_another_writer_leaves_the_loop_to_others(
     shared_url: str, kind: str
 ) -> None:
     began, armed, go, ticked, entered = (threading.Event() for _ in range(5))
     with stalwart.Stalwart(shared_url) as app:
         store: Any = app._runtime.store
-        real = store.open_wait
+        for name in WRITES.get(kind, ("open_wait",)):
+            observe(store, name, entered)
+        tries = 0
 
-        def observed(*args: Any, **kwargs: Any) -> Any:
-            entered.set()  # the wait's write has begun (it then waits for the lock)
-            return real(*args, **kwargs)
-
-        store.open_wait = observed
+        @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
+        async def flaky() -> str:
+            nonlocal tries
+            tries += 1
+            if tries == 1:
+                raise ConnectionError("503 from the provider")
+            return "ok"
 
         @app.workflow(name=f"waits-{kind}")
         async def waits() -> str:
@@ -82,7 +88,7 @@ def test_an_async_wait_held_back_by_another_writer_leaves_the_loop_to_other_task
             other = asyncio.ensure_future(ticker())
             began.set()
             await asyncio.to_thread(armed.wait, WAIT_S)
-            await WAITS[kind]()
+            await WAITS[kind](flaky)
             await other
             return "done"
 
@@ -91,16 +97,41 @@ def test_an_async_wait_held_back_by_another_writer_leaves_the_loop_to_other_task
         running.start()
         try:
             assert began.wait(WAIT_S)
-            with writer_lock(shared_url, "w"):
+            with writer_lock(shared_url):
                 armed.set()
-                assert entered.wait(WAIT_S), "the wait never began its write"
+                assert entered.wait(WAIT_S), "the write never began"
                 go.set()
-                assert ticked.wait(LOOK_S), "the loop was held while the wait's write waited"
+                assert ticked.wait(LOOK_S), "the loop was held while the write waited"
                 assert not results
         finally:
             armed.set()
             go.set()
             running.join(WAIT_S)
         assert results == ["done"]
-        opened = [e for e in app.journal("w") if e.kind == kind]
-        assert [e.status for e in opened] == ["scheduled", "completed"], opened
+        if kind == "step":
+            steps = [e for e in app.journal("w") if e.kind == "step"]
+            assert [(e.attempt, e.status) for e in steps] == [(1, "failed"), (2, "completed")]
+            assert tries == 2
+        else:
+            opened = [e for e in app.journal("w") if e.kind == kind]
+            assert [e.status for e in opened] == ["scheduled", "completed"], opened
+
+
+def observe(store: Any, name: str, entered: threading.Event) -> None:
+    """Set ``entered`` when the store's method ``name`` is called (its write has begun; it
+    then waits for the lock)."""
+    real = getattr(store, name)
+    if asyncio.iscoroutinefunction(real):
+
+        async def observed_async(*args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            return await real(*args, **kwargs)
+
+        setattr(store, name, observed_async)
+    else:
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            return real(*args, **kwargs)
+
+        setattr(store, name, observed)

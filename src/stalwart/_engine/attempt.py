@@ -17,7 +17,7 @@ from .breakers import report
 from .invocation import Invocation, StepScope
 from .observe import attempt_recorded
 
-__all__ = ["DONE", "Attempted", "count", "decide", "failure_record"]
+__all__ = ["DONE", "AsyncAttempted", "Attempted", "count", "decide", "failure_record"]
 
 DONE = object()  # ``settle``: the call has its value
 
@@ -68,6 +68,13 @@ class Attempted(Protocol):
 
     def durable_backoff(self) -> bool:
         """Whether a long backoff may unwind the run as a durable timer."""
+
+
+class AsyncAttempted(Attempted, Protocol):
+    """A call driven on the run's event loop, whose decisions queue their writes."""
+
+    async def journal_async(self) -> None:
+        """Make the writes its decisions queued, awaiting each."""
 
 
 def decide(call: Attempted, error: BaseException, now: float) -> Decision:

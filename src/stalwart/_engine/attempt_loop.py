@@ -19,7 +19,7 @@ from .._clock import SystemClock
 from .._errors import StepTimeout
 from .._loop import run_on
 from .._signals import EngineSignal, LoopClosed
-from .attempt import DONE, Attempted
+from .attempt import DONE, AsyncAttempted, Attempted
 from .invocation import CURRENT_STEP, StepScope
 from .loop_gone import cancelled_by_closing
 from .observe import attempt_began
@@ -71,20 +71,26 @@ def run_attempts(call: Attempted) -> Any:
             reply = _attempt(call, action)
 
 
-async def run_attempts_async(call: Attempted) -> Any:
-    """Drive the attempts of ``call`` on the run's event loop; its value."""
+async def run_attempts_async(call: AsyncAttempted) -> Any:
+    """Drive the attempts of ``call`` on the run's event loop; its value. What a decision
+    journals (a failed attempt, a retry's marker) is awaited before the driver goes on, and
+    before what it raised (a failure for good) leaves."""
     loop = _attempts(call)
     reply: Outcome | None = None
-    while True:
-        try:
-            action = loop.send(reply)
-        except StopIteration as done:
-            return done.value
-        if isinstance(action, float):
-            reply = None
-            await _sleep_async(call, _pause(call, action))
-        else:
-            reply = await _attempt_async(call, action)
+    try:
+        while True:
+            try:
+                action = loop.send(reply)
+            except StopIteration as done:
+                return done.value
+            await call.journal_async()
+            if isinstance(action, float):
+                reply = None
+                await _sleep_async(call, _pause(call, action))
+            else:
+                reply = await _attempt_async(call, action)
+    finally:
+        await call.journal_async()
 
 
 def _pause(call: Attempted, seconds: float) -> float:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._errors import (
@@ -87,6 +88,9 @@ class StepCall:
         # the run's loop goes on meanwhile (``call_step_async``).
         self.awaits_journal = awaits_journal
         self.unjournaled: Entry | None = None
+        # An async call's other writes (a failed attempt, a retry's marker, an irreversible
+        # step's marks), which its driver awaits before going on (``journal_async``).
+        self.writes: list[Callable[[], Awaitable[None]]] = []
         # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
         # nothing is journaled before that attempt (a new call: see ``replay``)
         self.checked = True
@@ -134,7 +138,12 @@ class StepCall:
         if self.step.irreversible:
             self.record(EntryStatus.SCHEDULED, self.started_at)
         elif self.attempt >= 2:
-            self.inv.mark_retry(f"{self.seq}:{self.attempt}")
+            marker = f"{self.seq}:{self.attempt}"
+            if self.awaits_journal:
+                mark = functools.partial(self.inv.mark_retry, marker)
+                self.writes.append(functools.partial(self.inv.off_loop, mark))
+            else:
+                self.inv.mark_retry(marker)
 
     def record(
         self,
@@ -153,9 +162,17 @@ class StepCall:
                 self.unjournaled = entry
             else:
                 defer_outcome(self.inv, entry)
+        elif self.awaits_journal:
+            self.writes.append(functools.partial(self.inv.append_async, entry))
         else:
             self.inv.append(entry)
         count(self, entry)
+
+    async def journal_async(self) -> None:
+        """(An async call) Make the writes its decisions queued, in order, on the run's loop,
+        which goes on while each waits for its commit."""
+        while self.writes:
+            await self.writes.pop(0)()
 
     def entry(
         self,
@@ -359,7 +376,11 @@ async def call_step_async(
     """Run or replay an async step inside an async workflow."""
     call = StepCall(inv, step, args, kwargs, awaits_journal=True)
     try:
-        if call.replay():
+        try:
+            replayed = call.replay()
+        finally:  # an interrupted attempt it charged, an irreversible step's mark
+            await call.journal_async()
+        if replayed:
             return call.value
         inv.in_flight += 1
         try:
