@@ -83,14 +83,16 @@ async def run_attempts_async(call: AsyncAttempted) -> Any:
                 action = loop.send(reply)
             except StopIteration as done:
                 return done.value
-            await call.journal_async()
+            if call.writes:  # (most decisions write nothing: no coroutine for them)
+                await call.journal_async()
             if isinstance(action, float):
                 reply = None
                 await _sleep_async(call, _pause(call, action))
             else:
                 reply = await _attempt_async(call, action)
     finally:
-        await call.journal_async()
+        if call.writes:
+            await call.journal_async()
 
 
 def _pause(call: Attempted, seconds: float) -> float:

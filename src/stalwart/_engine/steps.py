@@ -378,8 +378,9 @@ async def call_step_async(
     try:
         try:
             replayed = call.replay()
-        finally:  # an interrupted attempt it charged, an irreversible step's mark
-            await call.journal_async()
+        finally:
+            if call.writes:  # an interrupted attempt it charged, an irreversible step's mark
+                await call.journal_async()
         if replayed:
             return call.value
         inv.in_flight += 1
