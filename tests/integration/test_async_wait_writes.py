@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -135,3 +136,95 @@ def observe(store: Any, name: str, entered: threading.Event) -> None:
             return real(*args, **kwargs)
 
         setattr(store, name, observed)
+
+
+@pytest.mark.parametrize("kind", ["sleep", "step"])
+def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_ends(
+    shared_url: str, kind: str
+) -> None:
+    """A timeout that fires while the write waits does not end it (a write under way is not
+    taken back) and is not lost either: once the write is made, the call raises, as it would
+    have at its next ``await`` had the write blocked the loop. The step does not go on to
+    another attempt; the wait stays recorded."""
+    began, armed, entered = (threading.Event() for _ in range(3))
+    tasks: list[asyncio.Task[Any]] = []
+    with stalwart.Stalwart(shared_url) as app:
+        store: Any = app._runtime.store
+        for name in WRITES.get(kind, ("open_wait",)):
+            observe(store, name, entered)
+        tries = 0
+
+        @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
+        async def flaky() -> str:
+            nonlocal tries
+            tries += 1
+            if tries == 1:
+                raise ConnectionError("503 from the provider")
+            return "ok"
+
+        @app.workflow(name=f"cancels-{kind}")
+        async def cancels() -> str:
+            task = asyncio.current_task()
+            assert task is not None
+            tasks.append(task)
+            began.set()
+            await asyncio.to_thread(armed.wait, WAIT_S)
+            try:
+                async with asyncio.timeout(0.2):
+                    await WAITS[kind](flaky)
+            except TimeoutError:
+                return "timed out"
+            return "went on"
+
+        results: list[Any] = []
+        running = threading.Thread(target=lambda: results.append(app.run(cancels, workflow_id="c")))
+        running.start()
+        try:
+            assert began.wait(WAIT_S)
+            with writer_lock(shared_url):
+                armed.set()
+                assert entered.wait(WAIT_S), "the write never began"
+                deadline = time.monotonic() + WAIT_S
+                while tasks[0].cancelling() == 0:  # the timeout fired, the write still waits
+                    assert time.monotonic() < deadline, "the timeout never fired"
+                    time.sleep(0.01)
+                assert not results
+        finally:
+            armed.set()
+            running.join(WAIT_S)
+        assert results == ["timed out"]
+        if kind == "step":
+            assert tries == 1, "an attempt ran after the cancellation"
+            steps = [e for e in app.journal("c") if e.kind == "step"]
+            assert [(e.attempt, e.status) for e in steps] == [(1, "failed")]
+        else:
+            assert [e.status for e in app.journal("c") if e.kind == kind] == ["scheduled"]
+
+
+def test_an_async_irreversible_step_that_timed_out_is_marked_in_doubt_before_verify_settles_it(
+    shared_url: str,
+) -> None:
+    """An irreversible step's marks stay in order in an async workflow: scheduled, in doubt,
+    then what ``verify`` found; a replay (after the durable sleep) runs ``verify`` no more."""
+    verified: list[int] = []
+    with stalwart.Stalwart(shared_url) as app:
+
+        def verify() -> str:
+            verified.append(1)
+            return "charged"  # the effect happened
+
+        @app.step(name="charge", irreversible=True, verify=verify, timeout=0.2)
+        async def charge() -> str:
+            await asyncio.sleep(WAIT_S)
+            return "charged"
+
+        @app.workflow(name="charges")
+        async def charges() -> str:
+            value = await charge()
+            await stalwart.sleep_async(0.3)  # suspends: the run replays when it wakes
+            return str(value)
+
+        assert app.run(charges, workflow_id="i") == "charged"
+        steps = [(e.status, e.by) for e in app.journal("i") if e.kind == "step"]
+        assert steps == [("scheduled", None), ("in_doubt", None), ("completed", "verify")]
+        assert verified == [1]

@@ -5,7 +5,7 @@ the run's spend, its breaker's window, the logs and the observers' metrics)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -73,7 +73,7 @@ class Attempted(Protocol):
 class AsyncAttempted(Attempted, Protocol):
     """A call driven on the run's event loop, whose decisions queue their writes."""
 
-    writes: list[Callable[[], Awaitable[None]]]  # what they queued, not yet made
+    writes: list[Callable[[], None]]  # what they queued, not yet made
 
     async def journal_async(self) -> None:
         """Make the writes its decisions queued, awaiting each."""

@@ -6,7 +6,6 @@ chunks emitted before it, and turns a store failure into a signal workflow code 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
@@ -69,8 +68,13 @@ class JournalWrites:
         stream = self.stream
         if stream is not None and stream.has_pending():
             # Written with its chunks by a thread of the engine's (their lock is held by
-            # threads).
-            await self.off_loop(functools.partial(self.append, entry))
+            # threads), and awaited to the end: a write under way is not taken back, and the
+            # caller returns the outcome it committed (the cancellations are taken back).
+            task = asyncio.current_task()
+            asked = 0 if task is None else task.cancelling()
+            written = self.runtime.loop.blocking(self.append, entry)
+            await settled(written, task, asked)
+            written.result()  # (what ``append`` raised)
             return
         with self.journaling():
             held = await self.store.append_async(self.workflow_id, entry, owner=self.owner)
@@ -78,13 +82,22 @@ class JournalWrites:
 
     async def off_loop(self, write: Callable[[], T]) -> T:
         """``write()``, a blocking store call, made by a thread of the engine's while the run's
-        event loop goes on; awaited to the end, since a write under way is not taken back (a
-        cancellation meanwhile is taken back: see ``settled``)."""
+        event loop goes on. A write under way is not taken back: a cancellation that comes
+        meanwhile takes effect once it ended (``CancelledError`` then, the write kept), as it
+        would have at the caller's next ``await`` had the write blocked the loop."""
         task = asyncio.current_task()
         asked = 0 if task is None else task.cancelling()
         written = self.runtime.loop.blocking(write)
-        await settled(written, task, asked)
-        return written.result()  # (or what ``write`` raised)
+        cancelled = False
+        while not written.done():
+            try:
+                await asyncio.shield(written)
+            except asyncio.CancelledError:
+                cancelled = True
+        value = written.result()  # (or what ``write`` raised, first)
+        if cancelled and task is not None and task.cancelling() > asked:
+            raise asyncio.CancelledError
+        return value
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""

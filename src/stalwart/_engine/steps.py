@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from .._errors import (
@@ -88,9 +88,11 @@ class StepCall:
         # the run's loop goes on meanwhile (``call_step_async``).
         self.awaits_journal = awaits_journal
         self.unjournaled: Entry | None = None
-        # An async call's other writes (a failed attempt, a retry's marker, an irreversible
-        # step's marks), which its driver awaits before going on (``journal_async``).
-        self.writes: list[Callable[[], Awaitable[None]]] = []
+        # An async call's other writes (a failed attempt, a retry's marker), which its driver
+        # makes off the loop before going on (``journal_async``). Not an irreversible step's:
+        # its ``verify`` journals what it finds itself, after the marks it reads.
+        self.queues = awaits_journal and not step.irreversible
+        self.writes: list[Callable[[], None]] = []
         # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
         # nothing is journaled before that attempt (a new call: see ``replay``)
         self.checked = True
@@ -139,9 +141,8 @@ class StepCall:
             self.record(EntryStatus.SCHEDULED, self.started_at)
         elif self.attempt >= 2:
             marker = f"{self.seq}:{self.attempt}"
-            if self.awaits_journal:
-                mark = functools.partial(self.inv.mark_retry, marker)
-                self.writes.append(functools.partial(self.inv.off_loop, mark))
+            if self.queues:
+                self.writes.append(functools.partial(self.inv.mark_retry, marker))
             else:
                 self.inv.mark_retry(marker)
 
@@ -162,17 +163,23 @@ class StepCall:
                 self.unjournaled = entry
             else:
                 defer_outcome(self.inv, entry)
-        elif self.awaits_journal:
-            self.writes.append(functools.partial(self.inv.append_async, entry))
+        elif self.queues:
+            self.writes.append(functools.partial(self.inv.append, entry))
         else:
             self.inv.append(entry)
         count(self, entry)
 
     async def journal_async(self) -> None:
-        """(An async call) Make the writes its decisions queued, in order, on the run's loop,
-        which goes on while each waits for its commit."""
-        while self.writes:
-            await self.writes.pop(0)()
+        """(An async call) Make the writes its decisions queued, in order, in a thread of the
+        engine's while the run's loop goes on: every one of them, even if the call's task is
+        cancelled meanwhile (it then raises ``CancelledError`` once they are made)."""
+        writes, self.writes = self.writes, []
+
+        def make() -> None:
+            for write in writes:
+                write()
+
+        await self.inv.off_loop(make)
 
     def entry(
         self,
