@@ -370,7 +370,10 @@ def main(argv: list[str] | None = None) -> int:
         "it should be a real disk, not tmpfs, for the durability figures to mean anything",
     )
     parser.add_argument(
-        "--latency-runs", type=int, default=200, help="one-step runs per latency figure (200)"
+        "--latency-runs",
+        type=int,
+        default=200,
+        help="one-step runs per latency figure (200; 0 leaves the latency figures out)",
     )
     parser.add_argument(
         "--postgres-url",
@@ -387,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1 or args.runs < 1:
         parser.error("--steps and --runs must be >= 1")
+    if args.latency_runs < 0:
+        parser.error("--latency-runs must be >= 0 (0 leaves the latency figures out)")
 
     schema = journal_schema()
     where = os.path.abspath(args.dir or tempfile.gettempdir())
@@ -444,8 +449,22 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"postgres: skipped, the server did not answer ({unreachable})")
     print()
-    print(f"{'one-step app.run':<18}{'stalwart ms':>18}{'3 INSERTs ms':>15}{'ratio':>8}")
     runs = args.latency_runs
+    if runs > 0:
+        one_step_figures(args, schema, unreachable)
+    target = next(r for r in rows if r.durability == TARGET_DURABILITY)
+    verdict = "MET" if target.ratio <= TARGET_RATIO else "NOT MET"
+    print(
+        f"target: at most {TARGET_RATIO:.1f}x the floor at durability={TARGET_DURABILITY!r}: "
+        f"{verdict} ({target.ratio:.2f}x)"
+    )
+    return 0
+
+
+def one_step_figures(args: argparse.Namespace, schema: str, unreachable: str | None) -> None:
+    """The one-step ``app.run`` latencies against three INSERTs, and SQLite's WAL pages a run."""
+    runs = args.latency_runs
+    print(f"{'one-step app.run':<18}{'stalwart ms':>18}{'3 INSERTs ms':>15}{'ratio':>8}")
     with tempfile.TemporaryDirectory(prefix="stalwart-bench-", dir=args.dir) as folder:
         ours = one_step_latency(f"sqlite:///{folder}/stalwart.db", runs)
         floor = three_inserts_sqlite(folder, runs, schema)
@@ -461,13 +480,6 @@ def main(argv: list[str] | None = None) -> int:
         floor = in_fresh_schema(base, lambda schema: three_inserts_pg(base, schema, runs))
         print_latency("postgres (server)", ours, floor)
     print()
-    target = next(r for r in rows if r.durability == TARGET_DURABILITY)
-    verdict = "MET" if target.ratio <= TARGET_RATIO else "NOT MET"
-    print(
-        f"target: at most {TARGET_RATIO:.1f}x the floor at durability={TARGET_DURABILITY!r}: "
-        f"{verdict} ({target.ratio:.2f}x)"
-    )
-    return 0
 
 
 if __name__ == "__main__":
