@@ -228,3 +228,53 @@ def test_an_async_irreversible_step_that_timed_out_is_marked_in_doubt_before_ver
         steps = [(e.status, e.by) for e in app.journal("i") if e.kind == "step"]
         assert steps == [("scheduled", None), ("in_doubt", None), ("completed", "verify")]
         assert verified == [1]
+
+
+def test_closing_the_app_during_a_slow_wait_write_gives_the_run_back_at_once(
+    shared_url: str,
+) -> None:
+    """``app.close()`` while a wait's write is slow (a database that takes longer than the
+    close waits for its tasks) does not leave ``app.run`` waiting for ever: the run is given
+    back as its loop closes, and the next ``app.run`` of it completes it."""
+    entered, release = threading.Event(), threading.Event()
+    app = stalwart.Stalwart(shared_url)
+    store: Any = app._runtime.store
+    real = store.open_wait
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(WAIT_S)  # a database that answers only after the app has closed
+        return real(*args, **kwargs)
+
+    store.open_wait = slow
+
+    def naps_body() -> Any:
+        async def naps() -> str:
+            await stalwart.sleep_async(0)
+            return "rested"
+
+        return naps
+
+    naps = app.workflow(name="naps")(naps_body())
+    outcome: list[BaseException | str] = []
+
+    def run() -> None:
+        try:
+            outcome.append(app.run(naps, workflow_id="n"))
+        except BaseException as exc:  # the test reads it
+            outcome.append(exc)
+
+    running = threading.Thread(target=run)
+    running.start()
+    try:
+        assert entered.wait(WAIT_S), "the wait's write never began"
+        app.close()
+        running.join(WAIT_S)
+        assert not running.is_alive(), "app.run still waits for a write of its closed app"
+        (error,) = outcome
+        assert isinstance(error, RuntimeError) and "event loop closed" in str(error), error
+    finally:
+        release.set()
+        running.join(WAIT_S)
+    with stalwart.Stalwart(shared_url) as again:
+        assert again.run(again.workflow(name="naps")(naps_body()), workflow_id="n") == "rested"

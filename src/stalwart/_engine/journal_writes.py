@@ -6,12 +6,13 @@ chunks emitted before it, and turns a store failure into a signal workflow code 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import CorruptRecord, StoreError
-from .._signals import LeaseLost, StoreFailed
+from .._signals import LeaseLost, LoopClosed, StoreFailed
 from .._store import Entry
 from .._store.base import CursorStore, NewChunk
 from .._store.group_commit import settled
@@ -35,6 +36,21 @@ class JournalWrites:
     owner: str
     stream: RunStream | None
     lease_lost: Flag
+
+    loop: asyncio.AbstractEventLoop | None  # where its async code runs (None: the app's)
+    caller_gone: threading.Event | None  # set: run_async's caller gave up
+
+    def _closing_now(self) -> bool:
+        """Whether the run's loop is closing or its ``run_async`` caller gave up, as far as
+        is known at this moment (``loop_gone.cancelled_by_closing`` without its grace)."""
+        loop, gone = self.loop, self.caller_gone
+        if loop is None:
+            return self.runtime.loop.closing
+        return loop.is_closed() or (gone is not None and gone.is_set())
+
+    def lost_loop(self, why: str) -> LoopClosed:
+        """(``Invocation``'s) The signal that gives the run back as its loop closes."""
+        raise NotImplementedError
 
     @contextmanager
     def journaling(self) -> Iterator[None]:
@@ -85,8 +101,16 @@ class JournalWrites:
         event loop goes on. A write under way is not taken back: a cancellation that comes
         meanwhile takes effect once it ended (``CancelledError`` then, the write kept), as it
         would have at the caller's next ``await`` had the write blocked the loop."""
-        task = asyncio.current_task()
-        asked = 0 if task is None else task.cancelling()
+        value, cancelled = await self.made_off_loop(write)
+        if cancelled:
+            raise asyncio.CancelledError
+        return value
+
+    async def made_off_loop(self, write: Callable[[], T]) -> tuple[T, bool]:
+        """:meth:`off_loop`, saying whether a cancellation came meanwhile instead of raising
+        it (its caller delivers it once its own bookkeeping of the write is done). The loop
+        closing does not wait for the write: the run is given back (``LoopClosed``) at once,
+        and the write, fenced by the lease it then releases, lands before or not at all."""
         written = self.runtime.loop.blocking(write)
         cancelled = False
         while not written.done():
@@ -94,10 +118,9 @@ class JournalWrites:
                 await asyncio.shield(written)
             except asyncio.CancelledError:
                 cancelled = True
-        value = written.result()  # (or what ``write`` raised, first)
-        if cancelled and task is not None and task.cancelling() > asked:
-            raise asyncio.CancelledError
-        return value
+                if self._closing_now():
+                    raise self.lost_loop("its event loop closed while it journaled") from None
+        return written.result(), cancelled  # (or what ``write`` raised, first)
 
     def append_many(self, entries: list[Entry]) -> None:
         """Journal ``entries`` in one transaction while this invocation holds the lease."""

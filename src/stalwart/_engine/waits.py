@@ -10,6 +10,7 @@ app's async runs share goes on while a wait's write waits for the database.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import functools
 import math
@@ -238,17 +239,27 @@ def _drive(flow: Flow[T]) -> T:
 
 
 async def _drive_async(inv: Invocation, flow: Flow[T]) -> T:
-    """Run a wait's flow on the run's event loop, awaiting each write made off it."""
+    """Run a wait's flow on the run's event loop, awaiting each write made off it. A
+    cancellation that came during a write takes effect once the flow has taken in what the
+    write decided (its lease check, its bookkeeping): unless the flow raised first, the wait
+    raises ``CancelledError`` before its next write or its end."""
+    cancelled = False
     try:
         write = next(flow)
         while True:
             try:
-                decided = await inv.off_loop(write)
+                decided, interrupted = await inv.made_off_loop(write)
             except BaseException as exc:  # raised where the flow made the write
                 write = flow.throw(exc)
-            else:
-                write = flow.send(decided)
+                continue
+            cancelled = interrupted
+            write = flow.send(decided)
+            if cancelled:
+                flow.close()
+                raise asyncio.CancelledError
     except StopIteration as done:
+        if cancelled:
+            raise asyncio.CancelledError from None
         return done.value  # type: ignore[no-any-return]
 
 
