@@ -67,18 +67,7 @@ def test_a_write_of_an_async_run_held_back_by_another_writer_leaves_the_loop_to_
 ) -> None:
     began, armed, go, ticked, entered = (threading.Event() for _ in range(5))
     with stalwart.Stalwart(shared_url) as app:
-        store: Any = app._runtime.store
-        for name in WRITES.get(kind, ("open_wait",)):
-            observe(store, name, entered)
-        tries = 0
-
-        @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
-        async def flaky() -> str:
-            nonlocal tries
-            tries += 1
-            if tries == 1:
-                raise ConnectionError("503 from the provider")
-            return "ok"
+        flaky, tries = observed_flaky(app, kind, entered)
 
         @app.workflow(name=f"waits-{kind}")
         async def waits() -> str:
@@ -93,29 +82,69 @@ def test_a_write_of_an_async_run_held_back_by_another_writer_leaves_the_loop_to_
             await other
             return "done"
 
-        results: list[Any] = []
-        running = threading.Thread(target=lambda: results.append(app.run(waits, workflow_id="w")))
-        running.start()
-        try:
-            assert began.wait(WAIT_S)
-            with writer_lock(shared_url):
-                armed.set()
-                assert entered.wait(WAIT_S), "the write never began"
-                go.set()
-                assert ticked.wait(LOOK_S), "the loop was held while the write waited"
-                assert not results
-        finally:
-            armed.set()
+        events = (began, armed, entered)
+        with write_held(app, waits, "w", shared_url, *events, gates=(go,)) as results:
             go.set()
-            running.join(WAIT_S)
+            assert ticked.wait(LOOK_S), "the loop was held while the write waited"
         assert results == ["done"]
         if kind == "step":
             steps = [e for e in app.journal("w") if e.kind == "step"]
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed"), (2, "completed")]
-            assert tries == 2
+            assert tries == [1, 2]
         else:
             opened = [e for e in app.journal("w") if e.kind == kind]
             assert [e.status for e in opened] == ["scheduled", "completed"], opened
+
+
+@contextlib.contextmanager
+def write_held(
+    app: stalwart.Stalwart,
+    workflow: Any,
+    workflow_id: str,
+    url: str,
+    *events: threading.Event,
+    gates: tuple[threading.Event, ...] = (),
+) -> Iterator[list[Any]]:
+    """``app.run`` of ``workflow`` in a thread; once it began (``events``: began, armed,
+    entered), another writer holds the database, the run goes on (armed), and the block runs
+    while its write waits (it has entered): it is given the list the run's result will be in,
+    still empty. Afterwards the lock goes, ``gates`` open, and the run is waited for."""
+    began, armed, entered = events
+    results: list[Any] = []
+    running = threading.Thread(
+        target=lambda: results.append(app.run(workflow, workflow_id=workflow_id))
+    )
+    running.start()
+    try:
+        assert began.wait(WAIT_S)
+        with writer_lock(url):
+            armed.set()
+            assert entered.wait(WAIT_S), "the write never began"
+            yield results
+            assert not results
+    finally:
+        for gate in (armed, *gates):
+            gate.set()
+        running.join(WAIT_S)
+
+
+def observed_flaky(
+    app: stalwart.Stalwart, kind: str, entered: threading.Event
+) -> tuple[Any, list[int]]:
+    """Set ``entered`` as the store call making ``kind``'s held-back write begins; and a step
+    whose first attempt fails, with the attempts it ran."""
+    for name in WRITES.get(kind, ("open_wait",)):
+        observe(app._runtime.store, name, entered)
+    tries: list[int] = []
+
+    @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
+    async def flaky() -> str:
+        tries.append(len(tries) + 1)
+        if len(tries) == 1:
+            raise ConnectionError("503 from the provider")
+        return "ok"
+
+    return flaky, tries
 
 
 def observe(store: Any, name: str, entered: threading.Event) -> None:
@@ -149,18 +178,7 @@ def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_end
     began, armed, entered = (threading.Event() for _ in range(3))
     tasks: list[asyncio.Task[Any]] = []
     with stalwart.Stalwart(shared_url) as app:
-        store: Any = app._runtime.store
-        for name in WRITES.get(kind, ("open_wait",)):
-            observe(store, name, entered)
-        tries = 0
-
-        @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
-        async def flaky() -> str:
-            nonlocal tries
-            tries += 1
-            if tries == 1:
-                raise ConnectionError("503 from the provider")
-            return "ok"
+        flaky, tries = observed_flaky(app, kind, entered)
 
         @app.workflow(name=f"cancels-{kind}")
         async def cancels() -> str:
@@ -176,25 +194,15 @@ def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_end
                 return "timed out"
             return "went on"
 
-        results: list[Any] = []
-        running = threading.Thread(target=lambda: results.append(app.run(cancels, workflow_id="c")))
-        running.start()
-        try:
-            assert began.wait(WAIT_S)
-            with writer_lock(shared_url):
-                armed.set()
-                assert entered.wait(WAIT_S), "the write never began"
-                deadline = time.monotonic() + WAIT_S
-                while tasks[0].cancelling() == 0:  # the timeout fired, the write still waits
-                    assert time.monotonic() < deadline, "the timeout never fired"
-                    time.sleep(0.01)
-                assert not results
-        finally:
-            armed.set()
-            running.join(WAIT_S)
+        events = (began, armed, entered)
+        with write_held(app, cancels, "c", shared_url, *events) as results:
+            deadline = time.monotonic() + WAIT_S
+            while tasks[0].cancelling() == 0:  # the timeout fired, the write still waits
+                assert time.monotonic() < deadline, "the timeout never fired"
+                time.sleep(0.01)
         assert results == ["timed out"]
         if kind == "step":
-            assert tries == 1, "an attempt ran after the cancellation"
+            assert tries == [1], "an attempt ran after the cancellation"
             steps = [e for e in app.journal("c") if e.kind == "step"]
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed")]
         else:
