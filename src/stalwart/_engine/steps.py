@@ -114,7 +114,7 @@ class StepCall:
             error = rec.error or ErrorRecord("Unknown")
             if error.final:
                 raise StepFailed(self.step.name, rec.attempt, error.type, error.message)
-        self.input = self._encode_input()
+        self.input = encoded_arguments(self.inv, self.step, self.args, self.kwargs)
         if rec is not None and rec.status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT):
             # only irreversible steps write these
             return in_doubt(self, marked=rec.status == EntryStatus.IN_DOUBT)
@@ -210,17 +210,6 @@ class StepCall:
             model=usage[1],
         )
 
-    def _encode_input(self) -> bytes:
-        try:
-            return self.inv.runtime.codec.encode({"args": list(self.args), "kwargs": self.kwargs})
-        except UnsupportedValue as exc:
-            raise SerializationError(
-                f"workflow {self.inv.wf.name!r} (run {self.inv.workflow_id!r}), step "
-                f"{self.step.name!r}: cannot serialize an argument of type {exc.type_name} "
-                f"at {argument_path(exc.path)}; pass JSON-compatible values "
-                "(or opt in with serializer='pickle')"
-            ) from None
-
     def _charge_interruption(self) -> None:
         """Count the attempt a crash interrupted, found when recovery reaches this step.
 
@@ -301,7 +290,7 @@ class StepCall:
         """Record an attempt's outcome; ``DONE`` (value in ``self.value``) or a retry delay."""
         self.inv.recovering = False
         now = self.inv.runtime.clock.time()
-        usage = self._usage(outcome if error is None else None)  # kept if the check refuses it
+        usage = _used(self, outcome if error is None else None)  # kept if the check refuses it
         if error is None:
             step = self.step
             null = self.inv.runtime.codec.null if outcome is None and step.output is None else None
@@ -337,13 +326,6 @@ class StepCall:
         self.value = value
         return DONE
 
-    def _usage(self, result: Any) -> tuple[Usage | None, str | None]:
-        """What this attempt used and the model it came from (``None``: nothing recorded)."""
-        recorded = self.current.usage if self.current is not None else {}
-        if not recorded and result is None:  # the common attempt: nothing used
-            return NO_USAGE
-        return attempt_usage(recorded, result, self.inv.runtime.prices)
-
     def restored(self, payload: bytes) -> Any:
         """The value workflow code receives: ``payload`` decoded, and rebuilt as the classes
         the step's annotation names (``SerializationError`` if it does not fit them)."""
@@ -361,6 +343,30 @@ class StepCall:
     ) -> None:
         record = failure_record(error, now, decision)
         self.record(EntryStatus.FAILED, now, error=record, started=started, usage=usage)
+
+
+def encoded_arguments(
+    inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> bytes:
+    """A step call's arguments as its journal entry keeps them (``SerializationError``, naming
+    the argument, when one cannot be)."""
+    try:
+        return inv.runtime.codec.encode({"args": list(args), "kwargs": kwargs})
+    except UnsupportedValue as exc:
+        raise SerializationError(
+            f"workflow {inv.wf.name!r} (run {inv.workflow_id!r}), step "
+            f"{step.name!r}: cannot serialize an argument of type {exc.type_name} "
+            f"at {argument_path(exc.path)}; pass JSON-compatible values "
+            "(or opt in with serializer='pickle')"
+        ) from None
+
+
+def _used(call: StepCall, result: Any) -> tuple[Usage | None, str | None]:
+    """What the call's attempt used and the model it came from (``None``: nothing recorded)."""
+    recorded = call.current.usage if call.current is not None else {}
+    if not recorded and result is None:  # the common attempt: nothing used
+        return NO_USAGE
+    return attempt_usage(recorded, result, call.inv.runtime.prices)
 
 
 @guarded
