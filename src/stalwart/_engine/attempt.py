@@ -76,7 +76,7 @@ class AsyncAttempted(Attempted, Protocol):
     writes: list[Callable[[], None]]  # what they queued, not yet made
 
     async def journal_async(self) -> None:
-        """Make the writes its decisions queued, awaiting each."""
+        """Make the writes its decisions queued, in order, off the run's loop."""
 
 
 def decide(call: Attempted, error: BaseException, now: float) -> Decision:

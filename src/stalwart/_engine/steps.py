@@ -140,11 +140,14 @@ class StepCall:
         if self.step.irreversible:
             self.record(EntryStatus.SCHEDULED, self.started_at)
         elif self.attempt >= 2:
-            marker = f"{self.seq}:{self.attempt}"
-            if self.queues:
-                self.writes.append(functools.partial(self.inv.mark_retry, marker))
-            else:
-                self.inv.mark_retry(marker)
+            self._journal(functools.partial(self.inv.mark_retry, f"{self.seq}:{self.attempt}"))
+
+    def _journal(self, write: Callable[[], None]) -> None:
+        """Make ``write`` now, or, for an async call, queue it for ``journal_async``."""
+        if self.queues:
+            self.writes.append(write)
+        else:
+            write()
 
     def record(
         self,
@@ -163,10 +166,8 @@ class StepCall:
                 self.unjournaled = entry
             else:
                 defer_outcome(self.inv, entry)
-        elif self.queues:
-            self.writes.append(functools.partial(self.inv.append, entry))
         else:
-            self.inv.append(entry)
+            self._journal(functools.partial(self.inv.append, entry))
         count(self, entry)
 
     async def journal_async(self) -> None:
@@ -392,7 +393,7 @@ async def call_step_async(
         try:
             replayed = call.replay()
         finally:
-            if call.writes:  # an interrupted attempt it charged, an irreversible step's mark
+            if call.writes:  # the interrupted attempt it charged
                 await call.journal_async()
         if replayed:
             return call.value
