@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import threading
 import time
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from batches import batch_sizes, committing_threads, held, queued
 from batches import together as _together
+from stalwart._model import ErrorRecord, Usage
 from stalwart._store import Entry
 from stalwart._store.base import NewRun
 from stalwart._store.group_commit import BATCH_LIMIT, own_loop
@@ -63,6 +65,40 @@ def test_a_lost_lease_fails_its_own_write_and_the_batch_commits_the_others(store
     assert [r.seq for r in store.replay_index("r1")] == [1]
     assert [r.seq for r in store.replay_index("r2")] == []
     assert [r.seq for r in store.replay_index("r3")] == [1]
+
+
+def _varied(i: int) -> Entry:
+    """A step's outcome of one of the forms a batch carries: completed, with usage, failed."""
+    kinds = [
+        _step(1),
+        dataclasses.replace(_step(1), usage=Usage(10 + i, 2, 0.5), model="m", input=b"J[1]"),
+        dataclasses.replace(_step(1), status="failed", error=ErrorRecord("ValueError", f"no {i}")),
+    ]
+    return dataclasses.replace(kinds[i % 3], started_at=10.0 + i, finished_at=11.0 + i)
+
+
+def test_a_batch_of_step_outcomes_journals_each_as_its_own_append_would(store: Any) -> None:
+    """Seventy outcomes made together (on SQLite: a few multi-row statements) leave the
+    journal rows and running totals that seventy appends made one at a time leave."""
+    count = 70
+    for i in range(count):
+        _create(store, f"t{i}", "w1")
+        _create(store, f"a{i}", "w1")
+    appends = [
+        functools.partial(store.append, f"t{i}", _varied(i), owner="w1") for i in range(count)
+    ]
+    results, batches = _together(store, appends)
+    assert results == [True] * count
+    assert batches == [count]
+    for i in range(count):
+        assert store.append(f"a{i}", _varied(i), owner="w1")
+
+    def written(wid: str) -> list[Any]:
+        return [dataclasses.replace(row, id=0) for row in store.journal(wid)]
+
+    for i in range(count):
+        assert written(f"t{i}") == written(f"a{i}")
+        assert store.run_spend(f"t{i}") == store.run_spend(f"a{i}")
 
 
 def test_an_unexpected_error_reaches_its_caller_alone(store: Any) -> None:

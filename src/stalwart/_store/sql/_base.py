@@ -33,6 +33,27 @@ CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
+# The journal's columns an appended entry sets, in the order of ``_entry_params``.
+ENTRY_COLUMNS = (
+    "workflow_id",
+    "seq",
+    "position",
+    "kind",
+    "name",
+    "status",
+    "attempt",
+    "started_at",
+    "finished_at",
+    "input",
+    "output",
+    "error",
+    "by",
+    "compensable",
+    "call_id",
+    "usage",
+)
+
+
 class _Fenced(Exception):
     """Rolls back a multi-entry append whose lease was lost midway."""
 
@@ -256,11 +277,12 @@ class SQLBase(PayloadColumns, Migrating):
     def _entry_params(
         self, conn: Any, workflow_id: str, entry: Entry, owner: str | None
     ) -> dict[str, Any]:
+        """``entry``'s journal row for ``workflow_id``, named: ``ENTRY_COLUMNS`` in order, then
+        the lease's ``owner`` (its payloads stashed where they are too big for the row)."""
         stash = self._stash
         given, output = entry.input, entry.output
         return {
             "workflow_id": workflow_id,
-            "owner": owner,
             "seq": entry.seq,
             "position": entry.position,
             "kind": str(entry.kind),  # plain str: sqlite3 binds str subclasses slowly
@@ -281,6 +303,7 @@ class SQLBase(PayloadColumns, Migrating):
             "compensable": int(entry.compensable),
             "call_id": CALL_ID.get(),
             "usage": None if entry.usage is None else entry.usage.to_json(entry.model),
+            "owner": owner,
         }
 
     def _error_text(self, text: str | None) -> str | None:

@@ -60,7 +60,9 @@ class JournalVerbs(StreamVerbs):
             return self._send_entry(conn, "append_entry_if_owner", params)
 
         # an inline entry is one statement, which can be sent ahead of the batch's answers
-        return Write(workflow_id, work, alone, send=send if _inline(entry) else None)
+        if not _inline(entry):
+            return Write(workflow_id, work, alone)
+        return Write(workflow_id, work, alone, send=send, fenced=(entry, owner))
 
     def _append_alone(self, workflow_id: str, entry: Entry, *, owner: str | None) -> bool:
         """``append`` in a transaction of its own."""

@@ -27,6 +27,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+from ..base import Entry
 from ..group_commit import GroupCommit, Pending
 from ._base import CALL_ID, SQLBase
 from .call_ids import new_call_id
@@ -55,6 +56,9 @@ class Write:
     # recovery's count): given the retry's connection.
     landed: Callable[[Any], Any] | None = None
     call_id: str = ""  # given when it joins a batch (alone, ``alone`` makes its own)
+    # Set where the write is exactly "journal this inline entry if this owner holds the run's
+    # lease" (a step's outcome): a backend may make a batch's such writes in one statement.
+    fenced: tuple[Entry, str] | None = None
 
 
 class Pipelined(SQLBase):
@@ -68,6 +72,8 @@ class Pipelined(SQLBase):
     _own_writer = False
     # Whether a lone async caller commits its write itself (``GroupCommit``'s ``in_place``).
     _commits_in_place = False
+    # Whether ``_append_together`` does something (see ``_decide``).
+    _appends_together = False
 
     def _open_pipeline(self, after: Callable[[int], None] | None = None) -> None:
         """Called by a backend's constructor: this store object's one pipeline (``after``:
@@ -191,16 +197,27 @@ class Pipelined(SQLBase):
         """What each write decided, inside the batch's transaction: those that can be sent
         ahead go first, together (the writes of a batch are of different runs, or of one run's
         concurrent steps, so their order is free), then the others one by one."""
-        ahead = [i for i, write in enumerate(writes) if write.send is not None]
+        values: dict[int, Any] = {}
+        if self._appends_together:
+            fenced = [i for i, write in enumerate(writes) if write.fenced is not None]
+            if len(fenced) > 1 and self._append_together(conn, [writes[i] for i in fenced]):
+                values = dict.fromkeys(fenced, True)
+        ahead = [i for i, w in enumerate(writes) if w.send is not None and i not in values]
         if len(ahead) < 2:
             ahead = []
         with self._pipelined(conn) if ahead else nullcontext():
             answers = {i: self._one(conn, writes[i], sending=True) for i in ahead}
-        values = {i: answer() for i, answer in answers.items()}
+        values.update((i, answer()) for i, answer in answers.items())
         for i, write in enumerate(writes):
             if i not in values:
                 values[i] = self._one(conn, write)
         return [values[i] for i in range(len(writes))]
+
+    def _append_together(self, conn: Any, writes: list[Write]) -> bool:
+        """Where ``_appends_together``: journal every one of ``writes`` (each ``fenced``),
+        inside the batch's transaction, in a few statements; ``True`` if every lease held
+        and all were written, else ``False`` having written none (each is then done alone)."""
+        raise NotImplementedError
 
     def _committed(self, conn: Any, writes: list[Write], decided: list[Any]) -> bool:
         """Whether the batch that decided ``decided`` committed: it commits whole or not at
