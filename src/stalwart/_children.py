@@ -8,6 +8,8 @@ a durable wait. See ``_engine/children.py`` for how it is recorded and woken.
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from ._declare import check_queue_name, definition_of, encode_args
@@ -44,7 +46,7 @@ class ChildHandle:
         """The async twin of :meth:`result`, for ``async def`` workflows."""
         inv = _workflow("ChildHandle.result", is_async=True)
         await asyncio.sleep(0)  # concurrent siblings start their children before any waits
-        return _children.result(inv, self._ref)
+        return await _children.result_async(inv, self._ref)
 
     def cancel(self) -> None:
         """Cancel the child run: it stops at its next step boundary (at once if it waits)
@@ -86,7 +88,7 @@ def _workflow(call: str, *, is_async: bool) -> Invocation:
     return inv
 
 
-def _start(
+def _prepared(
     call: str,
     wf: Any,
     args: tuple[Any, ...],
@@ -95,8 +97,9 @@ def _start(
     is_async: bool,
     workflow_id: str | None,
     queue: str | None,
-    detached: bool = False,
-) -> ChildHandle:
+    detached: bool,
+) -> tuple[Invocation, Callable[..., Any]]:
+    """The current run, and the engine's start of the child bound to all but the run."""
     inv = _workflow(call, is_async=is_async)
     if not isinstance(detached, bool):
         raise TypeError(f"{call}(detached={detached!r}): pass True or False")
@@ -105,8 +108,61 @@ def _start(
         check_queue_name(queue)
     child_id = None if workflow_id is None else run_id(workflow_id)
     payload = encode_args(inv.runtime, definition, args, kwargs)
-    ref = _children.start(inv, definition, payload, child_id, queue, detached=detached)
-    return ChildHandle(inv, ref)
+    engine = _children.start_async if is_async else _children.start
+    return inv, functools.partial(
+        engine,
+        wf=definition,
+        payload=payload,
+        workflow_id=child_id,
+        queue=queue,
+        detached=detached,
+    )
+
+
+def _start(
+    call: str,
+    wf: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    workflow_id: str | None,
+    queue: str | None,
+    detached: bool = False,
+) -> ChildHandle:
+    inv, start = _prepared(
+        call,
+        wf,
+        args,
+        kwargs,
+        is_async=False,
+        workflow_id=workflow_id,
+        queue=queue,
+        detached=detached,
+    )
+    return ChildHandle(inv, start(inv))
+
+
+async def _start_async(
+    call: str,
+    wf: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    workflow_id: str | None,
+    queue: str | None,
+    detached: bool = False,
+) -> ChildHandle:
+    inv, start = _prepared(
+        call,
+        wf,
+        args,
+        kwargs,
+        is_async=True,
+        workflow_id=workflow_id,
+        queue=queue,
+        detached=detached,
+    )
+    return ChildHandle(inv, await start(inv))
 
 
 def start_child(
@@ -129,7 +185,6 @@ def start_child(
         wf,
         args,
         kwargs,
-        is_async=False,
         workflow_id=workflow_id,
         queue=queue,
         detached=detached,
@@ -145,12 +200,11 @@ async def start_child_async(
     **kwargs: Any,
 ) -> ChildHandle:
     """The async twin of :func:`start_child`, for ``async def`` workflows."""
-    return _start(
+    return await _start_async(
         "stalwart.start_child",
         wf,
         args,
         kwargs,
-        is_async=True,
         workflow_id=workflow_id,
         queue=queue,
         detached=detached,
@@ -162,9 +216,7 @@ def run_child(
 ) -> Any:
     """Start a child run and wait durably for its result (:func:`start_child`, then
     :meth:`ChildHandle.result`)."""
-    handle = _start(
-        "stalwart.run_child", wf, args, kwargs, is_async=False, workflow_id=workflow_id, queue=queue
-    )
+    handle = _start("stalwart.run_child", wf, args, kwargs, workflow_id=workflow_id, queue=queue)
     return _children.result(handle._invocation, handle._ref)
 
 
@@ -172,8 +224,8 @@ async def run_child_async(
     wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
 ) -> Any:
     """The async twin of :func:`run_child`; ``asyncio.gather`` several for a fan-out."""
-    handle = _start(
-        "stalwart.run_child", wf, args, kwargs, is_async=True, workflow_id=workflow_id, queue=queue
+    handle = await _start_async(
+        "stalwart.run_child", wf, args, kwargs, workflow_id=workflow_id, queue=queue
     )
     await asyncio.sleep(0)  # concurrent siblings start their children before any waits
-    return _children.result(handle._invocation, handle._ref)
+    return await _children.result_async(handle._invocation, handle._ref)

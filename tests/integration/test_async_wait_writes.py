@@ -26,16 +26,18 @@ LOOK_S = 5.0  # how long the loop is given to run another task while the lock is
 
 # Each kind of wait, with a timeout already up: it opens (the write the lock holds back), then
 # ends at once with its timer, so the run completes. "step": an async step whose first attempt
-# fails (its failure is the write held back) and whose second succeeds.
+# fails (its failure is the write held back) and whose second succeeds. "child": starting a
+# child run (the start's write, which also creates the child).
 WAITS: dict[str, Callable[[Any], Awaitable[Any]]] = {
     "sleep": lambda _step: stalwart.sleep_async(0),
     "event": lambda _step: stalwart.wait_for_event_async("never", timeout=0),
     "approval": lambda _step: stalwart.request_approval_async("ship it?", timeout=0),
     "step": lambda step: step(),
+    "child": lambda _step: stalwart.start_child_async("kid"),
 }
 # The store calls that make each one's held-back write (the first is this code's, the second
 # the one a sync workflow makes).
-WRITES = {"step": ("append_async", "append")}
+WRITES = {"step": ("append_async", "append"), "child": ("start_child",)}
 
 
 @contextlib.contextmanager
@@ -92,8 +94,8 @@ def test_a_write_of_an_async_run_held_back_by_another_writer_leaves_the_loop_to_
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed"), (2, "completed")]
             assert tries == [1, 2]
         else:
-            opened = [e for e in app.journal("w") if e.kind == kind]
-            assert [e.status for e in opened] == ["scheduled", "completed"], opened
+            opened = [e.status for e in app.journal("w") if e.kind == kind]
+            assert opened == (["scheduled"] if kind == "child" else ["scheduled", "completed"])
 
 
 @contextlib.contextmanager
@@ -137,6 +139,10 @@ def observed_flaky(
         observe(app._runtime.store, name, entered)
     tries: list[int] = []
 
+    @app.workflow(name="kid")
+    async def kid() -> int:
+        return 7
+
     @app.step(name="flaky", retry=stalwart.Retry(initial_delay=0, jitter=False))
     async def flaky() -> str:
         tries.append(len(tries) + 1)
@@ -167,7 +173,7 @@ def observe(store: Any, name: str, entered: threading.Event) -> None:
         setattr(store, name, observed)
 
 
-@pytest.mark.parametrize("kind", ["sleep", "step"])
+@pytest.mark.parametrize("kind", ["sleep", "step", "child"])
 def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_ends(
     shared_url: str, kind: str
 ) -> None:
@@ -207,6 +213,57 @@ def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_end
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed")]
         else:
             assert [e.status for e in app.journal("c") if e.kind == kind] == ["scheduled"]
+
+
+def test_recording_how_a_child_ended_leaves_the_loop_to_others_while_the_write_waits(
+    shared_url: str,
+) -> None:
+    """An async parent that learns its child's end journals it at the start's position: that
+    write, held back by another writer, leaves the loop to the parent's other task; the parent
+    then returns the child's result."""
+    began, armed, go, ticked, entered = (threading.Event() for _ in range(5))
+    executions: list[int] = []
+    with stalwart.Stalwart(shared_url) as app:
+        store: Any = app._runtime.store
+        real = store.append
+
+        def observed(*args: Any, **kwargs: Any) -> Any:
+            if armed.is_set():  # the parent's replay, after its child ended
+                entered.set()
+            return real(*args, **kwargs)
+
+        store.append = observed
+
+        @app.workflow(name="kid")
+        async def kid() -> int:
+            return 7
+
+        @app.workflow(name="parent")
+        async def parent() -> int:
+            handle = await stalwart.start_child_async("kid")
+            executions.append(1)
+            other = None
+            if len(executions) > 1:  # the child ended: its end is journaled now
+
+                async def ticker() -> None:
+                    await asyncio.to_thread(go.wait, WAIT_S)
+                    ticked.set()
+
+                other = asyncio.ensure_future(ticker())
+                began.set()
+                await asyncio.to_thread(armed.wait, WAIT_S)
+            value = int(await handle.result_async())
+            if other is not None:
+                await other
+            return value
+
+        events = (began, armed, entered)
+        with write_held(app, parent, "p", shared_url, *events, gates=(go,)) as results:
+            go.set()
+            assert ticked.wait(LOOK_S), "the loop was held while the write waited"
+        assert results == [7]
+        ends = [(e.status, e.seq) for e in app.journal("p") if e.kind == "child"]
+        assert [status for status, _seq in ends] == ["scheduled", "completed"]
 
 
 def test_an_async_irreversible_step_that_timed_out_is_marked_in_doubt_before_verify_settles_it(

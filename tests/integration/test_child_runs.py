@@ -399,11 +399,26 @@ def test_a_retry_redrives_a_gathered_child_that_failed_before_its_sibling_ended(
 
     @app.workflow()
     async def pair_of_children() -> list[int]:
-        return list(
-            await asyncio.gather(
-                stalwart.run_child_async(wf["child"], 1), stalwart.run_child_async(wf["child"], 2)
-            )
-        )
+        # The sibling looks at its child only once the first child's end is recorded: two
+        # tasks' child outcomes are journaled off the loop, in no order of their own.
+        first_ended = asyncio.Event()
+
+        async def first() -> int:
+            try:
+                return int(await stalwart.run_child_async(wf["child"], 1))
+            finally:
+                first_ended.set()
+
+        async def second() -> int:
+            handle = await stalwart.start_child_async(wf["child"], 2)
+            await first_ended.wait()
+            return int(await handle.result_async())
+
+        results = await asyncio.gather(first(), second(), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+        return list(results)
 
     with pytest.raises(stalwart.WorkflowFailed):
         app.run(pair_of_children, workflow_id="g")

@@ -19,6 +19,7 @@ above).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,7 +32,15 @@ from .._runtime import Runtime
 from .._signals import LeaseLost
 from .._store import Entry, RunRow
 from .._store.base import ChildRedrive
-from .invocation import Invocation, Recorded, final_failure, guarded, step_key
+from .flows import Flow, drive, drive_async
+from .invocation import (
+    Invocation,
+    Recorded,
+    final_failure,
+    guarded,
+    guarded_async,
+    step_key,
+)
 from .lifecycle import lifecycle
 from .observe import carried
 
@@ -42,8 +51,10 @@ __all__ = [
     "cancel_children",
     "failed_through",
     "result",
+    "result_async",
     "retry_children",
     "start",
+    "start_async",
     "went_on",
 ]
 
@@ -96,18 +107,15 @@ def _deadline(inv: Invocation, wf: WorkflowDef, now: float, detached: bool) -> f
     return inv.deadline if own is None else min(own, inv.deadline)
 
 
-@guarded
-def start(
+def _start(
     inv: Invocation,
     wf: WorkflowDef,
     payload: bytes,
     workflow_id: str | None,
     queue: str | None,
     *,
-    detached: bool = False,
-) -> ChildRef:
-    """Start child run ``wf`` (or find the one this position started before); a
-    ``detached`` one is not cancelled, covered by the deadline or retried with its parent."""
+    detached: bool,
+) -> Flow[ChildRef]:
     inv.check_alive()
     position = inv.next_position()
     rec = inv.lookup(position, EntryKind.CHILD, wf.name)
@@ -132,21 +140,20 @@ def start(
         started_at=now,
         input=spec,
     )
-    with inv.journaling():
-        verdict = runtime.store.start_child(
-            inv.workflow_id,
-            entry,
-            owner=inv.owner,
-            workflow_id=child_id,
-            name=wf.name,
-            queue=wf.queue if queue is None else queue,
-            input=payload,
-            now=now,
-            started=lifecycle("started", now, input=payload),
-            deadline=_deadline(inv, wf, now, detached),
-            trace_context=carried(runtime) if runtime.observers else None,
-            detached=detached,
-        )
+    verdict = yield functools.partial(
+        _write_start,
+        inv,
+        entry,
+        workflow_id=child_id,
+        name=wf.name,
+        queue=wf.queue if queue is None else queue,
+        input=payload,
+        now=now,
+        started=lifecycle("started", now, input=payload),
+        deadline=_deadline(inv, wf, now, detached),
+        trace_context=carried(runtime) if runtime.observers else None,
+        detached=detached,
+    )
     if verdict == "lost":
         inv.lease_lost.set()
         raise LeaseLost()
@@ -167,10 +174,43 @@ def start(
     return ChildRef(child_id, wf.name, position, seq)
 
 
+def _write_start(inv: Invocation, entry: Entry, **child: Any) -> str:
+    """(A start's write) Journal the start in the parent and create the child, in one
+    transaction fenced by the parent's lease: the store's verdict."""
+    with inv.journaling():
+        return inv.runtime.store.start_child(inv.workflow_id, entry, owner=inv.owner, **child)
+
+
 @guarded
-def result(inv: Invocation, ref: ChildRef) -> Any:
-    """The child's result, or its failure as ``WorkflowFailed`` / ``WorkflowCancelled``;
-    suspends the parent until the child ends."""
+def start(
+    inv: Invocation,
+    wf: WorkflowDef,
+    payload: bytes,
+    workflow_id: str | None,
+    queue: str | None,
+    *,
+    detached: bool = False,
+) -> ChildRef:
+    """Start child run ``wf`` (or find the one this position started before); a
+    ``detached`` one is not cancelled, covered by the deadline or retried with its parent."""
+    return drive(_start(inv, wf, payload, workflow_id, queue, detached=detached))
+
+
+@guarded_async
+async def start_async(
+    inv: Invocation,
+    wf: WorkflowDef,
+    payload: bytes,
+    workflow_id: str | None,
+    queue: str | None,
+    *,
+    detached: bool = False,
+) -> ChildRef:
+    """:func:`start` in an ``async def`` workflow: its write is made off the run's loop."""
+    return await drive_async(inv, _start(inv, wf, payload, workflow_id, queue, detached=detached))
+
+
+def _result(inv: Invocation, ref: ChildRef) -> Flow[Any]:
     inv.check_alive()
     rec = inv.recorded.get(ref.position)
     if rec is None or rec.seq != ref.seq:
@@ -179,16 +219,35 @@ def result(inv: Invocation, ref: ChildRef) -> Any:
             f"{inv.workflow_id!r}; wait on a ChildHandle in the workflow run that started it"
         )
     if rec.status == EntryStatus.SCHEDULED:
-        with inv.journaling():
-            row = inv.runtime.store.get_run(ref.workflow_id)
+        row = yield functools.partial(_read, inv, inv.runtime.store.get_run, ref.workflow_id)
         if row is None:
             raise inv.corrupt(rec, f"its child run {ref.workflow_id!r} does not exist")
         if row.status not in TERMINAL:
             raise inv.suspend(wake_at=None, waiting_for=f"child:{ref.workflow_id}")
-        rec = _settle(inv, rec, ref, row)
+        rec = yield from _settle(inv, rec, ref, row)
     if rec.status == EntryStatus.COMPLETED:
         return _value(inv, rec, ref)
     raise final_failure(inv, _failure(inv, rec, ref), ref.seq)
+
+
+def _read(inv: Invocation, read: Callable[[Any], Any], key: Any) -> Any:
+    """(A store call of a flow) ``read(key)`` on behalf of workflow code."""
+    with inv.journaling():
+        return read(key)
+
+
+@guarded
+def result(inv: Invocation, ref: ChildRef) -> Any:
+    """The child's result, or its failure as ``WorkflowFailed`` / ``WorkflowCancelled``;
+    suspends the parent until the child ends."""
+    return drive(_result(inv, ref))
+
+
+@guarded_async
+async def result_async(inv: Invocation, ref: ChildRef) -> Any:
+    """:func:`result` in an ``async def`` workflow: its store calls are made off the run's
+    loop."""
+    return await drive_async(inv, _result(inv, ref))
 
 
 @guarded
@@ -234,13 +293,14 @@ def cancel(inv: Invocation, ref: ChildRef) -> None:
     log.info("run %s: cancelled its child %s: %s", inv.workflow_id, ref.workflow_id, verdict)
 
 
-def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recorded:
+def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Flow[Recorded]:
     """Journal how the child ended, at its start's position, while the parent is held."""
     runtime = inv.runtime
     now = runtime.clock.time()
     if row.status == RunStatus.COMPLETED:
-        with inv.journaling():
-            stored = None if row.output is None else runtime.store.load_payload(row.output)
+        stored = None
+        if row.output is not None:
+            stored = yield functools.partial(_read, inv, runtime.store.load_payload, row.output)
         value = None if stored is None else runtime.codec.decode(stored)
         output = runtime.codec.encode({"workflow_id": ref.workflow_id, "result": value})
         status, error = EntryStatus.COMPLETED, None
@@ -255,7 +315,8 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
                 ErrorType.WORKFLOW_CANCELLED if cancelled else "Error", f"child run {row.status}"
             )
         )
-    inv.append(
+    yield functools.partial(
+        inv.append,
         Entry(
             kind=EntryKind.CHILD,
             name=rec.name,
@@ -267,7 +328,7 @@ def _settle(inv: Invocation, rec: Recorded, ref: ChildRef, row: RunRow) -> Recor
             finished_at=now,
             output=output,
             error=error,
-        )
+        ),
     )
     inv.recovering = False
     settled = Recorded(rec.seq, rec.position, EntryKind.CHILD, rec.name, status, 1, output, error)

@@ -2,20 +2,19 @@
 the workflow with ``Suspend``; the run then holds no thread, task or lease until the store says
 it may continue, and replay returns the recorded winner at the same position.
 
-Each wait is written once, as a flow that yields its store writes (opening the wait, deciding
-it) and is given back what each decided: a sync workflow's driver makes them in its own thread,
-an async workflow's awaits them made by a thread of the engine's, so the event loop that the
-app's async runs share goes on while a wait's write waits for the database.
+Each wait is written once, as a flow (``flows.py``) that yields its store writes (opening the
+wait, deciding it) and is given back what each decided: a sync workflow's driver makes them in
+its own thread, an async workflow's awaits them made by a thread of the engine's, so the event
+loop that the app's async runs share goes on while a wait's write waits for the database.
 """
 
 from __future__ import annotations
 
-import asyncio
 import datetime as _dt
 import functools
 import math
-from collections.abc import Callable, Generator
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import Any
 
 from .. import _inputs
 from .._keyring import open_text
@@ -23,6 +22,7 @@ from .._model import Approval, EntryKind, EntryStatus, from_epoch
 from .._signals import LeaseLost, Suspend
 from .._store import Entry
 from .._store.base import ApprovalRow
+from .flows import Flow, drive, drive_async
 from .invocation import Invocation, Recorded, guarded, guarded_async
 from .observe import waited
 from .streams import flush_stream
@@ -36,11 +36,6 @@ __all__ = [
     "sleep",
     "sleep_async",
 ]
-
-T = TypeVar("T")
-# A wait's flow: it yields each store write (a call without arguments), is sent what the write
-# returned, and returns the wait's value.
-Flow = Generator[Callable[[], Any], Any, T]
 
 
 # Times past the last second a datetime can hold (9999-12-31): a wait that long has no end.
@@ -228,41 +223,6 @@ def _write_decision(inv: Invocation, entry: Entry, **how: Any) -> Any:
         )
 
 
-def _drive(flow: Flow[T]) -> T:
-    """Run a wait's flow, making its writes in this thread."""
-    try:
-        write = next(flow)
-        while True:
-            write = flow.send(write())
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-
-
-async def _drive_async(inv: Invocation, flow: Flow[T]) -> T:
-    """Run a wait's flow on the run's event loop, awaiting each write made off it. A
-    cancellation that came during a write takes effect once the flow has taken in what the
-    write decided (its lease check, its bookkeeping): unless the flow raised first, the wait
-    raises ``CancelledError`` before its next write or its end."""
-    cancelled = False
-    try:
-        write = next(flow)
-        while True:
-            try:
-                decided, interrupted = await inv.made_off_loop(write)
-            except BaseException as exc:  # raised where the flow made the write
-                write = flow.throw(exc)
-                continue
-            cancelled = interrupted
-            write = flow.send(decided)
-            if cancelled:
-                flow.close()
-                raise asyncio.CancelledError
-    except StopIteration as done:
-        if cancelled:
-            raise asyncio.CancelledError from None
-        return done.value  # type: ignore[no-any-return]
-
-
 def _sleep(inv: Invocation, seconds: float) -> Flow[None]:
     wait = _Wait(inv, EntryKind.SLEEP, "sleep")
     if wait.done:
@@ -330,31 +290,31 @@ def _approval(
 @guarded
 def sleep(inv: Invocation, seconds: float) -> None:
     """A durable timer."""
-    _drive(_sleep(inv, seconds))
+    drive(_sleep(inv, seconds))
 
 
 @guarded_async
 async def sleep_async(inv: Invocation, seconds: float) -> None:
     """:func:`sleep` in an ``async def`` workflow."""
-    await _drive_async(inv, _sleep(inv, seconds))
+    await drive_async(inv, _sleep(inv, seconds))
 
 
 @guarded
 def event(inv: Invocation, name: str, timeout: float | None) -> Any:
     """The oldest unconsumed event ``name``, or ``None`` when ``timeout`` passes first."""
-    return _drive(_event(inv, name, timeout))
+    return drive(_event(inv, name, timeout))
 
 
 @guarded_async
 async def event_async(inv: Invocation, name: str, timeout: float | None) -> Any:
     """:func:`event` in an ``async def`` workflow."""
-    return await _drive_async(inv, _event(inv, name, timeout))
+    return await drive_async(inv, _event(inv, name, timeout))
 
 
 @guarded
 def approval(inv: Invocation, subject: str, details: Any, timeout: float | None) -> Approval | None:
     """A human decision on ``subject``, or ``None`` when ``timeout`` passes first."""
-    return _drive(_approval(inv, subject, details, timeout))
+    return drive(_approval(inv, subject, details, timeout))
 
 
 @guarded_async
@@ -362,4 +322,4 @@ async def approval_async(
     inv: Invocation, subject: str, details: Any, timeout: float | None
 ) -> Approval | None:
     """:func:`approval` in an ``async def`` workflow."""
-    return await _drive_async(inv, _approval(inv, subject, details, timeout))
+    return await drive_async(inv, _approval(inv, subject, details, timeout))
