@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import stalwart
+from stalwart import testing
 from store_urls import POSTGRES_URL
 
 pytestmark = pytest.mark.timeout(90)
@@ -343,3 +344,125 @@ def test_closing_the_app_during_a_slow_wait_write_gives_the_run_back_at_once(
         running.join(WAIT_S)
     with stalwart.Stalwart(shared_url) as again:
         assert again.run(again.workflow(name="naps")(naps_body()), workflow_id="n") == "rested"
+
+
+@contextlib.contextmanager
+def lease_taken_meanwhile(url: str, workflow_id: str) -> Iterator[None]:
+    """Another writer holds what a run's next write needs (``writer_lock``); when the block
+    ends, that writer gives the run's lease to another worker, one already gone (its lease
+    lapsed), before it lets the write through."""
+    taking = "UPDATE runs SET lease_owner = 'elsewhere', lease_expires_at = 1 WHERE workflow_id = "
+    if url.startswith("sqlite:///"):
+        other = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            yield
+            other.execute(taking + "?", (workflow_id,))
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        return
+    import psycopg
+
+    schema = parse_qs(urlsplit(url).query)["schema"][0]
+    with psycopg.connect(POSTGRES_URL, autocommit=False) as conn:
+        conn.execute(f"SET search_path TO {schema}")
+        conn.execute("LOCK TABLE runs IN EXCLUSIVE MODE")  # reads go on, the fence waits
+        yield
+        conn.execute(taking + "%s", (workflow_id,))
+        conn.commit()
+
+
+def test_a_lease_lost_during_a_wait_write_wins_over_a_cancellation_that_came_meanwhile(
+    shared_url: str,
+) -> None:
+    """A timeout fires while a wait's write is held back, and meanwhile another worker takes
+    the run: the write finds the lease gone, and that wins. The workflow's code does not go on
+    past the wait (where it would run a step as a stale holder); the run is recovered and its
+    step runs once."""
+    began, armed, entered = (threading.Event() for _ in range(3))
+    tasks: list[asyncio.Task[Any]] = []
+    saw: list[str] = []
+    effects: list[int] = []
+    with stalwart.Stalwart(shared_url) as app:
+        observe(app._runtime.store, "open_wait", entered)
+
+        @app.step(name="effect")
+        async def effect() -> None:
+            effects.append(1)
+
+        @app.workflow(name="stale")
+        async def stale() -> str:
+            tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+            began.set()
+            await asyncio.to_thread(armed.wait, WAIT_S)
+            try:
+                async with asyncio.timeout(0.2):
+                    await stalwart.sleep_async(0)
+            except TimeoutError:
+                saw.append("timed out")
+            await effect()
+            return "done"
+
+        results: list[Any] = []
+        running = threading.Thread(target=lambda: results.append(app.run(stale, workflow_id="s")))
+        running.start()
+        try:
+            assert began.wait(WAIT_S)
+            with lease_taken_meanwhile(shared_url, "s"):
+                armed.set()
+                assert entered.wait(WAIT_S), "the write never began"
+                deadline = time.monotonic() + WAIT_S
+                while tasks[0].cancelling() == 0:  # the timeout fired, the write still waits
+                    assert time.monotonic() < deadline, "the timeout never fired"
+                    time.sleep(0.01)
+        finally:
+            armed.set()
+            running.join(WAIT_S * 2)
+        assert results == ["done"]
+        assert saw == [], "the workflow went on past the wait after its lease was lost"
+        assert effects == [1]
+
+
+def test_a_recovery_whose_wait_write_a_cancellation_came_during_still_ends_the_recovery(
+    shared_url: str,
+) -> None:
+    """A run taken over from a worker that died opens a wait; a timeout fires while the
+    wait's write is held back. The write made, the recovery is over: the step the workflow
+    runs next is a first attempt, not charged as one the dead worker was interrupted in."""
+    began, armed, entered = (threading.Event() for _ in range(3))
+    tasks: list[asyncio.Task[Any]] = []
+    with stalwart.Stalwart(shared_url) as app:
+        observe(app._runtime.store, "open_wait", entered)
+
+        @app.step(name="after")
+        async def after() -> str:
+            return "ok"
+
+        @app.workflow(name="recovered")
+        async def recovered() -> str:
+            tasks.append(asyncio.current_task())  # type: ignore[arg-type]
+            began.set()
+            await asyncio.to_thread(armed.wait, WAIT_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    await stalwart.sleep_async(0)
+            return str(await after())
+
+        app.start(recovered, workflow_id="r")
+        testing.execute_sql(  # as a worker that died while it ran the run leaves it
+            testing.store_of(app),
+            "UPDATE runs SET status = 'running', lease_owner = 'gone', lease_expires_at = 1"
+            " WHERE workflow_id = :wid",
+            {"wid": "r"},
+        )
+        with write_held(app, recovered, "r", shared_url, began, armed, entered) as results:
+            deadline = time.monotonic() + WAIT_S
+            while tasks[0].cancelling() == 0:  # the timeout fired, the write still waits
+                assert time.monotonic() < deadline, "the timeout never fired"
+                time.sleep(0.01)
+        assert results == ["ok"]
+        resumed = [e for e in app.journal("r") if e.kind == "run" and e.name == "resumed"]
+        assert resumed, "the run was not taken over as a recovery"
+        steps = [(e.attempt, e.status) for e in app.journal("r") if e.kind == "step"]
+        assert steps == [(1, "completed")]
