@@ -517,3 +517,84 @@ def test_a_retry_redrives_the_child_a_parent_failed_through_after_its_rollback(
     app.retry("b")
     assert app.handle("b/1").status() == "pending"
     assert app.run(trip, workflow_id="b") == ["booked", 36]
+
+
+def test_two_gathered_starts_of_one_explicit_id_refuse_the_second(app: stalwart.Stalwart) -> None:
+    """Two tasks start a child under one explicit id at once (their starts are written off
+    the loop, so both are under way together): the second is refused, as it is when the
+    first's start is already recorded, and a replay says the same."""
+
+    @app.workflow(name="tens")
+    async def tens(x: int) -> int:
+        return x * 10
+
+    @app.workflow()
+    async def same_id_twice() -> list[Any]:
+        async def one(x: int) -> Any:
+            try:
+                return await stalwart.run_child_async(tens, x, workflow_id="fixed")
+            except stalwart.WorkflowAlreadyExists:
+                return "refused"
+
+        return list(await asyncio.gather(one(1), one(2)))
+
+    assert app.run(same_id_twice, workflow_id="p") == [10, "refused"]
+    assert app.run(same_id_twice, workflow_id="p") == [10, "refused"]
+    starts = [e.status for e in app.journal("p") if e.kind == "child"]
+    assert starts == ["scheduled", "completed"]
+
+
+def test_two_tasks_awaiting_one_child_record_its_end_once(app: stalwart.Stalwart) -> None:
+    @app.workflow(name="kid")
+    async def kid() -> int:
+        return 7
+
+    @app.workflow()
+    async def both_wait() -> list[int]:
+        handle = await stalwart.start_child_async(kid)
+        return list(await asyncio.gather(handle.result_async(), handle.result_async()))
+
+    assert app.run(both_wait, workflow_id="p") == [7, 7]
+    ends = [(e.seq, e.status) for e in app.journal("p") if e.kind == "child"]
+    assert ends == [(1, "scheduled"), (1, "completed")]
+
+
+def test_a_timeout_during_the_record_of_a_failed_childs_end_raises_it_not_the_failure(
+    app: stalwart.Stalwart,
+) -> None:
+    """A timeout fires while the parent records that its child failed: the end is recorded,
+    and the call raises the cancellation (``TimeoutError``), not ``WorkflowFailed``, so code
+    that catches the child's failure does not run on past its timeout."""
+    tasks: list[asyncio.Task[Any]] = []
+    store: Any = testing.store_of(app)
+    real = store.append
+
+    def held_until_cancelled(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
+        if workflow_id == "p" and entry.kind == "child" and entry.status == "failed":
+            deadline = time.monotonic() + 30
+            while tasks[-1].cancelling() == 0:  # the write waits until the timeout fired
+                assert time.monotonic() < deadline, "the timeout never fired"
+                time.sleep(0.01)
+        return real(workflow_id, entry, **kwargs)
+
+    store.append = held_until_cancelled
+
+    @app.workflow(name="bad")
+    async def bad() -> int:
+        raise ValueError("boom")
+
+    @app.workflow()
+    async def parent() -> str:
+        handle = await stalwart.start_child_async(bad)
+        tasks.append(asyncio.current_task())  # type: ignore[arg-type]  # (this execution's)
+        try:
+            async with asyncio.timeout(0.2):
+                with contextlib.suppress(stalwart.WorkflowFailed):
+                    await handle.result_async()
+                return "went on past its timeout"
+        except TimeoutError:
+            return "timed out"
+
+    assert app.run(parent, workflow_id="p") == "timed out"
+    ends = [e.status for e in app.journal("p") if e.kind == "child"]
+    assert ends == ["scheduled", "failed"]

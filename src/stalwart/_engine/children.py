@@ -19,10 +19,12 @@ above).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import WorkflowAlreadyExists, WorkflowCancelled, WorkflowFailed
@@ -71,6 +73,26 @@ class ChildRef:
     seq: int
 
 
+@dataclass(slots=True)
+class _Calls:
+    """A run's child calls under way: the explicit ids whose start is being written, with the
+    position starting each; and a lock per start whose end an async task records."""
+
+    starting: dict[str, str] = field(default_factory=dict)
+    ends: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+
+_CALLS: weakref.WeakKeyDictionary[Invocation, _Calls] = weakref.WeakKeyDictionary()
+
+
+def _calls(inv: Invocation) -> _Calls:
+    """The child calls under way of invocation ``inv`` (none, at first)."""
+    calls = _CALLS.get(inv)
+    if calls is None:
+        calls = _CALLS[inv] = _Calls()
+    return calls
+
+
 def _recorded_id(inv: Invocation, rec: Recorded) -> str:
     """The child id a recorded start names (in its spec while open, in its outcome after)."""
     stored = rec.input if rec.status == EntryStatus.SCHEDULED else rec.output
@@ -83,8 +105,11 @@ def _recorded_id(inv: Invocation, rec: Recorded) -> str:
 
 
 def _started_elsewhere(inv: Invocation, child_id: str, position: str) -> str | None:
-    """The other position at which this run started child ``child_id``, if any (a row that
-    names no child, such as a redrive's reset, starts none)."""
+    """The other position at which this run started child ``child_id``, or is starting it
+    (another task's start whose write is under way), if any (a row that names no child, such
+    as a redrive's reset, starts none)."""
+    if _calls(inv).starting.get(child_id, position) != position:
+        return _calls(inv).starting[child_id]
     for rec in inv.recorded.values():
         if rec.kind != EntryKind.CHILD or rec.position == position:
             continue
@@ -140,20 +165,25 @@ def _start(
         started_at=now,
         input=spec,
     )
-    verdict = yield functools.partial(
-        _write_start,
-        inv,
-        entry,
-        workflow_id=child_id,
-        name=wf.name,
-        queue=wf.queue if queue is None else queue,
-        input=payload,
-        now=now,
-        started=lifecycle("started", now, input=payload),
-        deadline=_deadline(inv, wf, now, detached),
-        trace_context=carried(runtime) if runtime.observers else None,
-        detached=detached,
-    )
+    if workflow_id is not None:
+        _calls(inv).starting[child_id] = position
+    try:
+        verdict = yield functools.partial(
+            _write_start,
+            inv,
+            entry,
+            workflow_id=child_id,
+            name=wf.name,
+            queue=wf.queue if queue is None else queue,
+            input=payload,
+            now=now,
+            started=lifecycle("started", now, input=payload),
+            deadline=_deadline(inv, wf, now, detached),
+            trace_context=carried(runtime) if runtime.observers else None,
+            detached=detached,
+        )
+    finally:  # (recorded below, with nothing awaited in between, when it started)
+        _calls(inv).starting.pop(child_id, None)
     if verdict == "lost":
         inv.lease_lost.set()
         raise LeaseLost()
@@ -246,8 +276,10 @@ def result(inv: Invocation, ref: ChildRef) -> Any:
 @guarded_async
 async def result_async(inv: Invocation, ref: ChildRef) -> Any:
     """:func:`result` in an ``async def`` workflow: its store calls are made off the run's
-    loop."""
-    return await drive_async(inv, _result(inv, ref))
+    loop. Tasks awaiting one child take turns: the first records its end, the others find
+    it recorded."""
+    async with _calls(inv).ends.setdefault(ref.position, asyncio.Lock()):
+        return await drive_async(inv, _result(inv, ref))
 
 
 @guarded

@@ -32,8 +32,9 @@ def drive(flow: Flow[T]) -> T:
 async def drive_async(inv: Invocation, flow: Flow[T]) -> T:
     """Run ``flow`` on the run's event loop, awaiting each store call made off it. A
     cancellation that came during a call takes effect once the flow has taken in what the
-    call decided (its lease check, its bookkeeping): unless the flow raised first, this
-    raises ``CancelledError`` before the flow's next call or its end."""
+    call decided (its lease check, its bookkeeping): this raises ``CancelledError`` before
+    the flow's next call or its end, and in place of an error the flow raised then (a
+    child's failure, say); only an engine signal (a lost lease) goes first."""
     cancelled = False
     try:
         call = next(flow)
@@ -44,7 +45,14 @@ async def drive_async(inv: Invocation, flow: Flow[T]) -> T:
                 call = flow.throw(exc)
                 continue
             cancelled = interrupted
-            call = flow.send(decided)
+            try:
+                call = flow.send(decided)
+            except StopIteration:
+                raise
+            except Exception as exc:  # the call's own failure: the cancellation comes first
+                if cancelled:
+                    raise asyncio.CancelledError from exc
+                raise
             if cancelled:
                 flow.close()
                 raise asyncio.CancelledError
