@@ -194,8 +194,9 @@ class Pipelined(SQLBase):
         raise NotImplementedError
 
     def _decide(self, conn: Any, writes: list[Write]) -> list[Any]:
-        """What each write decided, inside the batch's transaction: those that can be sent
-        ahead go first, together (the writes of a batch are of different runs, or of one run's
+        """What each write decided, inside the batch's transaction: the fenced appends first,
+        in a few statements where the backend can (``_append_together``), then those that can
+        be sent ahead, together (the writes of a batch are of different runs, or of one run's
         concurrent steps, so their order is free), then the others one by one."""
         values: dict[int, Any] = {}
         if self._appends_together:
