@@ -25,20 +25,31 @@ pytestmark = pytest.mark.timeout(90)
 WAIT_S = 30.0  # for what surely happens
 LOOK_S = 5.0  # how long the loop is given to run another task while the lock is held
 
+
+async def _now_then(step: Any) -> Any:
+    """A value recorded (journaled at the next boundary, the step), then the step."""
+    stalwart.now()
+    return await step()
+
+
 # Each kind of wait, with a timeout already up: it opens (the write the lock holds back), then
 # ends at once with its timer, so the run completes. "step": an async step whose first attempt
 # fails (its failure is the write held back) and whose second succeeds. "child": starting a
-# child run (the start's write, which also creates the child).
+# child run (the start's write, which also creates the child). "now": a recorded value,
+# journaled before the step that follows it (that write is the one held back).
 WAITS: dict[str, Callable[[Any], Awaitable[Any]]] = {
     "sleep": lambda _step: stalwart.sleep_async(0),
     "event": lambda _step: stalwart.wait_for_event_async("never", timeout=0),
     "approval": lambda _step: stalwart.request_approval_async("ship it?", timeout=0),
     "step": lambda step: step(),
     "child": lambda _step: stalwart.start_child_async("kid"),
+    "now": _now_then,
 }
+
+
 # The store calls that make each one's held-back write (the first is this code's, the second
 # the one a sync workflow makes).
-WRITES = {"step": ("append_async", "append"), "child": ("start_child",)}
+WRITES = {"step": ("append_async", "append"), "child": ("start_child",), "now": ("append",)}
 
 
 @contextlib.contextmanager
@@ -90,7 +101,14 @@ def test_a_write_of_an_async_run_held_back_by_another_writer_leaves_the_loop_to_
             go.set()
             assert ticked.wait(LOOK_S), "the loop was held while the write waited"
         assert results == ["done"]
-        if kind == "step":
+        if kind == "now":
+            kinds = [(e.kind, e.attempt, e.status) for e in app.journal("w") if e.seq is not None]
+            assert kinds == [
+                ("now", 1, "completed"),
+                ("step", 1, "failed"),
+                ("step", 2, "completed"),
+            ]
+        elif kind == "step":
             steps = [e for e in app.journal("w") if e.kind == "step"]
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed"), (2, "completed")]
             assert tries == [1, 2]
@@ -174,7 +192,7 @@ def observe(store: Any, name: str, entered: threading.Event) -> None:
         setattr(store, name, observed)
 
 
-@pytest.mark.parametrize("kind", ["sleep", "step", "child"])
+@pytest.mark.parametrize("kind", ["sleep", "step", "child", "now"])
 def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_ends(
     shared_url: str, kind: str
 ) -> None:
@@ -208,7 +226,11 @@ def test_a_cancellation_during_a_held_back_write_takes_effect_once_the_write_end
                 assert time.monotonic() < deadline, "the timeout never fired"
                 time.sleep(0.01)
         assert results == ["timed out"]
-        if kind == "step":
+        if kind == "now":
+            assert tries == [], "the step ran after the cancellation"
+            kinds = [(e.kind, e.status) for e in app.journal("c") if e.seq is not None]
+            assert kinds == [("now", "completed")]
+        elif kind == "step":
             assert tries == [1], "an attempt ran after the cancellation"
             steps = [e for e in app.journal("c") if e.kind == "step"]
             assert [(e.attempt, e.status) for e in steps] == [(1, "failed")]

@@ -215,8 +215,9 @@ def _raising(error: BaseException) -> Callable[[], Any]:
 
 def _completed(runtime: Runtime, inv: Invocation, value: Any) -> tuple[float, bytes, Entry] | None:
     """The end of a run whose workflow returned ``value``, when it plainly completes (what it
-    ends with: when, its result and its entry); ``None`` when ``_execute`` must decide."""
-    inv.check_alive()
+    ends with: when, its result and its entry); ``None`` when ``_execute`` must decide
+    (as when entries wait to be journaled: its thread does, not the loop)."""
+    inv.check_alive(flush=False)
     inv.check_fully_replayed()
     if inv.deferred or (inv.stream is not None and inv.stream.has_pending()):
         return None

@@ -314,12 +314,12 @@ class Invocation(JournalWrites):
 
     # -- replay ---------------------------------------------------------------------------
 
-    def check_alive(self) -> None:
-        """At a boundary: journal the step outcomes the workflow went on past (``defer``);
-        re-raise a sticky failure; stop if the lease was lost, the run was cancelled or its
-        deadline passed, or another task of the run already suspended it."""
-        if self.deferred and self.deferring:
-            flush_outcomes(self)
+    def check_alive(self, *, flush: bool = True) -> None:
+        """At a boundary: journal what the workflow went on past (``defers``; not with
+        ``flush=False``); re-raise a sticky failure; stop if the lease was lost, the run was
+        cancelled or its deadline passed, or another task of the run already suspended it."""
+        if flush and self.defers():
+            self.flush_deferred()
         if self.fatal is not None:
             raise self.fatal
         if self.loop_closed is not None:
@@ -436,8 +436,11 @@ class Invocation(JournalWrites):
 
     @guarded
     def record_value(self, kind: EntryKind, produce: Any) -> Any:
-        """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically."""
-        self.check_alive()
+        """A value recorded once (``now``, ``uuid4``, ``random``) and replayed identically.
+        An async workflow's waits for its next boundary (``flush_async`` at a step, a wait, a
+        child; any other journaled call; the run's end), so that its loop does not wait for
+        the database: nothing that leaves a trace happens before the value is journaled."""
+        self.check_alive(flush=not self.is_async)  # (values need not wait for values)
         position = self.next_position()
         rec = self.lookup(position, kind, kind)
         if rec is not None:
@@ -449,19 +452,21 @@ class Invocation(JournalWrites):
         value = produce()
         payload = self.runtime.codec.encode(value)
         now = self.runtime.clock.time()
-        self.append(
-            Entry(
-                kind=kind,
-                name=kind,
-                status=EntryStatus.COMPLETED,
-                seq=self.alloc_seq(),
-                position=position,
-                attempt=1,
-                started_at=now,
-                finished_at=now,
-                output=payload,
-            )
+        entry = Entry(
+            kind=kind,
+            name=kind,
+            status=EntryStatus.COMPLETED,
+            seq=self.alloc_seq(),
+            position=position,
+            attempt=1,
+            started_at=now,
+            finished_at=now,
+            output=payload,
         )
+        if self.is_async:
+            self.deferred.append(entry)
+        else:
+            self.append(entry)
         return self.runtime.codec.decode(payload)
 
 
@@ -498,21 +503,12 @@ def defer_outcome(inv: Invocation, entry: Entry) -> None:
 
 def take_outcomes(inv: Invocation) -> list[Entry]:
     """The deferred outcomes, for the transaction that ends the run to journal."""
-    entries, inv.deferred = inv.deferred, []
-    return entries
+    return inv.take_deferred()
 
 
 def flush_outcomes(inv: Invocation) -> None:
     """Journal the deferred outcomes now (``LeaseLost`` if the lease is gone)."""
-    entries = take_outcomes(inv)
-    try:
-        if len(entries) == 1:
-            inv.append(entries[0])
-        elif entries:
-            inv.append_many(entries)
-    except LeaseLost:
-        inv.lost_outcomes += entries
-        raise
+    inv.flush_deferred()
 
 
 _E = TypeVar("_E", bound=BaseException)

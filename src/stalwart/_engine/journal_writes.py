@@ -39,6 +39,15 @@ class JournalWrites:
 
     loop: asyncio.AbstractEventLoop | None  # where its async code runs (None: the app's)
     caller_gone: threading.Event | None  # set: run_async's caller gave up
+    is_async: bool
+    deferring: bool
+    deferred: list[Entry]  # entries journaled at the next boundary (see ``defers``)
+    lost_outcomes: list[Entry]
+
+    # An async run's flush of its deferred entries (``flush_async``): one at a time, and the
+    # last one's end, which a flush made in a thread (``flush_deferred``) waits for.
+    _flush_turn: asyncio.Lock | None = None
+    _flushed: threading.Event | None = None
 
     def _closing_now(self) -> bool:
         """Whether the run's loop is closing or its ``run_async`` caller gave up, as far as
@@ -130,6 +139,60 @@ class JournalWrites:
                 self, lambda c: self.store.append_many(wid, entries, owner=owner, **_given(c))
             )
         _fenced(self, held)
+
+    def defers(self) -> bool:
+        """Whether entries wait to be journaled at this boundary, before what comes next: a
+        sync workflow's step outcomes, while its own code runs (``defer_outcome``); an async
+        workflow's recorded values (``record_value``) and outcomes its tasks left."""
+        return bool(self.deferred) and (self.deferring or self.is_async)
+
+    def take_deferred(self) -> list[Entry]:
+        """The deferred entries, for a transaction that journals them (once an async flush
+        under way has ended)."""
+        if self._flushed is not None:
+            self._flushed.wait()
+        entries, self.deferred = self.deferred, []
+        return entries
+
+    def flush_deferred(self) -> None:
+        """Journal the deferred entries now, in this thread (``LeaseLost`` if the lease is
+        gone)."""
+        self._write_deferred(self.take_deferred())
+
+    def _write_deferred(self, entries: list[Entry]) -> None:
+        try:
+            if len(entries) == 1:
+                self.append(entries[0])
+            elif entries:
+                self.append_many(entries)
+        except LeaseLost:
+            self.lost_outcomes += entries
+            raise
+
+    async def flush_async(self) -> None:
+        """(An async run, at a boundary) ``flush_deferred`` made off the run's loop, in turn
+        with its other tasks' flushes. A cancellation meanwhile takes effect once the entries
+        are written; entries the store failed to write wait for the run's ending."""
+        turn = self._flush_turn
+        if turn is None:
+            turn = self._flush_turn = asyncio.Lock()
+        async with turn:
+            entries, self.deferred = self.deferred, []
+            if not entries:
+                return
+            done = self._flushed = threading.Event()
+
+            def write() -> None:
+                try:
+                    self._write_deferred(entries)
+                finally:
+                    done.set()
+
+            try:
+                await self.off_loop(write)
+            except StoreFailed:
+                self.deferred[:0] = entries
+                raise
 
     def mark_retry(self, marker: str) -> None:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is

@@ -61,8 +61,8 @@ def emit(inv: Invocation, scope: StepScope | None, data: Any, stream: str) -> No
     if buffer is None:
         buffer = inv.stream = RunStream(inv.workflow_id, inv.owner, _flusher(inv).ready)
     if scope is None:
-        if inv.deferred and inv.deferring:
-            # The step outcomes this code went on past are journaled first: a chunk the
+        if inv.defers():
+            # The step outcomes (and values) this code went on past are journaled first: a chunk the
             # flusher writes at once may show them, and must not outlive them in a crash
             # (the step would run again and the stream keep what its first attempt said).
             flush_outcomes(inv)
