@@ -5,9 +5,14 @@ step, a wait, a child, the run's end) happens before the value it may use is jou
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import threading
 import time
 from typing import Any
+
+import pytest
 
 import stalwart
 from stalwart import testing
@@ -79,3 +84,108 @@ def test_a_value_recorded_before_a_wait_is_the_same_after_it(app: stalwart.Stalw
     assert len(drawn) == 2 and drawn[0] == drawn[1] == value  # run, then resumed
     kinds = [e.kind for e in app.journal("s") if e.seq is not None]
     assert kinds[:2] == ["random", "event"]
+
+
+def test_a_task_waits_for_the_value_another_task_is_journaling(app: stalwart.Stalwart) -> None:
+    """``v = now()`` then two gathered steps given ``v``: the first task's step call writes
+    the value, and the second's waits for that write, even with nothing left to take."""
+    seen: dict[str, list[str]] = {}
+    step_b_began = threading.Event()
+    store: Any = testing.store_of(app)
+    real = store.append
+
+    def held(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
+        if entry.kind == "now":
+            step_b_began.wait(0.5)  # long enough for step b to begin, were it let
+        return real(workflow_id, entry, **kwargs)
+
+    store.append = held
+
+    @app.step()
+    async def a(value: float) -> None:
+        seen["a"] = [kind for kind, _ in _values(app, "g")]
+
+    @app.step()
+    async def b(value: float) -> None:
+        step_b_began.set()
+        seen["b"] = [kind for kind, _ in _values(app, "g")]
+
+    @app.workflow()
+    async def shares_a_value() -> None:
+        value = stalwart.now().timestamp()
+        await asyncio.gather(a(value), b(value))
+
+    app.run(shares_a_value, workflow_id="g")
+    assert "now" in seen["a"] and "now" in seen["b"]
+
+
+def test_a_value_whose_write_failed_is_journaled_before_what_waited_for_it(
+    app: stalwart.Stalwart,
+) -> None:
+    """The store fails the first write of a value while another task's shared-context write
+    waits for it: that write does not go ahead of the value, which is journaled first."""
+    store: Any = testing.store_of(app)
+    real = store.append
+    failures: list[int] = []
+
+    def fails_once(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
+        if entry.kind == "now" and not failures:
+            failures.append(1)
+            time.sleep(0.2)  # the other task's shared write is waiting meanwhile
+            raise stalwart.StoreError("a transient outage")
+        return real(workflow_id, entry, **kwargs)
+
+    store.append = fails_once
+
+    @app.step()
+    async def a(value: float) -> None:
+        return None
+
+    @app.workflow()
+    async def shares_it() -> str:
+        value = stalwart.now().timestamp()
+
+        async def other() -> None:
+            await asyncio.sleep(0.05)  # the step's flush of the value is under way
+            stalwart.random()
+            stalwart.shared_set("k", value)
+
+        await asyncio.gather(a(value), other())
+        return "done"
+
+    with contextlib.suppress(stalwart.StoreError):
+        app.run(shares_it, workflow_id="f")
+    assert app.run(shares_it, workflow_id="f") == "done"
+    order = [e.kind for e in app.journal("f") if e.seq is not None]
+    assert order.index("now") < order.index("shared")
+
+
+def test_a_lost_leases_warning_names_no_recorded_value_as_a_step_that_ran(
+    app: stalwart.Stalwart, clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.step()
+    async def later() -> None:
+        return None
+
+    @app.workflow()
+    async def loses_its_lease() -> None:
+        stalwart.now()
+        stalwart.uuid4()
+        clock.advance(testing.runtime_of(app).lease_seconds + 1)  # its renewals stalled
+        await asyncio.to_thread(testing.claim_run, app, "l")  # another worker took it
+        await later()
+
+    caplog.set_level(logging.WARNING, logger="stalwart")
+
+    def run() -> None:  # it waits for the worker that took the run, until the app closes
+        with contextlib.suppress(RuntimeError):
+            app.run(loses_its_lease, workflow_id="l")
+
+    running = threading.Thread(target=run, daemon=True)
+    running.start()
+    deadline = time.monotonic() + 30
+    while not any("lease lost" in r.getMessage() for r in caplog.records):
+        assert time.monotonic() < deadline, "the lease was never lost"
+        time.sleep(0.01)
+    lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
+    assert not any("ran and may have had its effect" in message for message in lost), lost

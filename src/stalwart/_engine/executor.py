@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._errors import CorruptRecord, SerializationError, StoreError, WorkflowCancelled
 from .._model import (
+    EntryKind,
     EntryStatus,
     ErrorRecord,
     ErrorType,
@@ -418,12 +419,17 @@ def _flushed(runtime: Runtime, inv: Invocation) -> Outcome | None:
     return None
 
 
+# The entries of calls that ran code with effects (an async run's recorded values are
+# deferred too, and ran nothing).
+_RAN = frozenset({EntryKind.STEP, EntryKind.COMPENSATION})
+
+
 def _lease_lost(inv: Invocation) -> Outcome:
     """Another worker took the run over: nothing more is written. Steps that ran without
     their outcome written (still running, or done but not journaled yet) are named, since
     fencing stops writes, not what a step did meanwhile."""
     unwritten = [*inv.lost_outcomes, *inv.deferred]
-    ran = [e.name for e in unwritten if e.status == EntryStatus.COMPLETED]
+    ran = [e.name for e in unwritten if e.status == EntryStatus.COMPLETED and e.kind in _RAN]
     if inv.current_step is not None:
         ran.append(inv.current_step.name)
     if not ran:

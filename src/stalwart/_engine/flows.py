@@ -35,7 +35,7 @@ async def drive_async(inv: Invocation, flow: Flow[T]) -> T:
     call decided (its lease check, its bookkeeping): this raises ``CancelledError`` before
     the flow's next call or its end, and in place of an error the flow raised then (a
     child's failure, say); only an engine signal (a lost lease) goes first."""
-    if inv.deferred:  # the values its code recorded since its last boundary, first
+    if inv.defers():  # the values its code recorded since its last boundary, first
         await inv.flush_async()
     cancelled = False
     try:

@@ -143,8 +143,15 @@ class JournalWrites:
     def defers(self) -> bool:
         """Whether entries wait to be journaled at this boundary, before what comes next: a
         sync workflow's step outcomes, while its own code runs (``defer_outcome``); an async
-        workflow's recorded values (``record_value``) and outcomes its tasks left."""
-        return bool(self.deferred) and (self.deferring or self.is_async)
+        workflow's recorded values (``record_value``) and outcomes its tasks left, and those
+        another of its tasks is writing (``flush_async``: what comes next waits for them)."""
+        if self.is_async:
+            return bool(self.deferred) or self.flushing()
+        return bool(self.deferred) and self.deferring
+
+    def flushing(self) -> bool:
+        """Whether an async flush of deferred entries is being written."""
+        return self._flushed is not None and not self._flushed.is_set()
 
     def take_deferred(self) -> list[Entry]:
         """The deferred entries, for a transaction that journals them (once an async flush
@@ -170,9 +177,10 @@ class JournalWrites:
             raise
 
     async def flush_async(self) -> None:
-        """(An async run, at a boundary) ``flush_deferred`` made off the run's loop, in turn
-        with its other tasks' flushes. A cancellation meanwhile takes effect once the entries
-        are written; entries the store failed to write wait for the run's ending."""
+        """(An async run, at a boundary: ``defers``) ``flush_deferred`` made off the run's
+        loop, after any other task's flush under way (what this task does next may use the
+        values it writes). A cancellation meanwhile takes effect once the entries are written;
+        entries the store failed to write wait, first, for the next flush or the run's end."""
         turn = self._flush_turn
         if turn is None:
             turn = self._flush_turn = asyncio.Lock()
@@ -185,14 +193,13 @@ class JournalWrites:
             def write() -> None:
                 try:
                     self._write_deferred(entries)
+                except StoreFailed:
+                    self.deferred[:0] = entries  # before a flush waiting on ``done`` goes on
+                    raise
                 finally:
                     done.set()
 
-            try:
-                await self.off_loop(write)
-            except StoreFailed:
-                self.deferred[:0] = entries
-                raise
+            await self.off_loop(write)
 
     def mark_retry(self, marker: str) -> None:
         """Note on the run that an attempt begins (``marker`` names it), so a crash in it is

@@ -388,7 +388,7 @@ async def call_step_async(
     inv: Invocation, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
     """Run or replay an async step inside an async workflow."""
-    if inv.deferred:  # the values its code recorded since its last boundary, first
+    if inv.defers():  # the values its code recorded since its last boundary, first
         await inv.flush_async()
     call = StepCall(inv, step, args, kwargs, awaits_journal=True)
     try:
