@@ -8,8 +8,6 @@ a durable wait. See ``_engine/children.py`` for how it is recorded and woken.
 from __future__ import annotations
 
 import asyncio
-import functools
-from collections.abc import Callable
 from typing import Any
 
 from ._declare import check_queue_name, definition_of, encode_args
@@ -88,7 +86,7 @@ def _workflow(call: str, *, is_async: bool) -> Invocation:
     return inv
 
 
-def _prepared(
+def _start(
     call: str,
     wf: Any,
     args: tuple[Any, ...],
@@ -97,9 +95,10 @@ def _prepared(
     is_async: bool,
     workflow_id: str | None,
     queue: str | None,
-    detached: bool,
-) -> tuple[Invocation, Callable[..., Any]]:
-    """The current run, and the engine's start of the child bound to all but the run."""
+    detached: bool = False,
+) -> tuple[Invocation, Any]:
+    """The current run, and the engine's start of the child in it: its ``ChildRef``, or
+    (``is_async``) a coroutine to await for it."""
     inv = _workflow(call, is_async=is_async)
     if not isinstance(detached, bool):
         raise TypeError(f"{call}(detached={detached!r}): pass True or False")
@@ -109,60 +108,7 @@ def _prepared(
     child_id = None if workflow_id is None else run_id(workflow_id)
     payload = encode_args(inv.runtime, definition, args, kwargs)
     engine = _children.start_async if is_async else _children.start
-    return inv, functools.partial(
-        engine,
-        wf=definition,
-        payload=payload,
-        workflow_id=child_id,
-        queue=queue,
-        detached=detached,
-    )
-
-
-def _start(
-    call: str,
-    wf: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    workflow_id: str | None,
-    queue: str | None,
-    detached: bool = False,
-) -> ChildHandle:
-    inv, start = _prepared(
-        call,
-        wf,
-        args,
-        kwargs,
-        is_async=False,
-        workflow_id=workflow_id,
-        queue=queue,
-        detached=detached,
-    )
-    return ChildHandle(inv, start(inv))
-
-
-async def _start_async(
-    call: str,
-    wf: Any,
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    workflow_id: str | None,
-    queue: str | None,
-    detached: bool = False,
-) -> ChildHandle:
-    inv, start = _prepared(
-        call,
-        wf,
-        args,
-        kwargs,
-        is_async=True,
-        workflow_id=workflow_id,
-        queue=queue,
-        detached=detached,
-    )
-    return ChildHandle(inv, await start(inv))
+    return inv, engine(inv, definition, payload, child_id, queue, detached=detached)
 
 
 def start_child(
@@ -180,15 +126,17 @@ def start_child(
     or parent raises ``WorkflowAlreadyExists``. ``queue`` defaults to the workflow's. A
     ``detached`` child outlives its parent: it is not cancelled with it, not covered by its
     deadline and not retried by its retry (its ``parent_id`` is still recorded)."""
-    return _start(
+    inv, ref = _start(
         "stalwart.start_child",
         wf,
         args,
         kwargs,
+        is_async=False,
         workflow_id=workflow_id,
         queue=queue,
         detached=detached,
     )
+    return ChildHandle(inv, ref)
 
 
 async def start_child_async(
@@ -200,15 +148,17 @@ async def start_child_async(
     **kwargs: Any,
 ) -> ChildHandle:
     """The async twin of :func:`start_child`, for ``async def`` workflows."""
-    return await _start_async(
+    inv, starting = _start(
         "stalwart.start_child",
         wf,
         args,
         kwargs,
+        is_async=True,
         workflow_id=workflow_id,
         queue=queue,
         detached=detached,
     )
+    return ChildHandle(inv, await starting)
 
 
 def run_child(
@@ -216,16 +166,19 @@ def run_child(
 ) -> Any:
     """Start a child run and wait durably for its result (:func:`start_child`, then
     :meth:`ChildHandle.result`)."""
-    handle = _start("stalwart.run_child", wf, args, kwargs, workflow_id=workflow_id, queue=queue)
-    return _children.result(handle._invocation, handle._ref)
+    inv, ref = _start(
+        "stalwart.run_child", wf, args, kwargs, is_async=False, workflow_id=workflow_id, queue=queue
+    )
+    return _children.result(inv, ref)
 
 
 async def run_child_async(
     wf: Any, *args: Any, workflow_id: str | None = None, queue: str | None = None, **kwargs: Any
 ) -> Any:
     """The async twin of :func:`run_child`; ``asyncio.gather`` several for a fan-out."""
-    handle = await _start_async(
-        "stalwart.run_child", wf, args, kwargs, workflow_id=workflow_id, queue=queue
+    inv, starting = _start(
+        "stalwart.run_child", wf, args, kwargs, is_async=True, workflow_id=workflow_id, queue=queue
     )
+    ref = await starting
     await asyncio.sleep(0)  # concurrent siblings start their children before any waits
-    return await _children.result_async(handle._invocation, handle._ref)
+    return await _children.result_async(inv, ref)

@@ -53,15 +53,20 @@ WRITES = {"step": ("append_async", "append"), "child": ("start_child",), "now": 
 
 
 @contextlib.contextmanager
-def writer_lock(url: str) -> Iterator[None]:
+def writer_lock(url: str, *, then_take: str | None = None) -> Iterator[None]:
     """Another writer holding what the run's next write needs: SQLite's write lock (as
-    another process writing), or the journal on PostgreSQL (as a long migration would)."""
+    another process writing), or the journal on PostgreSQL (as a long migration would). With
+    ``then_take``, it holds the runs instead, and when the block ends it gives that run's lease
+    to another worker, one already gone (its lease lapsed), before it lets the write through."""
+    taking = "UPDATE runs SET lease_owner = 'elsewhere', lease_expires_at = 1 WHERE workflow_id = "
     if url.startswith("sqlite:///"):
         other = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
         try:
             other.execute("BEGIN IMMEDIATE")
             yield
-            other.execute("ROLLBACK")
+            if then_take is not None:
+                other.execute(taking + "?", (then_take,))
+            other.execute("ROLLBACK" if then_take is None else "COMMIT")
         finally:
             other.close()
         return
@@ -70,9 +75,14 @@ def writer_lock(url: str) -> Iterator[None]:
     schema = parse_qs(urlsplit(url).query)["schema"][0]
     with psycopg.connect(POSTGRES_URL, autocommit=False) as conn:
         conn.execute(f"SET search_path TO {schema}")
-        conn.execute("LOCK TABLE journal IN EXCLUSIVE MODE")  # reads go on, writes wait
+        # reads go on, writes wait (on runs: the lease's fence does)
+        conn.execute(f"LOCK TABLE {'journal' if then_take is None else 'runs'} IN EXCLUSIVE MODE")
         yield
-        conn.rollback()
+        if then_take is None:
+            conn.rollback()
+            return
+        conn.execute(taking + "%s", (then_take,))
+        conn.commit()
 
 
 @pytest.mark.parametrize("kind", sorted(WAITS))
@@ -368,33 +378,6 @@ def test_closing_the_app_during_a_slow_wait_write_gives_the_run_back_at_once(
         assert again.run(again.workflow(name="naps")(naps_body()), workflow_id="n") == "rested"
 
 
-@contextlib.contextmanager
-def lease_taken_meanwhile(url: str, workflow_id: str) -> Iterator[None]:
-    """Another writer holds what a run's next write needs (``writer_lock``); when the block
-    ends, that writer gives the run's lease to another worker, one already gone (its lease
-    lapsed), before it lets the write through."""
-    taking = "UPDATE runs SET lease_owner = 'elsewhere', lease_expires_at = 1 WHERE workflow_id = "
-    if url.startswith("sqlite:///"):
-        other = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
-        try:
-            other.execute("BEGIN IMMEDIATE")
-            yield
-            other.execute(taking + "?", (workflow_id,))
-            other.execute("COMMIT")
-        finally:
-            other.close()
-        return
-    import psycopg
-
-    schema = parse_qs(urlsplit(url).query)["schema"][0]
-    with psycopg.connect(POSTGRES_URL, autocommit=False) as conn:
-        conn.execute(f"SET search_path TO {schema}")
-        conn.execute("LOCK TABLE runs IN EXCLUSIVE MODE")  # reads go on, the fence waits
-        yield
-        conn.execute(taking + "%s", (workflow_id,))
-        conn.commit()
-
-
 def test_a_lease_lost_during_a_wait_write_wins_over_a_cancellation_that_came_meanwhile(
     shared_url: str,
 ) -> None:
@@ -431,7 +414,7 @@ def test_a_lease_lost_during_a_wait_write_wins_over_a_cancellation_that_came_mea
         running.start()
         try:
             assert began.wait(WAIT_S)
-            with lease_taken_meanwhile(shared_url, "s"):
+            with writer_lock(shared_url, then_take="s"):
                 armed.set()
                 assert entered.wait(WAIT_S), "the write never began"
                 deadline = time.monotonic() + WAIT_S
