@@ -189,3 +189,44 @@ def test_a_lost_leases_warning_names_no_recorded_value_as_a_step_that_ran(
         time.sleep(0.01)
     lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
     assert not any("ran and may have had its effect" in message for message in lost), lost
+
+
+def test_a_value_an_in_place_flush_failed_to_write_stays_owed(app: stalwart.Stalwart) -> None:
+    """A task's ``emit`` flushes the value in place and the store fails that write; the task
+    fails, its sibling goes on with the value: the value is written before the sibling's step,
+    so the run's journal holds the value every step used."""
+    store: Any = testing.store_of(app)
+    real = store.append
+    failures: list[int] = []
+
+    def fails_once(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
+        if entry.kind == "now" and not failures:
+            failures.append(1)
+            raise stalwart.StoreError("a transient outage")
+        return real(workflow_id, entry, **kwargs)
+
+    store.append = fails_once
+    used: list[float] = []
+
+    @app.step()
+    async def charge(value: float) -> None:
+        used.append(value)
+
+    @app.workflow()
+    async def owes_a_value() -> float:
+        value = stalwart.now().timestamp()
+
+        async def progress() -> None:
+            stalwart.emit("working")
+
+        async def work() -> None:
+            await asyncio.sleep(0)  # after progress() met the failure
+            await charge(value)
+
+        await asyncio.gather(progress(), work(), return_exceptions=True)
+        return value
+
+    value = app.run(owes_a_value, workflow_id="o")
+    assert failures == [1] and used == [value]
+    journal = [(e.kind, e.seq) for e in app.journal("o") if e.seq is not None]
+    assert journal == [("now", 1), ("step", 2)]

@@ -220,7 +220,7 @@ def _completed(runtime: Runtime, inv: Invocation, value: Any) -> tuple[float, by
     (as when entries wait to be journaled: its thread does, not the loop)."""
     inv.check_alive(flush=False)
     inv.check_fully_replayed()
-    if inv.deferred or (inv.stream is not None and inv.stream.has_pending()):
+    if inv.defers() or (inv.stream is not None and inv.stream.has_pending()):
         return None
     payload = runtime.codec.encode(value)
     if inv.wf.restore is not None:

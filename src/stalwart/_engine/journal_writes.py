@@ -167,6 +167,8 @@ class JournalWrites:
         self._write_deferred(self.take_deferred())
 
     def _write_deferred(self, entries: list[Entry]) -> None:
+        """Journal ``entries`` taken from ``deferred``; those the store failed to write go
+        back first in line (the workflow's code already has their values: they stay owed)."""
         try:
             if len(entries) == 1:
                 self.append(entries[0])
@@ -174,6 +176,9 @@ class JournalWrites:
                 self.append_many(entries)
         except LeaseLost:
             self.lost_outcomes += entries
+            raise
+        except StoreFailed:
+            self.deferred[:0] = entries
             raise
 
     async def flush_async(self) -> None:
@@ -192,10 +197,7 @@ class JournalWrites:
 
             def write() -> None:
                 try:
-                    self._write_deferred(entries)
-                except StoreFailed:
-                    self.deferred[:0] = entries  # before a flush waiting on ``done`` goes on
-                    raise
+                    self._write_deferred(entries)  # (failed ones back before ``done``)
                 finally:
                     done.set()
 
