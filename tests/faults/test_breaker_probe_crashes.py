@@ -105,12 +105,13 @@ def test_a_probe_lost_with_its_worker_is_probed_again(
             state.mode = "hang"
         workers.wait_for(lambda: state_is("half_open"), "a probe taken", 30, fleet)
         workers.wait_for(lambda: bool(state.hanging()), "the probe's call", 30, fleet)
-        hung = {body["pid"] for body in state.hanging()}
-        doomed = [p for p in fleet if p.pid in hung or not survivor]
+        # The first call to hang is the probe's; under load a later one can hang too (a probe
+        # taken after the first one's deadline passed), on the other worker.
+        prober = state.hanging()[0]["pid"]
+        doomed = [p for p in fleet if p.pid == prober or not survivor]
         for proc in doomed:
             workers.kill(proc)
         alive = [p for p in fleet if p not in doomed]
-        assert alive or not survivor, "every worker had a call hanging"
         with state.lock:
             state.mode = "up"
         if not survivor:
