@@ -189,6 +189,14 @@ def guarded_async(
     return wrapper
 
 
+# What a divergence with unchanged code means (a replay that took another branch).
+_SAME_CODE = (
+    ". If the code did not change, it branched on something the journal does not hold (the"
+    " wall clock, a timeout around a call, the environment): read it with stalwart.now() or"
+    " in a step, then retry"
+)
+
+
 class Invocation(JournalWrites):
     """State of one execution of a run, from the top of the workflow function."""
 
@@ -375,7 +383,7 @@ class Invocation(JournalWrites):
                 f"run {self.workflow_id!r} diverged from its journal at seq {rec.seq}: the "
                 f"journal recorded {rec.kind} {rec.name!r} there, the code now asks for {kind} "
                 f"{name!r}. Deploy code that makes the same calls in the same order (or fork "
-                "the run from before this point), then retry the run",
+                "the run from before this point), then retry the run" + _SAME_CODE,
                 seq=rec.seq,
                 recorded=rec.name,
                 requested=name,
@@ -391,7 +399,8 @@ class Invocation(JournalWrites):
         error = NonDeterminismError(
             f"run {self.workflow_id!r} diverged from its journal at seq {rec.seq}: the journal "
             f"recorded {rec.kind} {rec.name!r} there, but the code ended without calling it. "
-            "Deploy code that makes the same calls in the same order, then retry the run",
+            "Deploy code that makes the same calls in the same order, then retry the run"
+            + _SAME_CODE,
             seq=rec.seq,
             recorded=rec.name,
             requested=None,
