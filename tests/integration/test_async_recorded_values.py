@@ -22,6 +22,24 @@ def _values(app: stalwart.Stalwart, workflow_id: str) -> list[tuple[str, Any]]:
     return [(e.kind, e.output) for e in app.journal(workflow_id) if e.seq is not None]
 
 
+def _fail_first_write_of_now(app: stalwart.Stalwart, *, after: float = 0.0) -> list[int]:
+    """Make the store fail the first write of a ``now`` entry (``after`` seconds in); the list
+    it returns holds one item once it has."""
+    store: Any = testing.store_of(app)
+    real = store.append
+    failures: list[int] = []
+
+    def fails_once(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
+        if entry.kind == "now" and not failures:
+            failures.append(1)
+            time.sleep(after)
+            raise stalwart.StoreError("a transient outage")
+        return real(workflow_id, entry, **kwargs)
+
+    store.append = fails_once
+    return failures
+
+
 def test_a_value_is_journaled_before_the_step_that_follows_it_runs(
     app: stalwart.Stalwart,
 ) -> None:
@@ -124,18 +142,7 @@ def test_a_value_whose_write_failed_is_journaled_before_what_waited_for_it(
 ) -> None:
     """The store fails the first write of a value while another task's shared-context write
     waits for it: that write does not go ahead of the value, which is journaled first."""
-    store: Any = testing.store_of(app)
-    real = store.append
-    failures: list[int] = []
-
-    def fails_once(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
-        if entry.kind == "now" and not failures:
-            failures.append(1)
-            time.sleep(0.2)  # the other task's shared write is waiting meanwhile
-            raise stalwart.StoreError("a transient outage")
-        return real(workflow_id, entry, **kwargs)
-
-    store.append = fails_once
+    failures = _fail_first_write_of_now(app, after=0.2)  # the shared write waits meanwhile
 
     @app.step()
     async def a(value: float) -> None:
@@ -157,7 +164,7 @@ def test_a_value_whose_write_failed_is_journaled_before_what_waited_for_it(
         app.run(shares_it, workflow_id="f")
     assert app.run(shares_it, workflow_id="f") == "done"
     order = [e.kind for e in app.journal("f") if e.seq is not None]
-    assert order.index("now") < order.index("shared")
+    assert failures == [1] and order.index("now") < order.index("shared")
 
 
 def test_a_lost_leases_warning_names_no_recorded_value_as_a_step_that_ran(
@@ -195,17 +202,7 @@ def test_a_value_an_in_place_flush_failed_to_write_stays_owed(app: stalwart.Stal
     """A task's ``emit`` flushes the value in place and the store fails that write; the task
     fails, its sibling goes on with the value: the value is written before the sibling's step,
     so the run's journal holds the value every step used."""
-    store: Any = testing.store_of(app)
-    real = store.append
-    failures: list[int] = []
-
-    def fails_once(workflow_id: str, entry: Any, **kwargs: Any) -> Any:
-        if entry.kind == "now" and not failures:
-            failures.append(1)
-            raise stalwart.StoreError("a transient outage")
-        return real(workflow_id, entry, **kwargs)
-
-    store.append = fails_once
+    failures = _fail_first_write_of_now(app)
     used: list[float] = []
 
     @app.step()
