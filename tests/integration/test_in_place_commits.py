@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from batches import committing_threads
+from batches import batch_sizes, committing_threads
 from stalwart._store import Entry
 from stalwart._store.group_commit import NO_WAIT, own_loop
 from stalwart._store.sqlite import SQLiteStore
@@ -188,3 +188,154 @@ def test_what_follows_a_commit_led_in_place_runs_without_no_wait(store: SQLiteSt
         other_loop.close()
     assert handed and not any(handed)
     assert [r.seq for r in store.replay_index("r1")] == [1, 2]
+
+
+def _runs(store: SQLiteStore, count: int) -> list[str]:
+    """``count`` more running runs held by ``w1`` (``r1`` is the fixture's)."""
+    ids = [f"r{i}" for i in range(2, count + 2)]
+    for wid in ids:
+        assert store.create_run(
+            workflow_id=wid,
+            name="agent",
+            status="running",
+            queue="default",
+            priority=0,
+            input=b"Jnull",
+            now=100.0,
+            owner="w1",
+            lease_until=10.0**10,
+            entry=Entry(kind="run", name="started", status="completed"),
+        )
+    return ids
+
+
+def test_the_writes_of_many_runs_on_the_loop_commit_together_in_place(
+    store: SQLiteStore,
+) -> None:
+    """Runs on an app's loop that reach a commit together share one transaction, which the
+    loop leads itself once what was ready on it has run: no thread is handed the batch."""
+    ids = _runs(store, 20)
+
+    async def main() -> tuple[list[bool], int]:
+        own_loop(asyncio.get_running_loop())
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
+        return list(await asyncio.gather(*appends)), threading.get_ident()
+
+    with committing_threads(store) as threads, batch_sizes(store) as batches:
+        results, loop_thread = asyncio.run(main())
+    assert results == [True] * len(ids)
+    assert threads == [loop_thread]
+    assert batches == [len(ids)]
+    for wid in ids:
+        assert [r.seq for r in store.replay_index(wid)] == [1]
+
+
+@pytest.mark.parametrize(
+    "holder",
+    [_another_process_writing, _another_thread_using_the_connection],
+    ids=["another-process-writes", "another-thread-uses-the-connection"],
+)
+def test_a_batch_led_on_the_loop_never_makes_the_loop_wait(
+    store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]]
+) -> None:
+    """While the lock is held, the loop's batch is refused at once (the connection: after a
+    moment) having written nothing, and goes whole to the pipeline's threads; the loop answers
+    meanwhile, and every write lands once the lock is free."""
+    ids = _runs(store, 5)
+    hold, release = holder(store)
+    answered = threading.Event()
+    answered_while_held: list[bool] = []
+
+    def ask_the_loop(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            deadline = time.monotonic() + HELD_S
+            while len(threads) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)  # tried on the loop, then led by a thread, waiting
+            loop.call_soon_threadsafe(answered.set)
+            answered_while_held.append(answered.wait(HELD_S))
+        finally:
+            release()
+
+    async def main() -> tuple[list[bool], int]:
+        loop = asyncio.get_running_loop()
+        own_loop(loop)
+        asker = threading.Thread(target=ask_the_loop, args=(loop,), daemon=True)
+        asker.start()
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
+        results = list(await asyncio.gather(*appends))
+        await asyncio.to_thread(asker.join, 30)
+        return results, threading.get_ident()
+
+    hold()
+    with committing_threads(store) as threads, batch_sizes(store) as batches:
+        results, loop_thread = asyncio.run(main())
+    assert answered_while_held == [True], "the loop waited for the lock"
+    assert results == [True] * len(ids)
+    assert threads[0] == loop_thread
+    assert threads[1:] and loop_thread not in threads[1:]
+    assert batches == [len(ids), len(ids)]  # refused whole, then committed whole
+    for wid in ids:
+        assert [r.seq for r in store.replay_index(wid)] == [1]
+
+
+def test_a_thread_that_writes_first_commits_the_writes_the_loop_queued(
+    store: SQLiteStore,
+) -> None:
+    """Writes queued for the loop's commit are not claimed by it: a thread that writes before
+    the loop gets to it leads the next commit, theirs with its own, and the loop's turn then
+    finds nothing left to do."""
+    ids = _runs(store, 3)
+
+    async def main() -> tuple[list[bool], list[bool], int]:
+        own_loop(asyncio.get_running_loop())
+        thread_wrote: list[bool] = []
+
+        async def interloper() -> None:
+            # runs after the appends queued their writes and before the loop's turn to commit
+            # them; blocks the loop until the thread's write committed
+            writer = threading.Thread(
+                target=lambda: thread_wrote.append(store.append("r1", _step(1), owner="w1"))
+            )
+            writer.start()
+            writer.join(30)
+
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
+        *results, _ = await asyncio.gather(*appends, interloper())
+        return list(results), thread_wrote, threading.get_ident()
+
+    with committing_threads(store) as threads, batch_sizes(store) as batches:
+        results, thread_wrote, loop_thread = asyncio.run(main())
+    assert results == [True] * len(ids)
+    assert thread_wrote == [True]
+    assert batches == [len(ids) + 1]
+    assert len(threads) == 1 and threads[0] != loop_thread
+    for wid in ["r1", *ids]:
+        assert [r.seq for r in store.replay_index(wid)] == [1]
+
+
+def test_a_cancellation_asked_after_the_loop_queued_its_commit_comes_too_late(
+    store: SQLiteStore,
+) -> None:
+    """The loop's commit of the writes queued on it runs before a cancellation asked meanwhile
+    reaches its task: the batch holds the write, so the caller returns what it decided (the
+    cancellation taken back, as for any batch that holds a write), and the journal says so."""
+    ids = _runs(store, 3)
+
+    async def main() -> list[Any]:
+        own_loop(asyncio.get_running_loop())
+        tasks = [
+            asyncio.ensure_future(store.append_async(wid, _step(1), owner="w1")) for wid in ids
+        ]
+
+        async def canceller() -> None:
+            tasks[1].cancel()  # its write is queued; the loop's commit comes before the error
+
+        await asyncio.gather(*tasks, canceller(), return_exceptions=True)
+        return [("cancelled" if task.cancelled() else task.result()) for task in tasks]
+
+    with batch_sizes(store) as batches:
+        outcomes = asyncio.run(main())
+    assert outcomes == [True, True, True]
+    assert batches == [3]
+    for wid in ids:
+        assert [r.seq for r in store.replay_index(wid)] == [1]

@@ -8,21 +8,25 @@ everything queued by then. Each caller returns only after the transaction holdin
 committed (or with its own error): nothing is acknowledged that a crash could still lose.
 
 An ``async def`` caller (``submit_async``: a step of an async workflow, on the event loop its
-run shares with others) does not block its loop while others on it could run: its write is
-queued like any other, a batch whose leader would be an async caller is committed by the
-pipeline's own threads (started on first use), and the caller awaits the commit. Only when
-nothing else on its loop is ready to run (a lone async run), the loop is one an app keeps for
-its own runs (``own_loop``: never a caller's), and the store's commits are local
-(``in_place``: SQLite), does it lead the commit itself, in place: two hand-offs between
-threads cost more than such a commit (``after`` then runs on the loop too: keep it quick).
-Such a commit never waits: it runs with ``NO_WAIT`` set, and a store that would have to wait
-(for a write lock another process holds, for disk space) raises ``WouldWait`` having written
-nothing; the write is then queued for the pipeline's threads like any other, and the loop
-goes on. The runs of one loop that reach a commit while a batch is under way queue up for
-the next one, as threads do. An async caller cancelled while it waits withdraws its write if
-no batch took it yet (nothing was written: its caller sees the cancellation); once a batch
-holds it, it waits for that commit whatever happens and returns what it decided, so that what
-the caller saw is what the journal says.
+run shares with others) never waits for a commit while others on its loop could run: its write
+is queued like any other, and the caller awaits the commit. Who leads that commit depends on
+the loop and the store. Where the store's commits are local (``in_place``: SQLite) and the loop
+is one an app keeps for its own runs (``own_loop``: never a caller's, which serves the caller's
+code too), the loop leads it itself, in place: a lone async run's write at once, and the
+writes of many runs once what was ready on the loop has run (every run there that reached a
+commit meanwhile has queued its write: ``_lead_on_loop``), all in one transaction. Handing a
+batch to a thread and its callers back costs more than such a commit, which holds the
+interpreter's lock for most of its time anyway. Such a commit never waits for the database: it
+runs with ``NO_WAIT`` set, and a store that would have to wait (for a write lock another
+process holds, for disk space, for more than a moment for another thread of this process to
+finish with the connection) raises ``WouldWait`` having written nothing; those writes go back
+to the head of the queue for the pipeline's threads, and the loop goes on. Elsewhere (a
+caller's loop, a store a network could stall), and while a commit is under way, the pipeline's
+own threads (started on first use) lead the async callers' batches. ``after`` runs on the
+loop too after a commit led there: keep it quick. An async caller cancelled while it waits
+withdraws its write if no batch took it yet (nothing was written: its caller sees the
+cancellation); once a batch holds it, it waits for that commit whatever happens and returns
+what it decided, so that what the caller saw is what the journal says.
 
 What a transaction does with a batch is the store's business (``commit`` below); this module
 only decides who commits what, and when. ``after``, where given, is called by the leader once
@@ -128,6 +132,8 @@ class GroupCommit(Generic[T]):
         # batch is led by a thread of its own).
         self._leader: ThreadPoolExecutor | None = None
         self._closed = False
+        # The loops that will lead a commit once what is ready on them ran (``_lead_on_loop``).
+        self._scheduled: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         me = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _forget_in_child(me))
 
@@ -138,6 +144,7 @@ class GroupCommit(Generic[T]):
         self._queue = []
         self._busy = False
         self._leader = None
+        self._scheduled = weakref.WeakSet()
 
     def close(self) -> None:
         """Let the pipeline's own threads end, once they have committed what they lead."""
@@ -163,17 +170,28 @@ class GroupCommit(Generic[T]):
                 self._lead([pending], no_wait=True)
                 if not isinstance(pending._error, WouldWait):
                     return pending.outcome()
+                return await self._queued_async(write, loop)  # a thread commits it
+        if self._in_place and loop in _OWN_LOOPS:
+            return await self._queued_async(write, loop, on_loop=True)
         return await self._queued_async(write, loop)
 
-    async def _queued_async(self, write: T, loop: asyncio.AbstractEventLoop) -> Any:
-        """``submit_async`` through the queue: the pipeline's own thread leads its commit."""
+    async def _queued_async(
+        self, write: T, loop: asyncio.AbstractEventLoop, *, on_loop: bool = False
+    ) -> Any:
+        """``submit_async`` through the queue: the pipeline's own thread leads its commit, or
+        (``on_loop``) the loop itself, once what is ready on it has run (``_lead_on_loop``)."""
         pending = Pending(write)
         pending.waiter = waiter = loop.create_future()  # (set before it is queued)
         with self._lock:
             leading = not self._busy
-            if leading:
-                self._busy = True
             self._queue.append(pending)
+            if leading and on_loop:
+                leading = False  # (the commit is not claimed yet: whoever comes first leads)
+                if loop not in self._scheduled:
+                    self._scheduled.add(loop)
+                    loop.call_soon(self._lead_on_loop, loop)
+            elif leading:
+                self._busy = True
         if leading:
             self._lead_elsewhere()
         task = asyncio.current_task()
@@ -187,6 +205,19 @@ class GroupCommit(Generic[T]):
                 waiter = pending.waiter = loop.create_future()
             await settled(waiter, task, asked)
         return pending.outcome()
+
+    def _lead_on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """(On ``loop``, after what was ready on it ran: every run there that reached a
+        commit meanwhile has queued its write) Commit what is queued, in place, unless a
+        commit is under way (its leader names the next, as for any write queued meanwhile)."""
+        with self._lock:
+            self._scheduled.discard(loop)
+            if self._busy or not self._queue:
+                return
+            self._busy = True
+            batch = self._queue[:BATCH_LIMIT]
+            del self._queue[:BATCH_LIMIT]
+        self._lead(batch, no_wait=True, loop=loop)
 
     def _withdraw(self, pending: Pending[T]) -> bool:
         """Take ``pending`` out of the queue if no batch took it yet."""
@@ -259,11 +290,19 @@ class GroupCommit(Generic[T]):
             return [pending.outcome() for pending in pendings]
         return [_outcome_or_error(pending) for pending in pendings]
 
-    def _lead(self, batch: list[Pending[T]] | None = None, *, no_wait: bool = False) -> None:
+    def _lead(
+        self,
+        batch: list[Pending[T]] | None = None,
+        *,
+        no_wait: bool = False,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
         """Commit ``batch`` (by default, what is queued, up to ``BATCH_LIMIT``), wake its
         callers and name the next leader; with ``no_wait``, the commit alone runs with
         ``NO_WAIT`` set (never what follows it: a thread started here would inherit it where
-        threads inherit the context, as on Python 3.14's free-threaded builds)."""
+        threads inherit the context, as on Python 3.14's free-threaded builds). ``loop``: the
+        event loop leading it (``_lead_on_loop``), whose callers are woken in place, and whose
+        writes that would have waited go back to the head of the queue, for a thread."""
         if batch is None:
             with self._lock:
                 batch = self._queue[:BATCH_LIMIT]
@@ -276,7 +315,9 @@ class GroupCommit(Generic[T]):
                     self._commit(batch)
                 finally:
                     NO_WAIT.reset(token)
-                if isinstance(batch[0]._error, WouldWait):
+                if loop is not None:
+                    batch = self._requeue_would_wait(batch)
+                elif isinstance(batch[0]._error, WouldWait):
                     batch = []  # nothing was written (its upkeep below counts no write)
             else:
                 self._commit(batch)
@@ -293,9 +334,12 @@ class GroupCommit(Generic[T]):
                     pending.done.release()
                 elif pending.waiter is not None:
                     woken.setdefault(pending.waiter.get_loop(), []).append(pending)
-            for loop, pendings in woken.items():  # one wake-up of each loop for its batch
+            for other, pendings in woken.items():  # one wake-up of each loop for its batch
+                if other is loop:
+                    _resolve(pendings)
+                    continue
                 with contextlib.suppress(RuntimeError):  # closed: nobody awaits them any more
-                    loop.call_soon_threadsafe(_resolve, pendings)
+                    other.call_soon_threadsafe(_resolve, pendings)
             if successor is not None:
                 if successor.waiter is not None:
                     self._lead_elsewhere()
@@ -303,6 +347,18 @@ class GroupCommit(Generic[T]):
                     successor.done.release()
         if self._after is not None:
             self._after(len(batch))
+
+    def _requeue_would_wait(self, batch: list[Pending[T]]) -> list[Pending[T]]:
+        """The writes of ``batch`` that were written or failed; those that would have waited
+        (nothing of them was written) go back to the head of the queue, unsettled."""
+        again = [pending for pending in batch if isinstance(pending._error, WouldWait)]
+        if not again:
+            return batch
+        for pending in again:
+            pending._error = _UNSETTLED
+        with self._lock:
+            self._queue[:0] = again
+        return [pending for pending in batch if pending._error is not _UNSETTLED]
 
 
 async def settled(waiter: asyncio.Future[Any], task: asyncio.Task[Any] | None, asked: int) -> None:

@@ -37,6 +37,10 @@ T = TypeVar("T")
 BUSY_TIMEOUT_MS = 5_000
 _PAYLOAD_BATCH = 500  # digests a read of stored pieces binds (SQLite allows 32,766 variables)
 BUSY_GIVE_UP_S = 300.0
+# How long a commit led on an event loop waits for another thread of this process to finish
+# with the connection (the worker's poll of ``data_version``, a claim's read) before it hands
+# its writes to a thread: long enough for such a read, short enough not to hold up the loop.
+IN_PLACE_WAIT_S = 0.002
 
 _Q = load_queries("sqlite")
 _VACUUM_PAGES = 64  # what one step of incremental vacuum frees at most: a step moves pages
@@ -217,11 +221,12 @@ class SQLiteStore(SQLStore):
 
     def _take(self) -> None:
         """Take the connection (release ``_lock`` after), with the busy timeout this caller
-        needs. A commit led in place on an event loop (``NO_WAIT``) waits for nothing, neither
-        another thread of this process using the connection nor another process writing: it
-        raises ``WouldWait`` (its write goes to a thread) rather than hold up the loop."""
+        needs. A commit led in place on an event loop (``NO_WAIT``) waits for no other process
+        writing, and for another thread of this process using the connection only as long as
+        a quick read takes (``IN_PLACE_WAIT_S``): it raises ``WouldWait`` (its writes go to a
+        thread) rather than hold up the loop."""
         no_wait = NO_WAIT.get()
-        if not self._lock.acquire(blocking=not no_wait):
+        if not (self._lock.acquire(timeout=IN_PLACE_WAIT_S) if no_wait else self._lock.acquire()):
             raise WouldWait("the store's connection is in use by another thread")
         wait = 0 if no_wait else BUSY_TIMEOUT_MS
         if wait != self._busy_ms:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import Entry
-from ..group_commit import GroupCommit, Pending
+from ..group_commit import GroupCommit, Pending, WouldWait
 from ._base import CALL_ID, SQLBase
 from .call_ids import new_call_id
 
@@ -114,6 +114,10 @@ class Pipelined(SQLBase):
         if len(batch) > 1:
             try:
                 values = self._write_together([pending.write for pending in batch])
+            except WouldWait as exc:  # led in place: nothing was written, a thread will
+                for pending in batch:
+                    pending.fail(exc)
+                return
             except Exception:  # each write is then done alone, and reports its own error
                 pass
             else:
