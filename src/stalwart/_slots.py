@@ -140,6 +140,7 @@ class Slots:
             held = self.active.get(workflow_id)
             if held is not None and held[0] is future:
                 del self.active[workflow_id]
+        self.runtime.wakeup.set()  # a slot is free: the worker's loop claims the next run
         last = invocations[-1]
         if future.cancelled() and not last.abandoned:  # a task cancelled before it began
             error = asyncio.CancelledError("the app's event loop closed before the run began")
@@ -152,8 +153,6 @@ class Slots:
             error = self.driver.drive(inv, row, follow=follow).error
         except Exception as exc:  # logged by the driver, which gave the run's lease back
             error = exc
-        finally:
-            self.runtime.wakeup.set()
         self._ended_with(row, error)
 
     async def _execute_async(
@@ -181,8 +180,6 @@ class Slots:
             error = (await self.driver.drive_async(inv, row, offload, follow=follow)).error
         except (Exception, KeyboardInterrupt, SystemExit) as exc:  # as _execute; on the
             error = exc  # loop, the last two would stop it: the driver logged them
-        finally:
-            self.runtime.wakeup.set()
         self._ended_with(row, error)
 
     def _follower(self, invocations: list[Invocation]) -> Callable[[Invocation], None]:

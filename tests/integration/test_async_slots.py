@@ -17,6 +17,7 @@ import pytest
 import stalwart
 from serving import serving
 from stalwart import testing
+from stalwart._slots import Slots
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,6 +66,40 @@ def test_async_runs_complete_on_the_loop_with_their_results(app: stalwart.Stalwa
     assert threads == {"stalwart-loop"}
     journal = [(entry.kind, entry.status) for entry in app.journal("t3")]
     assert journal[2:] == [("step", "completed"), ("step", "completed"), ("run", "completed")]
+
+
+@pytest.mark.parametrize("is_async", [True, False], ids=["async", "sync"])
+def test_a_slot_that_frees_is_filled_at_once_not_at_the_next_full_poll(
+    app: stalwart.Stalwart, monkeypatch: pytest.MonkeyPatch, is_async: bool
+) -> None:
+    """A run that ends wakes the worker once its slot is free (not before: the worker would
+    find none, and wait for its next full look at the store), so the next run starts at once."""
+    monkeypatch.setattr("stalwart._worker.FULL_POLL_SECONDS", 3600.0)
+    real_ended = Slots._ended
+
+    def ended_later(self: Slots, *args: Any) -> None:
+        time.sleep(0.2)  # as when the loop is busy with other runs: the slot frees later
+        real_ended(self, *args)
+
+    monkeypatch.setattr(Slots, "_ended", ended_later)
+
+    if is_async:
+
+        @app.workflow(name="one")
+        async def one_async(n: int) -> int:
+            return n
+
+    else:
+
+        @app.workflow(name="one")
+        def one_sync(n: int) -> int:
+            return n
+
+    for i in range(4):
+        app.start("one", i, workflow_id=f"o{i}")
+    with serving(app, concurrency=1):
+        results = [outcome(app, f"o{i}") for i in range(4)]
+    assert results == [("completed", i) for i in range(4)]
 
 
 def test_an_async_run_whose_input_is_stored_apart_completes(app: stalwart.Stalwart) -> None:
