@@ -41,6 +41,9 @@ from .outputs import validate_and_encode
 __all__ = ["call_step", "call_step_async"]
 
 NO_USAGE: tuple[Usage | None, str | None] = (None, None)
+CANCELLED_OR_STOPPED = (
+    "its process stopped, or the workflow cancelled the call (a timeout or task group around it),"
+)
 
 
 def _standing(inv: Invocation, rec: Recorded | None) -> tuple[int, int, float, bool]:
@@ -219,7 +222,10 @@ class StepCall:
         An interruption is retried whatever ``retry_on`` says, within ``max_attempts``.
         """
         started, alive, said = self.interrupted_span()
-        exc = AttemptInterrupted(f"{said}: its process stopped before the outcome was recorded")
+        # Neither a crash nor a cancellation in an async workflow's own code (a timeout, a task
+        # group around the call) records anything: the recovery cannot tell them apart.
+        cause = CANCELLED_OR_STOPPED if self.inv.is_async else "its process stopped"
+        exc = AttemptInterrupted(f"{said}: {cause} before the outcome was recorded")
         final = self.attempt >= self.step.retry.max_attempts
         self.record_failure(exc, started, alive, Decision(final=final))
         if final:
