@@ -221,10 +221,9 @@ class SQLiteStore(SQLStore):
 
     def _take(self) -> None:
         """Take the connection (release ``_lock`` after), with the busy timeout this caller
-        needs. A commit led in place on an event loop (``NO_WAIT``) waits for no other process
-        writing, and for another thread of this process using the connection only as long as
-        a quick read takes (``IN_PLACE_WAIT_S``): it raises ``WouldWait`` (its writes go to a
-        thread) rather than hold up the loop."""
+        needs. A commit led in place on an event loop (``NO_WAIT``) waits for no other process,
+        nor for another thread of this process past a quick read (``IN_PLACE_WAIT_S``): it
+        raises ``WouldWait`` (its writes go to a thread) rather than hold up the loop."""
         no_wait = NO_WAIT.get()
         if not (self._lock.acquire(timeout=IN_PLACE_WAIT_S) if no_wait else self._lock.acquire()):
             raise WouldWait("the store's connection is in use by another thread")
