@@ -84,13 +84,10 @@ async def run_attempts_async(call: AsyncAttempted) -> Any:
                 ended, action = await call.inv.off_loop(
                     functools.partial(contextvars.copy_context().run, _advanced, loop, reply)
                 )
-                if ended:
-                    return action
             else:
-                try:
-                    action = loop.send(reply)
-                except StopIteration as done:
-                    return done.value
+                ended, action = _advanced(loop, reply)
+            if ended:
+                return action
             if call.writes:  # (most decisions write nothing: no coroutine for them)
                 await call.journal_async()
             if isinstance(action, float):
