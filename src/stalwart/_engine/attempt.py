@@ -6,6 +6,7 @@ the run's spend, its breaker's window, the logs and the observers' metrics)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Protocol
 
 from .._model import EntryStatus, ErrorRecord
@@ -73,9 +74,6 @@ class AsyncAttempted(Attempted, Protocol):
     """A call driven on the run's event loop, whose decisions queue their writes."""
 
     writes: list[Callable[[], None]]  # what they queued, not yet made
-    # Its decisions call the store or user code in place (an irreversible step's marks and
-    # ``verify``, a breaker's admission and report): made in a thread, not on the loop.
-    decides_off_loop: bool
 
     async def journal_async(self) -> None:
         """Make the writes its decisions queued, in order, off the run's loop."""
@@ -119,6 +117,6 @@ def count(call: Attempted, entry: Entry) -> None:
     if inv.spend is not None and status in (EntryStatus.COMPLETED, EntryStatus.FAILED):
         inv.spend.add(entry.usage)
     elif inv.spend is not None and status == EntryStatus.IN_DOUBT and entry.usage is not None:
-        inv.spend.add_in_doubt(entry.usage)
+        inv.spend.used += replace(entry.usage, attempts=0)  # the attempt counts where it ends
     if inv.observe is not None or status != EntryStatus.COMPLETED:
         attempt_recorded(inv, call.current, entry)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
-import functools
 import inspect
 import threading
 from collections.abc import Awaitable, Callable, Generator
@@ -80,14 +79,10 @@ async def run_attempts_async(call: AsyncAttempted) -> Any:
     reply: Outcome | None = None
     try:
         while True:
-            if call.decides_off_loop:
-                ended, action = await call.inv.off_loop(
-                    functools.partial(contextvars.copy_context().run, _advanced, loop, reply)
-                )
-            else:
-                ended, action = _advanced(loop, reply)
-            if ended:
-                return action
+            try:
+                action = loop.send(reply)
+            except StopIteration as done:
+                return done.value
             if call.writes:  # (most decisions write nothing: no coroutine for them)
                 await call.journal_async()
             if isinstance(action, float):
@@ -98,17 +93,6 @@ async def run_attempts_async(call: AsyncAttempted) -> Any:
     finally:
         if call.writes:
             await call.journal_async()
-
-
-def _advanced(
-    loop: Generator[StepScope | float, Outcome | None, Any], reply: Outcome | None
-) -> tuple[bool, Any]:
-    """The loop's next request, or (``True``) the call's value once it ended (carried back
-    as a value: a ``StopIteration`` cannot cross the thread's future)."""
-    try:
-        return False, loop.send(reply)
-    except StopIteration as done:
-        return True, done.value
 
 
 def _pause(call: Attempted, seconds: float) -> float:

@@ -9,7 +9,6 @@ run journaled before the store kept totals is counted from its journal."""
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
@@ -39,9 +38,6 @@ class Spend:
         self.calls: Counter[tuple[str, bytes | None]] = Counter()
         self.recorded = recorded  # reads how often a call was recorded, when first needed
         self.keyring: Keyring | None = None  # an encrypted store's, to find stored inputs
-        # An async run's tasks count on its loop while a call deciding off the loop (an
-        # irreversible step's, a breaker's) counts in a thread: one at a time.
-        self._lock = threading.Lock()
 
     @property
     def used(self) -> Usage:
@@ -105,25 +101,17 @@ class Spend:
     def new_call(self, name: str, encoded_input: bytes | None) -> None:
         """A step is called anew (not retried): count it."""
         if self.budget.max_repeats is not None:
-            repeats = self._repeats(name, encoded_input) + 1
-            with self._lock:
-                self.calls[(name, encoded_input)] = repeats
+            self.calls[(name, encoded_input)] = self._repeats(name, encoded_input) + 1
 
     def add(self, usage: Usage | None) -> None:
         """An attempt was recorded, with what it used."""
-        with self._lock:
-            if usage is None:
-                self.attempts += 1
-            else:
-                self.tokens_in += usage.input_tokens
-                self.tokens_out += usage.output_tokens
-                self.cost += usage.cost
-                self.attempts += usage.attempts
-
-    def add_in_doubt(self, usage: Usage) -> None:
-        """An attempt in doubt was recorded with what it used; the attempt itself counts
-        where it ends."""
-        self.add(replace(usage, attempts=0))
+        if usage is None:
+            self.attempts += 1
+        else:
+            self.tokens_in += usage.input_tokens
+            self.tokens_out += usage.output_tokens
+            self.cost += usage.cost
+            self.attempts += usage.attempts
 
     def refusal(self, workflow_id: str, name: str, encoded_input: bytes | None) -> Any:
         """Why the next attempt of step ``name`` may not start, as the error the run ends
@@ -172,7 +160,7 @@ def spend_of(inv: Invocation) -> Spend | None:
     budget = inv.wf.budget
     if budget is None:
         return None
-    if inv.spend is None:  # (a thread deciding a call may read it meanwhile: one is kept)
-        inv.keep_first("spend", Spend.of_run(inv.runtime, inv.workflow_id, budget))
+    if inv.spend is None:
+        inv.spend = Spend.of_run(inv.runtime, inv.workflow_id, budget)
     spend: Spend = inv.spend
     return spend

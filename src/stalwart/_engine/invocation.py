@@ -313,14 +313,6 @@ class Invocation(JournalWrites):
         self.children[path] = k + 1
         self.task_paths[task] = f"{path}t{k}."
 
-    def keep_first(self, name: str, value: Any) -> Any:
-        """Set attribute ``name`` to ``value`` unless another thread set it first (a value
-        read once per invocation, such as its ``spend``); what it holds now."""
-        with self._lock:
-            if getattr(self, name) is None:
-                setattr(self, name, value)
-            return getattr(self, name)
-
     def alloc_seq(self) -> int:
         """A fresh journal sequence number for a call replay has not seen."""
         with self._lock:

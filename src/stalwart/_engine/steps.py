@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -97,9 +96,6 @@ class StepCall:
         # its ``verify`` journals what it finds itself, after the marks it reads.
         self.queues = awaits_journal and not step.irreversible
         self.writes: list[Callable[[], None]] = []
-        # An async call whose decisions reach the store or user code in place (``verify``,
-        # an irreversible step's marks, a breaker): its driver makes them in a thread.
-        self.decides_off_loop = awaits_journal and (step.irreversible or step.breaker is not None)
         # ``inv.check_alive()`` above is the first attempt's boundary check too, as long as
         # nothing is journaled before that attempt (a new call: see ``replay``)
         self.checked = True
@@ -372,13 +368,6 @@ def encoded_arguments(
         ) from None
 
 
-def _unsettled_mark(call: StepCall) -> bool:
-    """Whether the journal holds an irreversible attempt that may have taken effect (its
-    replay asks ``verify``, or records it in doubt)."""
-    rec = call.rec
-    return rec is not None and rec.status in (EntryStatus.SCHEDULED, EntryStatus.IN_DOUBT)
-
-
 def _used(call: StepCall, result: Any) -> tuple[Usage | None, str | None]:
     """What the call's attempt used and the model it came from (``None``: nothing recorded)."""
     recorded = call.current.usage if call.current is not None else {}
@@ -410,12 +399,7 @@ async def call_step_async(
     call = StepCall(inv, step, args, kwargs, awaits_journal=True)
     try:
         try:
-            if call.decides_off_loop and _unsettled_mark(call):  # its verify, off the loop
-                replayed = await inv.off_loop(
-                    functools.partial(contextvars.copy_context().run, call.replay)
-                )
-            else:
-                replayed = call.replay()
+            replayed = call.replay()
         finally:
             if call.writes:  # the interrupted attempt it charged
                 await call.journal_async()
