@@ -31,12 +31,10 @@ def _step(seq: int) -> Entry:
     )
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[SQLiteStore]:
-    path = tmp_path / "stalwart.db"
-    opened = SQLiteStore(f"sqlite:///{path}", str(path), durability="process")
-    assert opened.create_run(
-        workflow_id="r1",
+def _running(store: SQLiteStore, wid: str) -> None:
+    """A running run ``wid``, held by ``w1``."""
+    assert store.create_run(
+        workflow_id=wid,
         name="agent",
         status="running",
         queue="default",
@@ -47,6 +45,13 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
         lease_until=10.0**10,
         entry=Entry(kind="run", name="started", status="completed"),
     )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[SQLiteStore]:
+    path = tmp_path / "stalwart.db"
+    opened = SQLiteStore(f"sqlite:///{path}", str(path), durability="process")
+    _running(opened, "r1")
     try:
         yield opened
     finally:
@@ -85,47 +90,56 @@ def _another_thread_using_the_connection(
     return begin, end
 
 
+@pytest.mark.parametrize("writes", [1, 5], ids=["a-lone-write", "a-batch"])
 @pytest.mark.parametrize(
     "holder",
     [_another_process_writing, _another_thread_using_the_connection],
     ids=["another-process-writes", "another-thread-uses-the-connection"],
 )
-def test_a_write_led_in_place_never_makes_the_loop_wait(
-    store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]]
+def test_a_commit_led_in_place_never_makes_the_loop_wait(
+    store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]], writes: int
 ) -> None:
+    """While the lock is held, the loop's commit (a lone write's, or a batch's) is refused at
+    once (the connection: after a moment) having written nothing, and goes whole to the
+    pipeline's threads; the loop answers meanwhile, and every write lands once the lock is
+    free."""
+    ids = ["r1", *_runs(store, writes - 1)]
     hold, release = holder(store)
     answered = threading.Event()
     answered_while_held: list[bool] = []
 
     def ask_the_loop(loop: asyncio.AbstractEventLoop) -> None:
-        # once the write has been tried in place and handed on, the loop answers at once;
-        # the lock is released only after (or once HELD_S is over, when the loop is stuck)
+        # once the commit was tried in place and handed on, the loop answers at once; the
+        # lock is released only after (or once HELD_S is over, when the loop is stuck)
         try:
             deadline = time.monotonic() + HELD_S
-            while not threads and time.monotonic() < deadline:
+            while len(threads) < 2 and time.monotonic() < deadline:
                 time.sleep(0.01)
             loop.call_soon_threadsafe(answered.set)
             answered_while_held.append(answered.wait(HELD_S))
         finally:
             release()
 
-    async def main() -> tuple[bool, int]:
+    async def main() -> tuple[list[bool], int]:
         loop = asyncio.get_running_loop()
         own_loop(loop)
         asker = threading.Thread(target=ask_the_loop, args=(loop,), daemon=True)
         asker.start()
-        held = await store.append_async("r1", _step(1), owner="w1")
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
+        results = list(await asyncio.gather(*appends))
         await asyncio.to_thread(asker.join, 30)
-        return held, threading.get_ident()
+        return results, threading.get_ident()
 
     hold()
-    with committing_threads(store) as threads:
-        held, loop_thread = asyncio.run(main())
+    with committing_threads(store) as threads, batch_sizes(store) as batches:
+        results, loop_thread = asyncio.run(main())
     assert answered_while_held == [True], "the loop waited for the lock"
-    assert held is True
-    assert threads[0] == loop_thread  # tried in place, refused at once, then led elsewhere
+    assert results == [True] * len(ids)
+    assert threads[0] == loop_thread  # tried in place, refused, then led elsewhere
     assert threads[1:] and loop_thread not in threads[1:]
-    assert [r.seq for r in store.replay_index("r1")] == [1]
+    assert batches == ([] if writes == 1 else [writes, writes])  # refused whole, then whole
+    for wid in ids:
+        assert [r.seq for r in store.replay_index(wid)] == [1]
 
 
 def test_the_next_lone_write_commits_in_place_again(store: SQLiteStore) -> None:
@@ -194,18 +208,7 @@ def _runs(store: SQLiteStore, count: int) -> list[str]:
     """``count`` more running runs held by ``w1`` (``r1`` is the fixture's)."""
     ids = [f"r{i}" for i in range(2, count + 2)]
     for wid in ids:
-        assert store.create_run(
-            workflow_id=wid,
-            name="agent",
-            status="running",
-            queue="default",
-            priority=0,
-            input=b"Jnull",
-            now=100.0,
-            owner="w1",
-            lease_until=10.0**10,
-            entry=Entry(kind="run", name="started", status="completed"),
-        )
+        _running(store, wid)
     return ids
 
 
@@ -226,54 +229,6 @@ def test_the_writes_of_many_runs_on_the_loop_commit_together_in_place(
     assert results == [True] * len(ids)
     assert threads == [loop_thread]
     assert batches == [len(ids)]
-    for wid in ids:
-        assert [r.seq for r in store.replay_index(wid)] == [1]
-
-
-@pytest.mark.parametrize(
-    "holder",
-    [_another_process_writing, _another_thread_using_the_connection],
-    ids=["another-process-writes", "another-thread-uses-the-connection"],
-)
-def test_a_batch_led_on_the_loop_never_makes_the_loop_wait(
-    store: SQLiteStore, holder: Callable[[SQLiteStore], tuple[Any, Any]]
-) -> None:
-    """While the lock is held, the loop's batch is refused at once (the connection: after a
-    moment) having written nothing, and goes whole to the pipeline's threads; the loop answers
-    meanwhile, and every write lands once the lock is free."""
-    ids = _runs(store, 5)
-    hold, release = holder(store)
-    answered = threading.Event()
-    answered_while_held: list[bool] = []
-
-    def ask_the_loop(loop: asyncio.AbstractEventLoop) -> None:
-        try:
-            deadline = time.monotonic() + HELD_S
-            while len(threads) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)  # tried on the loop, then led by a thread, waiting
-            loop.call_soon_threadsafe(answered.set)
-            answered_while_held.append(answered.wait(HELD_S))
-        finally:
-            release()
-
-    async def main() -> tuple[list[bool], int]:
-        loop = asyncio.get_running_loop()
-        own_loop(loop)
-        asker = threading.Thread(target=ask_the_loop, args=(loop,), daemon=True)
-        asker.start()
-        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
-        results = list(await asyncio.gather(*appends))
-        await asyncio.to_thread(asker.join, 30)
-        return results, threading.get_ident()
-
-    hold()
-    with committing_threads(store) as threads, batch_sizes(store) as batches:
-        results, loop_thread = asyncio.run(main())
-    assert answered_while_held == [True], "the loop waited for the lock"
-    assert results == [True] * len(ids)
-    assert threads[0] == loop_thread
-    assert threads[1:] and loop_thread not in threads[1:]
-    assert batches == [len(ids), len(ids)]  # refused whole, then committed whole
     for wid in ids:
         assert [r.seq for r in store.replay_index(wid)] == [1]
 
