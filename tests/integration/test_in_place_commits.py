@@ -294,3 +294,46 @@ def test_a_cancellation_asked_after_the_loop_queued_its_commit_comes_too_late(
     assert batches == [3]
     for wid in ids:
         assert [r.seq for r in store.replay_index(wid)] == [1]
+
+
+def test_a_batch_led_on_the_loop_that_fails_is_done_write_by_write_by_a_thread(
+    store: SQLiteStore,
+) -> None:
+    """A batch whose writes together fail for another reason than a lock is done write by
+    write, each reporting its own error: by a thread, not by the loop that led it (up to a
+    batch's worth of transactions)."""
+    ids = _runs(store, 5)
+    real_together = store._write_together
+    failed: list[bool] = []
+
+    def fails_once(writes: Any) -> Any:
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("a write of the batch broke it")
+        return real_together(writes)
+
+    store._write_together = fails_once  # type: ignore[method-assign]
+    alone: list[int] = []
+    real_alone = store._append_alone
+
+    def noted(*args: Any, **kwargs: Any) -> Any:
+        alone.append(threading.get_ident())
+        return real_alone(*args, **kwargs)
+
+    store._append_alone = noted  # type: ignore[method-assign]
+
+    async def main() -> tuple[list[bool], int]:
+        own_loop(asyncio.get_running_loop())
+        appends = [store.append_async(wid, _step(1), owner="w1") for wid in ids]
+        return list(await asyncio.gather(*appends)), threading.get_ident()
+
+    try:
+        results, loop_thread = asyncio.run(main())
+    finally:
+        store._write_together = real_together  # type: ignore[method-assign]
+        store._append_alone = real_alone  # type: ignore[method-assign]
+    assert results == [True] * len(ids)
+    assert failed == [True]
+    assert loop_thread not in alone
+    for wid in ids:
+        assert [r.seq for r in store.replay_index(wid)] == [1]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from stalwart._store.group_commit import GroupCommit, Pending
+from stalwart._store.group_commit import BATCH_LIMIT, GroupCommit, Pending, own_loop
 
 
 def _settling(gate: threading.Event) -> Any:
@@ -91,3 +91,67 @@ def test_a_caller_cancelled_while_a_batch_holds_its_write_keeps_no_cancellation(
     finally:
         go_on.set()
         pipeline.close()
+
+
+def _behind_the_loops_queued_writes(
+    pipeline: GroupCommit[str], queued: int, sync_call: Any, delay: float = 0.0
+) -> Any:
+    """What ``sync_call`` (a thread's write) returns when it comes after ``queued`` writes an
+    app's loop queued for its own turn, before that turn: ``"hung"`` if it never does."""
+    out: dict[str, Any] = {}
+
+    def call() -> None:
+        try:
+            out["value"] = sync_call()
+        except Exception as exc:
+            out["value"] = exc
+
+    def in_a_thread() -> None:  # (on the loop: after the writes queued, before its turn)
+        writer = threading.Thread(target=call, daemon=True)
+        writer.start()
+        writer.join(5.0)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        own_loop(loop)
+        tasks = [asyncio.ensure_future(pipeline.submit_async(f"a{i}")) for i in range(queued)]
+        loop.call_soon(in_a_thread)
+        await asyncio.wait(tasks, timeout=10)
+
+    asyncio.run(main())
+    return out.get("value", "hung")
+
+
+def _committing(delay: float = 0.0) -> tuple[GroupCommit[str], list[str]]:
+    committed: list[str] = []
+
+    def commit(batch: list[Pending[str]]) -> None:
+        time.sleep(delay)
+        for pending in batch:
+            committed.append(pending.write)
+            pending.settle(pending.write)
+
+    return GroupCommit(commit, in_place=True), committed
+
+
+@pytest.mark.parametrize(
+    "queued", [BATCH_LIMIT, BATCH_LIMIT + 40, 2 * BATCH_LIMIT], ids=["full", "more", "two-full"]
+)
+def test_a_thread_that_leads_behind_the_loops_queued_writes_commits_its_own(queued: int) -> None:
+    """A thread that writes before the loop's turn leads the next commit, and its batch holds
+    its own write whatever the loop queued ahead of it (more than a batch takes: it said
+    the write failed though it landed; exactly a batch: the pipeline hung)."""
+    pipeline, committed = _committing(delay=0.002)
+    assert _behind_the_loops_queued_writes(pipeline, queued, lambda: pipeline.submit("t")) == "t"
+    assert sorted(committed) == sorted(["t", *(f"a{i}" for i in range(queued))])
+    assert not pipeline._busy
+
+
+def test_a_threads_writes_together_behind_the_loops_queued_writes_commit() -> None:
+    """The same for a thread's writes made together (a worker's claims: ``submit_all``)."""
+    pipeline, _ = _committing()
+    made = _behind_the_loops_queued_writes(
+        pipeline, BATCH_LIMIT, lambda: pipeline.submit_all(["c1", "c2"])
+    )
+    assert made == ["c1", "c2"]
+    assert not pipeline._busy

@@ -249,11 +249,12 @@ class GroupCommit(Generic[T]):
         decided (or raise its error)."""
         pending = Pending(write)
         with self._lock:
-            self._queue.append(pending)
             leading = not self._busy
-            if leading:
+            if leading:  # (ahead of writes a loop queued for its own turn: its batch holds it)
+                self._queue.insert(0, pending)
                 self._busy = True
             else:
+                self._queue.append(pending)
                 done = pending.done = _thread.allocate_lock()
                 done.acquire()
         if not leading:
@@ -274,11 +275,13 @@ class GroupCommit(Generic[T]):
             done = pending.done = _thread.allocate_lock()
             done.acquire()
         with self._lock:
-            self._queue.extend(pendings)
             if not self._busy and pendings:
+                self._queue[:0] = pendings  # (ahead of writes a loop queued for its own turn)
                 self._busy = True
                 pendings[0].lead = True
                 pendings[0].done.release()  # type: ignore[union-attr]
+            else:
+                self._queue.extend(pendings)
         # In queue order: a write of this caller's named to lead the next commit comes after
         # every earlier one of them is settled (the queue is first in, first out).
         for pending in pendings:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..base import Entry
-from ..group_commit import GroupCommit, Pending, WouldWait
+from ..group_commit import NO_WAIT, GroupCommit, Pending, WouldWait
 from ._base import CALL_ID, SQLBase
 from .call_ids import new_call_id
 
@@ -119,7 +119,11 @@ class Pipelined(SQLBase):
                     pending.fail(exc)
                 return
             except Exception:  # each write is then done alone, and reports its own error
-                pass
+                if NO_WAIT.get():  # (by a thread, not the event loop that led the batch)
+                    refused = WouldWait("a batch led in place failed: done alone by a thread")
+                    for pending in batch:
+                        pending.fail(refused)
+                    return
             else:
                 for pending, value in zip(batch, values, strict=True):
                     pending.settle(value)
