@@ -6,6 +6,7 @@ tests/faults/test_fleet_breakers.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -100,6 +101,32 @@ def test_it_opens_after_failures_and_waits_the_cooldown_without_spending_attempt
         0,
         None,
     )
+
+
+def test_a_run_waiting_on_a_probe_that_fails_tries_again_after_the_cooldown(
+    app: stalwart.Stalwart, clock: FakeClock
+) -> None:
+    """Two calls of one run gathered: one probes, the other waits for the probe. When the
+    probe fails, the breaker opens for its cooldown again, and the run goes on after it, not
+    at the probe's deadline (the lease, 30 s here)."""
+    provider = Downstream(clock, failing=3)
+    breaker = stalwart.Breaker("provider", failures=2, window=60, cooldown=5)
+
+    @app.step(retry=FAST, breaker=breaker)
+    async def call(item: str) -> str:
+        return provider(item)
+
+    @app.workflow
+    async def agent() -> list[str]:
+        return list(await asyncio.gather(call("a"), call("b")))
+
+    start = clock.time()
+    with timers_fire(app, clock):
+        assert sorted(app.run(agent, workflow_id="g")) == ["done a", "done b"]
+    gaps = [round(t - start, 1) for t in provider.calls]
+    # two failures open it; after its cooldown one call probes while the other waits, and
+    # fails; after the cooldown again the probe succeeds and the other call follows
+    assert gaps[:4] == [0.0, 0.0, 5.0, 10.0]
 
 
 def _tripped(app: stalwart.Stalwart, clock: FakeClock) -> tuple[Downstream, Any]:

@@ -44,8 +44,11 @@ def admit(inv: Invocation, breaker: Breaker, attempt: str) -> str | None:
         row = store.breaker(name, now=now)
     if row is None or row.state == "closed":
         return None
-    wake = row.retry_at if row.state == "open" else row.probe_until
-    raise inv.suspend(wake_at=max(wake or 0.0, now + _MIN_WAIT), waiting_for=f"breaker:{name}")
+    if row.state == "open":
+        wake = row.retry_at or 0.0
+    else:  # another attempt probes: it may fail (open again) long before its deadline
+        wake = min(row.probe_until or 0.0, now + breaker.cooldown)
+    raise inv.suspend(wake_at=max(wake, now + _MIN_WAIT), waiting_for=f"breaker:{name}")
 
 
 def report(
