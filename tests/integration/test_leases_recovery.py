@@ -3,6 +3,8 @@ interrupted is recovered (and a cancel of it honoured), each process and claim o
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import multiprocessing
 import os
 import sqlite3
@@ -246,3 +248,37 @@ def test_a_run_failed_for_crash_looping_cancels_its_children(tmp_path: Path) -> 
         with pytest.raises(stalwart.WorkflowFailed, match="crashed its worker"):
             app.run(parent, workflow_id="p")
         assert app.handle("kid").status() == "cancelled"
+
+
+def test_a_lost_leases_warning_names_no_step_whose_mark_did_not_land(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An irreversible step's ``scheduled`` mark that finds the lease lost: its attempt never
+    began, so the warning names no step as one that ran."""
+    clock = FakeClock()
+    with stalwart.Stalwart(_url(tmp_path), clock=clock) as app:
+
+        @app.step(irreversible=True)
+        def charge(order: str) -> str:
+            return f"charged {order}"
+
+        @app.workflow
+        def pays() -> str:
+            clock.advance(testing.runtime_of(app).lease_seconds + 1)  # its renewals stalled
+            testing.claim_run(app, "p")  # another worker took it
+            return charge("o1")
+
+        caplog.set_level(logging.WARNING, logger="stalwart")
+
+        def run() -> None:  # it waits for the worker that took the run, until the app closes
+            with contextlib.suppress(RuntimeError):
+                app.run(pays, workflow_id="p")
+
+        threading.Thread(target=run, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not any("lease lost" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "the lease was never lost"
+            time.sleep(0.01)
+        lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
+        assert not any("ran and may have had its effect" in message for message in lost), lost
+        assert [e for e in app.journal("p") if e.kind == "step"] == []  # its mark did not land

@@ -141,7 +141,11 @@ class StepCall:
         that a crash during it is charged and a crash during the backoff before it is not; a
         first attempt writes nothing: the one-commit hot path."""
         if self.step.irreversible:
-            self.record(EntryStatus.SCHEDULED, self.started_at)
+            try:
+                self.record(EntryStatus.SCHEDULED, self.started_at)
+            except LeaseLost:  # its attempt never began: the lost lease's warning names none
+                self.inv.current_step = None
+                raise
         elif self.attempt >= 2:
             self._journal(functools.partial(self.inv.mark_retry, f"{self.seq}:{self.attempt}"))
 
