@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 import time
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from lease_loss import lease_lost_warnings
 from stalwart import testing
 
 
@@ -182,19 +182,7 @@ def test_a_lost_leases_warning_names_no_recorded_value_as_a_step_that_ran(
         await asyncio.to_thread(testing.claim_run, app, "l")  # another worker took it
         await later()
 
-    caplog.set_level(logging.WARNING, logger="stalwart")
-
-    def run() -> None:  # it waits for the worker that took the run, until the app closes
-        with contextlib.suppress(RuntimeError):
-            app.run(loses_its_lease, workflow_id="l")
-
-    running = threading.Thread(target=run, daemon=True)
-    running.start()
-    deadline = time.monotonic() + 30
-    while not any("lease lost" in r.getMessage() for r in caplog.records):
-        assert time.monotonic() < deadline, "the lease was never lost"
-        time.sleep(0.01)
-    lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
+    lost = lease_lost_warnings(app, loses_its_lease, "l", caplog)
     assert not any("ran and may have had its effect" in message for message in lost), lost
 
 

@@ -3,8 +3,6 @@ interrupted is recovered (and a cancel of it honoured), each process and claim o
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import multiprocessing
 import os
 import sqlite3
@@ -16,6 +14,7 @@ from typing import Any
 import pytest
 
 import stalwart
+from lease_loss import lease_lost_warnings
 from stalwart import testing
 from stalwart._leases import HOST
 from stalwart._store import Entry
@@ -268,17 +267,6 @@ def test_a_lost_leases_warning_names_no_step_whose_mark_did_not_land(
             testing.claim_run(app, "p")  # another worker took it
             return charge("o1")
 
-        caplog.set_level(logging.WARNING, logger="stalwart")
-
-        def run() -> None:  # it waits for the worker that took the run, until the app closes
-            with contextlib.suppress(RuntimeError):
-                app.run(pays, workflow_id="p")
-
-        threading.Thread(target=run, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not any("lease lost" in r.getMessage() for r in caplog.records):
-            assert time.monotonic() < deadline, "the lease was never lost"
-            time.sleep(0.01)
-        lost = [r.getMessage() for r in caplog.records if "lease lost" in r.getMessage()]
+        lost = lease_lost_warnings(app, pays, "p", caplog)
         assert not any("ran and may have had its effect" in message for message in lost), lost
         assert [e for e in app.journal("p") if e.kind == "step"] == []  # its mark did not land
