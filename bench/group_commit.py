@@ -27,10 +27,12 @@ Beside each figure, the worker process's CPU time per step (user + system, read 
 ``/proc`` from just before the first ``app.start`` to the poll that saw the last run complete;
 Linux only, else left out): 20,000 steps/s on the one core the GIL gives is 50 us a step all
 told, and on a machine shared with other work the CPU a step costs moves less than its rate.
+With ``--threads``, each of the worker's threads' share of it too, busiest first (the app's
+event loop, the claim loop, the commit threads: which is which shows in their sizes).
 
     python bench/group_commit.py [--runs 200] [--steps 10] [--concurrency 200] [--repeat 3]
                                  [--settings sqlite,power,postgres] [--postgres-url URL]
-                                 [--enqueue-first] [--starters 8] [--async]
+                                 [--enqueue-first] [--starters 8] [--async] [--threads]
 
 It is a benchmark, not a test: it exits 0 whatever the figures (it fails only if a worker
 dies or runs never finish).
@@ -195,6 +197,19 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def thread_seconds(pid: int) -> dict[str, float]:
+    """The CPU time (user + system) each thread of process ``pid`` has used, by thread id
+    (empty where ``/proc`` does not tell it)."""
+    used: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text("ascii").rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        used[task.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
+
+
 def one_sample(
     setting: str, args: argparse.Namespace, folder: str, starters: int
 ) -> tuple[float, float, float | None]:
@@ -240,9 +255,11 @@ def one_sample(
         if args.enqueue_first:
             cpu_before = cpu_seconds(worker.pid)  # its start-up is in it: a bound, not a figure
             first = ready.stat().st_mtime  # written just before the worker starts serving
+            threads_before = thread_seconds(worker.pid)
         else:
             time.sleep(SETTLE_SECONDS)
             cpu_before = cpu_seconds(worker.pid)
+            threads_before = thread_seconds(worker.pid)
             first = time.time()
             start_runs(app, steps, n, s, starters)
             enqueued = time.time() - first
@@ -253,6 +270,7 @@ def one_sample(
             done = app.list_workflows(status="completed", limit=n)
             if len(done) >= n:
                 cpu_after = cpu_seconds(worker.pid)
+                threads_after = thread_seconds(worker.pid)
                 break
             if app.list_workflows(status="failed", limit=1):
                 raise RuntimeError(f"a run failed:\n{log.read_text()[-2000:]}")
@@ -281,6 +299,13 @@ def one_sample(
         f"{'?' if cpu is None else f'{cpu * 1e6:.0f}'} us/step",
         flush=True,
     )
+    if args.threads:
+        spent = sorted(
+            (used - threads_before.get(tid, 0.0) for tid, used in threads_after.items()),
+            reverse=True,
+        )
+        busy = [f"{seconds * 1e6 / (n * s):.1f}" for seconds in spent if seconds > 0]
+        print(f"    the worker's threads, CPU a step (us), busiest first: {', '.join(busy)}")
     return rate, floor, cpu
 
 
@@ -312,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="start the runs before the worker and time the worker alone, from the moment it "
         "is ready (B proper times the enqueueing too)",
+    )
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="also print each of the worker's threads' CPU a step, busiest first (Linux)",
     )
     parser.add_argument(
         "--starters",

@@ -28,13 +28,17 @@ def _run(script: str, *args: str) -> str:
     return done.stdout
 
 
-@pytest.mark.parametrize("shape", [[], ["--async"]], ids=["sync", "async"])
+@pytest.mark.parametrize(
+    "shape", [[], ["--async", "--enqueue-first", "--threads"]], ids=["sync", "async"]
+)
 def test_the_group_commit_bench_runs_at_a_small_size(shape: list[str]) -> None:
     small = ["--runs", "20", "--steps", "2", "--repeat", "1", "--starters", "1"]
     out = _run("group_commit.py", *small, "--settings", "sqlite", *shape)
     assert "B = 20 runs x 2 no-op steps" in out, out
     assert ("(async def)" in out) == bool(shape), out
     assert "steps/s" in out and "CPU us/step" in out, out
+    if sys.platform == "linux":
+        assert ("the worker's threads, CPU a step" in out) == bool(shape), out
 
 
 def test_the_step_floor_bench_runs_at_a_small_size() -> None:
