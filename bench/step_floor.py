@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="stalwart-floor-") as folder:
         b_args = argparse.Namespace(
             runs=args.runs, steps=args.steps, concurrency=args.runs, postgres_url="",
-            enqueue_first=False, use_async=False,
+            enqueue_first=False, use_async=False, threads=False,
         )  # fmt: skip
         for _ in range(args.repeat):
             for name, skeleton in (("threads", threads_skeleton), ("asyncio", asyncio_skeleton)):
